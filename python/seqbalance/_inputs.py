@@ -1,0 +1,142 @@
+"""The one normalisation step in front of the native core and the pure-Python reference.
+
+Everything that decides whether an input is acceptable, and the wording of every error, lives here.
+The native binding only has fast paths for input that is certainly valid (a list of non-negative
+ints, a 1-D integer NumPy array without negatives); anything else is handed to these functions,
+which either raise the documented error or return a clean value. The reference calls the same
+functions, so the two implementations differ only in how they compute.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ._errors import PartitionError
+
+__all__ = [
+    "MAX_VALUE",
+    "check_k_partitions",
+    "check_shape",
+    "normalize_lengths",
+    "lengths_as_list",
+]
+
+#: Largest accepted value: lengths are non-negative 64-bit signed integers.
+MAX_VALUE = 2**63 - 1
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
+    """Return ``k_partitions`` as an int >= 1, or raise ``TypeError``/``ValueError``."""
+    if isinstance(k_partitions, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
+    if isinstance(k_partitions, (int, np.integer)):
+        k = int(k_partitions)
+    else:
+        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
+    if k < 1:
+        raise ValueError(f"{name} must be >= 1, got {k}")
+    return k
+
+
+def check_shape(n_items: int, k_partitions: int, equal_size: bool) -> None:
+    """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts."""
+    if n_items < k_partitions:
+        raise PartitionError(
+            f"number of items ({n_items}) is smaller than k_partitions ({k_partitions})"
+        )
+    if equal_size and n_items % k_partitions != 0:
+        raise PartitionError(
+            f"number of items ({n_items}) is not divisible by k_partitions ({k_partitions}) "
+            "with equal_size=True"
+        )
+
+
+def _check_item(position: int, item: Any, name: str) -> int:
+    if isinstance(item, (str, bytes, float, complex)) or item is None:
+        raise TypeError(f"{name}[{position}] must be an integer, got {_describe(item)}")
+    try:
+        value = operator.index(item)
+    except TypeError:
+        raise TypeError(f"{name}[{position}] must be an integer, got {_describe(item)}") from None
+    if value < 0:
+        raise ValueError(f"{name}[{position}] must be >= 0, got {value}")
+    if value > MAX_VALUE:
+        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {value}")
+    return value
+
+
+def _check_array(array: np.ndarray, name: str) -> np.ndarray:
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got an array of shape {array.shape}")
+    kind = array.dtype.kind
+    if kind == "b":
+        return array.astype(np.int64)
+    if kind not in "iu":
+        raise TypeError(f"{name} must hold integers, got an array of dtype {array.dtype}")
+    if kind == "i":
+        negative = np.flatnonzero(array < 0)
+        if negative.size:
+            position = int(negative[0])
+            raise ValueError(f"{name}[{position}] must be >= 0, got {int(array[position])}")
+    elif array.dtype.itemsize == 8:
+        too_big = np.flatnonzero(array > np.uint64(MAX_VALUE))
+        if too_big.size:
+            position = int(too_big[0])
+            raise OverflowError(
+                f"{name}[{position}] must be <= 2**63 - 1, got {int(array[position])}"
+            )
+    return array.astype(np.int64, copy=False)
+
+
+def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] | np.ndarray:
+    """Validate ``seqlen_list`` and return it as a list of ints or a 1-D ``int64`` array.
+
+    Accepts a list or tuple of ints (``bool`` counts as 0/1, NumPy integer scalars are fine), a 1-D
+    NumPy array of any integer dtype and stride, or anything NumPy can view as one (for example a
+    CPU torch tensor, through ``__array__``; torch is never imported). Raises ``TypeError`` for
+    non-integers, ``ValueError`` for negative values or a wrong number of dimensions, and
+    ``OverflowError`` for values above ``2**63 - 1``; each message names the position and value.
+    """
+    if isinstance(seqlen_list, (list, tuple)):
+        return [_check_item(i, item, name) for i, item in enumerate(seqlen_list)]
+    if isinstance(seqlen_list, (str, bytes, dict, set, frozenset)) or seqlen_list is None:
+        raise TypeError(
+            f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
+        )
+    if not isinstance(seqlen_list, np.ndarray):
+        try:
+            converted = np.asarray(seqlen_list)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(
+                f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
+            ) from exc
+        if converted.dtype == object and converted.ndim == 1:
+            return [_check_item(i, item, name) for i, item in enumerate(converted.tolist())]
+        if converted.ndim == 0:
+            raise TypeError(
+                f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
+            )
+        seqlen_list = converted
+    if seqlen_list.dtype == object:
+        if seqlen_list.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got an array of shape {seqlen_list.shape}")
+        return [_check_item(i, item, name) for i, item in enumerate(seqlen_list.tolist())]
+    return _check_array(seqlen_list, name)
+
+
+def lengths_as_list(seqlen_list: Any, name: str = "seqlen_list") -> list[int]:
+    """:func:`normalize_lengths`, always as a list of Python ints (what the reference wants)."""
+    values = normalize_lengths(seqlen_list, name)
+    if isinstance(values, np.ndarray):
+        return values.tolist()
+    return values

@@ -1,0 +1,152 @@
+"""Plain pure-Python implementation of the partitioning contract: the oracle and the baseline.
+
+This module mirrors the rules of the partitioning contract one to one, written for clarity rather
+than speed: a *set* is a list of ``(index, value)`` items with a running sum, a *state* is a list of
+exactly ``k`` sets kept in descending set order, and states wait in a ``heapq`` priority queue.
+The differential tests hold the native core to these functions on every input they try, and the
+benchmarks time the native core against them.
+
+It accepts and rejects exactly what the native functions accept and reject (both call
+:mod:`seqbalance._inputs`). Its cost is what the pure-Python partitioners in RL trainers pay:
+``O(n * k)`` Python objects when ``equal_size=False``, so keep ``n * k`` modest.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from ._inputs import check_k_partitions, check_shape, lengths_as_list
+
+__all__ = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
+
+
+class _Set:
+    """Items in insertion order with their running sum (rule 3 defines the order between sets)."""
+
+    __slots__ = ("items", "sum")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, int]] = []
+        self.sum = 0
+
+    def add(self, index: int, value: int) -> None:
+        self.items.append((index, value))
+        self.sum += value
+
+    def absorb(self, other: _Set) -> None:
+        self.items.extend(other.items)
+        self.sum += other.sum
+
+    def order_key(self) -> tuple[int, int, list[tuple[int, int]]]:
+        # Larger key = larger set: sum, then count, then the items compared lexicographically.
+        return (self.sum, len(self.items), self.items)
+
+    def __lt__(self, other: _Set) -> bool:
+        return self.order_key() < other.order_key()
+
+
+class _State:
+    """k sets in descending set order; rule 4 decides which state leaves the queue first."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self, sets: list[_Set]) -> None:
+        self.sets = sets
+        self._reorder()
+
+    def _reorder(self) -> None:
+        # sorted() is stable, so equal (i.e. empty) sets keep their relative order.
+        self.sets = sorted(self.sets, reverse=True)
+
+    @property
+    def spread(self) -> int:
+        return self.sets[0].sum - self.sets[-1].sum
+
+    def absorb(self, other: _State) -> None:
+        k = len(self.sets)
+        for i in range(k):
+            self.sets[i].absorb(other.sets[k - 1 - i])
+        self._reorder()
+
+    def __lt__(self, other: _State) -> bool:
+        # heapq pops the smallest element, so "comes first" is written as "less than".
+        if self.spread != other.spread:
+            return self.spread > other.spread
+        return self.sets[0] > other.sets[0]
+
+
+def _seed_states(values: list[int], k: int, equal_size: bool) -> list[_State]:
+    pairs = sorted(((value, index) for index, value in enumerate(values)))
+    states = []
+    if equal_size:
+        for start in range(0, len(pairs), k):
+            sets = [_Set() for _ in range(k)]
+            for position, (value, index) in enumerate(pairs[start : start + k]):
+                sets[position].add(index, value)
+            states.append(_State(sets))
+    else:
+        for value, index in pairs:
+            sets = [_Set() for _ in range(k)]
+            sets[0].add(index, value)
+            states.append(_State(sets))
+    return states
+
+
+def _largest_differencing(values: list[int], k: int, equal_size: bool) -> list[list[int]]:
+    queue = _seed_states(values, k, equal_size)
+    heapq.heapify(queue)
+    while len(queue) > 1:
+        first = heapq.heappop(queue)
+        second = heapq.heappop(queue)
+        first.absorb(second)
+        heapq.heappush(queue, first)
+    final = queue[0]
+    return [[index for index, _ in s.items] for s in final.sets]
+
+
+def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
+    """Largest differencing method: ``k_partitions`` lists of indexes, heaviest partition first.
+
+    Indexes inside a partition are in the order they were merged. Same contract, validation and
+    errors as :func:`seqbalance.karmarkar_karp`.
+    """
+    k = check_k_partitions(k_partitions)
+    values = lengths_as_list(seqlen_list)
+    check_shape(len(values), k, bool(equal_size))
+    return _largest_differencing(values, k, bool(equal_size))
+
+
+def get_seqlen_balanced_partitions(
+    seqlen_list: Any, k_partitions: int, equal_size: bool
+) -> list[list[int]]:
+    """:func:`karmarkar_karp` with each partition's indexes sorted ascending (partition order kept)."""
+    partitions = karmarkar_karp(seqlen_list, k_partitions, equal_size)
+    seen: set[int] = set()
+    for partition in partitions:
+        assert partition, "a partition is empty"
+        seen.update(partition)
+    assert len(partitions) == k_partitions and len(seen) == sum(map(len, partitions))
+    return [sorted(partition) for partition in partitions]
+
+
+def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
+    """Items in input order, each onto the partition with the smallest running sum (lowest on ties).
+
+    With ``equal_size`` every value is compared with ``sum(values) + 1`` added, which keeps the
+    counts equal.
+    """
+    k = check_k_partitions(k_partitions)
+    values = lengths_as_list(seqlen_list)
+    equal_size = bool(equal_size)
+    check_shape(len(values), k, equal_size)
+    bias = sum(values) + 1 if equal_size else 0
+    partitions: list[list[int]] = [[] for _ in range(k)]
+    sums = [0] * k
+    for index, value in enumerate(values):
+        target = min(range(k), key=lambda p: (sums[p], p))
+        partitions[target].append(index)
+        sums[target] += value + bias
+    if equal_size:
+        assert len({len(p) for p in partitions}) == 1, "greedy_partition lost equal counts"
+    return partitions
