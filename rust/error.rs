@@ -19,26 +19,17 @@ impl fmt::Display for CoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CoreError::NoPartitions => write!(f, "k_partitions must be >= 1, got 0"),
-            CoreError::TooFewItems {
-                n_items,
-                k_partitions,
-            } => write!(
-                f,
-                "number of items ({n_items}) is smaller than k_partitions ({k_partitions})"
-            ),
-            CoreError::NotDivisible {
-                n_items,
-                k_partitions,
-            } => write!(
+            CoreError::TooFewItems { n_items, k_partitions } => {
+                write!(f, "number of items ({n_items}) is smaller than k_partitions ({k_partitions})")
+            }
+            CoreError::NotDivisible { n_items, k_partitions } => write!(
                 f,
                 "number of items ({n_items}) is not divisible by k_partitions ({k_partitions}) \
                  with equal_size=True"
             ),
-            CoreError::TooManyItems { n_items } => write!(
-                f,
-                "number of items ({n_items}) exceeds the supported maximum ({})",
-                u32::MAX - 1
-            ),
+            CoreError::TooManyItems { n_items } => {
+                write!(f, "number of items ({n_items}) exceeds the supported maximum ({})", u32::MAX - 1)
+            }
         }
     }
 }
@@ -51,16 +42,10 @@ pub fn check_shape(n_items: usize, k_partitions: usize, equal_size: bool) -> Res
         return Err(CoreError::NoPartitions);
     }
     if n_items < k_partitions {
-        return Err(CoreError::TooFewItems {
-            n_items,
-            k_partitions,
-        });
+        return Err(CoreError::TooFewItems { n_items, k_partitions });
     }
     if equal_size && n_items % k_partitions != 0 {
-        return Err(CoreError::NotDivisible {
-            n_items,
-            k_partitions,
-        });
+        return Err(CoreError::NotDivisible { n_items, k_partitions });
     }
     if n_items >= u32::MAX as usize {
         return Err(CoreError::TooManyItems { n_items });

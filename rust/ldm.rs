@@ -6,8 +6,10 @@
 //! module returns exactly what the pure-Python reference returns.
 //!
 //! Speed comes from the representation, all of it in this file:
-//! * a set's items are an intrusive singly linked list over item slots (`next`), so absorbing a
-//!   set is O(1) and the lists are read once at the end;
+//! * a set's items are an intrusive singly linked list (`next`), so absorbing a set is O(1) and
+//!   the lists are read once at the end. Items are named by their rank in sorted order, not by
+//!   their index: one-item states are then read sequentially, and the lists link nearby ranks;
+//!   the final walk follows all k lists in turn so their cache misses overlap;
 //! * a set compares in O(1) by `(sum, count, first index)`;
 //! * a state stores only its non-empty sets (they always precede the empty ones), so a one-item
 //!   state costs nothing: one-item states are never materialised, they wait in the sorted input
@@ -20,7 +22,7 @@
 
 use crate::error::{check_shape, CoreError};
 use crate::parts::Partition;
-use crate::sort::sorted_order;
+use crate::sort::{sort_items, SortedItems};
 use std::ops::{Add, AddAssign, Sub};
 
 const NIL: u32 = u32::MAX;
@@ -59,49 +61,39 @@ struct SetKey<S> {
 struct Set<S> {
     sum: S,
     count: u32,
+    /// Input index of the first item (the tie-break of the set order).
     head: u32,
-    tail: u32,
+    /// Ranks (positions in sorted order) of the first and last items.
+    first: u32,
+    last: u32,
 }
 
 impl<S: SumInt> Set<S> {
     fn empty() -> Self {
-        Set {
-            sum: S::default(),
-            count: 0,
-            head: NIL,
-            tail: NIL,
-        }
+        Set { sum: S::default(), count: 0, head: NIL, first: NIL, last: NIL }
     }
 
     #[inline]
-    fn single(index: u32, value: u64) -> Self {
-        Set {
-            sum: S::from_u64(value),
-            count: 1,
-            head: index,
-            tail: index,
-        }
+    fn single(rank: u32, index: u32, value: u64) -> Self {
+        Set { sum: S::from_u64(value), count: 1, head: index, first: rank, last: rank }
     }
 
     #[inline]
     fn key(&self) -> SetKey<S> {
-        SetKey {
-            sum: self.sum,
-            count: self.count,
-            head: self.head,
-        }
+        SetKey { sum: self.sum, count: self.count, head: self.head }
     }
 }
 
 /// `front`'s items followed by `back`'s.
 #[inline]
 fn join<S: SumInt>(front: Set<S>, back: Set<S>, next: &mut [u32]) -> Set<S> {
-    next[front.tail as usize] = back.head;
+    next[front.last as usize] = back.first;
     Set {
         sum: front.sum + back.sum,
         count: front.count + back.count,
         head: front.head,
-        tail: back.tail,
+        first: front.first,
+        last: back.last,
     }
 }
 
@@ -117,14 +109,7 @@ fn single_priority<S: SumInt>(index: u32, value: u64, k: usize) -> Priority<S> {
     let sum = S::from_u64(value);
     // With k > 1 the other k−1 sets are empty, so the spread is the value itself.
     let spread = if k > 1 { sum } else { S::default() };
-    Priority {
-        spread,
-        first: SetKey {
-            sum,
-            count: 1,
-            head: index,
-        },
-    }
+    Priority { spread, first: SetKey { sum, count: 1, head: index } }
 }
 
 /// A composite state: its non-empty sets, in descending order, unless `heap_mode`.
@@ -142,20 +127,9 @@ struct State<S> {
 impl<S: SumInt> State<S> {
     fn priority(&self, k: usize) -> Priority<S> {
         let m = self.sets.len();
-        let first = if self.heap_mode {
-            self.max
-        } else {
-            self.sets[0].key()
-        };
-        let last_sum = if m < k {
-            S::default()
-        } else {
-            self.sets[m - 1].sum
-        };
-        Priority {
-            spread: first.sum - last_sum,
-            first,
-        }
+        let first = if self.heap_mode { self.max } else { self.sets[0].key() };
+        let last_sum = if m < k { S::default() } else { self.sets[m - 1].sum };
+        Priority { spread: first.sum - last_sum, first }
     }
 
     fn make_sorted(&mut self) {
@@ -181,11 +155,7 @@ impl<S: SumInt> State<S> {
         }
         let last = self.sets.len() - 1;
         let smallest = self.sets[last];
-        let grown = if set_first {
-            join(set, smallest, next)
-        } else {
-            join(smallest, set, next)
-        };
+        let grown = if set_first { join(set, smallest, next) } else { join(smallest, set, next) };
         self.sets[last] = grown;
         sift_down_backwards(&mut self.sets);
         // The grown set has a larger key than before, so it may become the largest, never leave it.
@@ -246,12 +216,7 @@ fn merge_runs<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>]) {
 }
 
 /// The general merge (rule 5): position i of `sets` absorbs position k−1−i of `other`; both sorted.
-fn merge_overlapping<S: SumInt>(
-    sets: &mut Vec<Set<S>>,
-    other: &[Set<S>],
-    k: usize,
-    next: &mut [u32],
-) {
+fn merge_overlapping<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>], k: usize, next: &mut [u32]) {
     let (own, theirs) = (sets.len(), other.len());
     sets.resize_with(k, Set::empty);
     for (i, slot) in sets.iter_mut().enumerate() {
@@ -325,11 +290,8 @@ impl<S: SumInt> Queue<S> {
                 break;
             }
             let right = left + 1;
-            let child = if right < len && self.entries[right].0 > self.entries[left].0 {
-                right
-            } else {
-                left
-            };
+            let child =
+                if right < len && self.entries[right].0 > self.entries[left].0 { right } else { left };
             if self.entries[child].0 > moving.0 {
                 self.entries[node] = self.entries[child];
                 node = child;
@@ -355,8 +317,7 @@ enum Source {
 }
 
 struct Run<'a, S> {
-    values: &'a [u64],
-    sorted: &'a [u32],
+    sorted: &'a SortedItems,
     k: usize,
     next: Vec<u32>,
     states: Vec<State<S>>,
@@ -367,18 +328,15 @@ struct Run<'a, S> {
 }
 
 impl<'a, S: SumInt> Run<'a, S> {
-    fn new(values: &'a [u64], sorted: &'a [u32], k: usize, equal_size: bool) -> Self {
-        let n = values.len();
+    fn new(sorted: &'a SortedItems, k: usize, equal_size: bool) -> Self {
+        let n = sorted.index.len();
         let mut run = Run {
-            values,
             sorted,
             k,
             next: vec![NIL; n],
             states: Vec::new(),
             free: Vec::new(),
-            queue: Queue {
-                entries: Vec::new(),
-            },
+            queue: Queue { entries: Vec::new() },
             singles: n,
         };
         // With k = 1 a chunk of one is a one-item state, which the single queue already models.
@@ -386,19 +344,14 @@ impl<'a, S: SumInt> Run<'a, S> {
             run.singles = 0;
             run.states.reserve(n / k);
             run.queue.entries.reserve(n / k);
-            for chunk in sorted.chunks_exact(k) {
+            for start in (0..n).step_by(k) {
                 // The chunk is ascending by (value, index), so its sets in descending order are
                 // the chunk reversed.
-                let sets: Vec<Set<S>> = chunk
-                    .iter()
+                let sets: Vec<Set<S>> = (start..start + k)
                     .rev()
-                    .map(|&i| Set::single(i, values[i as usize]))
+                    .map(|rank| Set::single(rank as u32, sorted.index[rank], sorted.values[rank]))
                     .collect();
-                let state = State {
-                    sets,
-                    heap_mode: false,
-                    max: SetKey::default_key(),
-                };
+                let state = State { sets, heap_mode: false, max: SetKey::default_key() };
                 let id = run.states.len() as u32;
                 run.queue.entries.push((state.priority(k), id));
                 run.states.push(state);
@@ -409,22 +362,15 @@ impl<'a, S: SumInt> Run<'a, S> {
     }
 
     #[inline]
-    fn single_set(&self, position: usize) -> (Set<S>, Priority<S>) {
-        let index = self.sorted[position];
-        let value = self.values[index as usize];
-        (
-            Set::single(index, value),
-            single_priority(index, value, self.k),
-        )
+    fn single_set(&self, rank: usize) -> (Set<S>, Priority<S>) {
+        let index = self.sorted.index[rank];
+        let value = self.sorted.values[rank];
+        (Set::single(rank as u32, index, value), single_priority(index, value, self.k))
     }
 
     /// Where the best state is, when the top composite (if `skip_top`) is already taken.
     fn best_source(&self, skip_top: bool) -> Source {
-        let composite = if skip_top {
-            self.queue.second()
-        } else {
-            self.queue.top()
-        };
+        let composite = if skip_top { self.queue.second() } else { self.queue.top() };
         match (self.singles > 0, composite) {
             (false, _) => Source::Composite,
             (true, None) => Source::Single,
@@ -451,11 +397,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             state.heap_mode = false;
             id
         } else {
-            self.states.push(State {
-                sets: sets.to_vec(),
-                heap_mode: false,
-                max: SetKey::default_key(),
-            });
+            self.states.push(State { sets: sets.to_vec(), heap_mode: false, max: SetKey::default_key() });
             (self.states.len() - 1) as u32
         }
     }
@@ -523,7 +465,6 @@ impl<'a, S: SumInt> Run<'a, S> {
         while self.singles + self.queue.len() > 1 {
             self.step();
         }
-        let n = self.values.len();
         let final_sets: Vec<Set<S>> = if self.queue.len() == 1 {
             let id = self.queue.entries[0].1 as usize;
             self.states[id].make_sorted();
@@ -531,30 +472,45 @@ impl<'a, S: SumInt> Run<'a, S> {
         } else {
             vec![self.single_set(0).0]
         };
-        let mut order = Vec::with_capacity(n);
-        let mut offsets = Vec::with_capacity(self.k + 1);
-        offsets.push(0);
-        for p in 0..self.k {
-            if let Some(set) = final_sets.get(p) {
-                let mut item = set.head;
-                while item != NIL {
-                    order.push(item);
-                    item = self.next[item as usize];
-                }
-            }
-            offsets.push(order.len());
-        }
-        Partition { order, offsets }
+        read_lists(&final_sets, self.k, &self.next, &self.sorted.index)
     }
+}
+
+/// Write out the final sets' items (as input indexes, in list order), partition by partition.
+///
+/// Each list is a chain of dependent loads that mostly miss the cache; walking all lists a step
+/// at a time lets the misses of different lists overlap instead of waiting for each in turn.
+fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32]) -> Partition {
+    let mut offsets = Vec::with_capacity(k + 1);
+    offsets.push(0usize);
+    for p in 0..k {
+        let count = sets.get(p).map_or(0, |s| s.count as usize);
+        offsets.push(offsets[p] + count);
+    }
+    let mut order = vec![0u32; offsets[k]];
+    // (rank of the next item to write, where it goes)
+    let mut cursors: Vec<(u32, usize)> =
+        sets.iter().zip(&offsets).map(|(set, &start)| (set.first, start)).collect();
+    while !cursors.is_empty() {
+        let mut i = 0;
+        while i < cursors.len() {
+            let (rank, position) = cursors[i];
+            order[position] = index[rank as usize];
+            let following = next[rank as usize];
+            if following == NIL {
+                cursors.swap_remove(i);
+            } else {
+                cursors[i] = (following, position + 1);
+                i += 1;
+            }
+        }
+    }
+    Partition { order, offsets }
 }
 
 impl<S: SumInt> SetKey<S> {
     fn default_key() -> Self {
-        SetKey {
-            sum: S::default(),
-            count: 0,
-            head: NIL,
-        }
+        SetKey { sum: S::default(), count: 0, head: NIL }
     }
 }
 
@@ -564,21 +520,17 @@ impl<S: SumInt> SetKey<S> {
 /// and requires `n % k == 0`; otherwise each item starts a state of its own.
 pub fn karmarkar_karp(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
     check_shape(values.len(), k, equal_size)?;
-    let sorted = sorted_order(values);
+    let sorted = sort_items(values);
     let total: u128 = values.iter().map(|&v| v as u128).sum();
     Ok(if total <= u64::MAX as u128 {
-        Run::<u64>::new(values, &sorted, k, equal_size).finish()
+        Run::<u64>::new(&sorted, k, equal_size).finish()
     } else {
-        Run::<u128>::new(values, &sorted, k, equal_size).finish()
+        Run::<u128>::new(&sorted, k, equal_size).finish()
     })
 }
 
 /// [`karmarkar_karp`] with each partition's indexes sorted ascending (partition order kept).
-pub fn balanced_partitions(
-    values: &[u64],
-    k: usize,
-    equal_size: bool,
-) -> Result<Partition, CoreError> {
+pub fn balanced_partitions(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
     let mut partition = karmarkar_karp(values, k, equal_size)?;
     debug_assert!(partition.parts().all(|p| !p.is_empty()));
     debug_assert_eq!(partition.order.len(), values.len());
@@ -595,53 +547,27 @@ mod tests {
     }
 
     fn balanced(values: &[u64], k: usize, equal_size: bool) -> Vec<Vec<u32>> {
-        balanced_partitions(values, k, equal_size)
-            .unwrap()
-            .to_vecs()
+        balanced_partitions(values, k, equal_size).unwrap().to_vecs()
     }
 
     #[test]
     fn golden_values() {
         assert_eq!(kk(&[10, 20, 30, 40], 2, true), vec![vec![3, 0], vec![2, 1]]);
-        assert_eq!(
-            balanced(&[10, 20, 30, 40], 2, true),
-            vec![vec![0, 3], vec![1, 2]]
-        );
-        assert_eq!(
-            kk(&[100, 90, 50, 10, 5, 1], 2, true),
-            vec![vec![2, 1, 5], vec![3, 0, 4]]
-        );
-        assert_eq!(
-            balanced(&[100, 90, 50, 10, 5, 1], 2, true),
-            vec![vec![1, 2, 5], vec![0, 3, 4]]
-        );
-        assert_eq!(
-            kk(&[100, 10, 10, 10, 10], 2, false),
-            vec![vec![0], vec![4, 3, 2, 1]]
-        );
-        assert_eq!(
-            balanced(&[100, 10, 10, 10, 10], 2, false),
-            vec![vec![0], vec![1, 2, 3, 4]]
-        );
-        assert_eq!(
-            kk(&[100, 80, 60, 40, 20, 10], 3, true),
-            vec![vec![0, 5], vec![2, 3], vec![1, 4]]
-        );
+        assert_eq!(balanced(&[10, 20, 30, 40], 2, true), vec![vec![0, 3], vec![1, 2]]);
+        assert_eq!(kk(&[100, 90, 50, 10, 5, 1], 2, true), vec![vec![2, 1, 5], vec![3, 0, 4]]);
+        assert_eq!(balanced(&[100, 90, 50, 10, 5, 1], 2, true), vec![vec![1, 2, 5], vec![0, 3, 4]]);
+        assert_eq!(kk(&[100, 10, 10, 10, 10], 2, false), vec![vec![0], vec![4, 3, 2, 1]]);
+        assert_eq!(balanced(&[100, 10, 10, 10, 10], 2, false), vec![vec![0], vec![1, 2, 3, 4]]);
+        assert_eq!(kk(&[100, 80, 60, 40, 20, 10], 3, true), vec![vec![0, 5], vec![2, 3], vec![1, 4]]);
         assert_eq!(kk(&[50, 50, 50, 50], 2, true), vec![vec![3, 0], vec![2, 1]]);
         assert_eq!(
             balanced(&[1, 2, 3, 4, 5, 6, 7, 8], 3, false),
             vec![vec![1, 4, 5], vec![0, 3, 6], vec![2, 7]]
         );
-        assert_eq!(
-            balanced(&[5, 5, 5, 5, 5, 5], 3, false),
-            vec![vec![0, 5], vec![1, 4], vec![2, 3]]
-        );
+        assert_eq!(balanced(&[5, 5, 5, 5, 5, 5], 3, false), vec![vec![0, 5], vec![1, 4], vec![2, 3]]);
         assert_eq!(
             karmarkar_karp(&[1, 2, 3], 5, false),
-            Err(CoreError::TooFewItems {
-                n_items: 3,
-                k_partitions: 5
-            })
+            Err(CoreError::TooFewItems { n_items: 3, k_partitions: 5 })
         );
     }
 
@@ -683,17 +609,11 @@ mod tests {
     fn rejects_bad_shapes() {
         assert_eq!(
             karmarkar_karp(&[], 1, false),
-            Err(CoreError::TooFewItems {
-                n_items: 0,
-                k_partitions: 1
-            })
+            Err(CoreError::TooFewItems { n_items: 0, k_partitions: 1 })
         );
         assert_eq!(
             karmarkar_karp(&[1, 2, 3], 2, true),
-            Err(CoreError::NotDivisible {
-                n_items: 3,
-                k_partitions: 2
-            })
+            Err(CoreError::NotDivisible { n_items: 3, k_partitions: 2 })
         );
         assert_eq!(karmarkar_karp(&[1], 0, false), Err(CoreError::NoPartitions));
     }

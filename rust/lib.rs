@@ -24,24 +24,16 @@ static INPUTS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static PARTITION_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn inputs(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    Ok(INPUTS
-        .get_or_try_init(py, || {
-            PyModule::import(py, "seqbalance._inputs").map(Bound::unbind)
-        })?
-        .bind(py))
+    Ok(INPUTS.get_or_try_init(py, || PyModule::import(py, "seqbalance._inputs").map(Bound::unbind))?.bind(py))
 }
 
 /// The one place core errors become Python exceptions.
 fn core_error(py: Python<'_>, error: CoreError) -> PyErr {
     match error {
         CoreError::NoPartitions => PyValueError::new_err(error.to_string()),
-        CoreError::TooFewItems { .. }
-        | CoreError::NotDivisible { .. }
-        | CoreError::TooManyItems { .. } => {
+        CoreError::TooFewItems { .. } | CoreError::NotDivisible { .. } | CoreError::TooManyItems { .. } => {
             let class = PARTITION_ERROR.get_or_try_init(py, || {
-                PyModule::import(py, "seqbalance._errors")?
-                    .getattr("PartitionError")
-                    .map(Bound::unbind)
+                PyModule::import(py, "seqbalance._errors")?.getattr("PartitionError").map(Bound::unbind)
             });
             match class.and_then(|class| class.bind(py).call1((error.to_string(),))) {
                 Ok(instance) => PyErr::from_value(instance),
@@ -95,17 +87,13 @@ fn values_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
         return Ok(values);
     }
     let normalised = inputs(py)?.call_method1("normalize_lengths", (obj,))?;
-    fast_values(&normalised).ok_or_else(|| {
-        PyTypeError::new_err("seqlen_list could not be read as non-negative integers")
-    })
+    fast_values(&normalised)
+        .ok_or_else(|| PyTypeError::new_err("seqlen_list could not be read as non-negative integers"))
 }
 
 /// `k_partitions` as usize, or `None` when it is a valid int too large for this machine (the
 /// shape check then reports it).
-fn k_of<'py>(
-    py: Python<'py>,
-    obj: &Bound<'py, PyAny>,
-) -> PyResult<(Option<usize>, Bound<'py, PyAny>)> {
+fn k_of<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<(Option<usize>, Bound<'py, PyAny>)> {
     if obj.is_exact_instance_of::<PyInt>() {
         if let Ok(k) = obj.extract::<usize>() {
             if k >= 1 {
@@ -137,10 +125,7 @@ fn arguments(
 }
 
 fn nested_lists<'py>(py: Python<'py>, partition: &Partition) -> PyResult<Bound<'py, PyList>> {
-    let parts = partition
-        .parts()
-        .map(|part| PyList::new(py, part))
-        .collect::<PyResult<Vec<_>>>()?;
+    let parts = partition.parts().map(|part| PyList::new(py, part)).collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, parts)
 }
 
@@ -149,8 +134,7 @@ fn run_core(
     values: Vec<u64>,
     core: impl FnOnce(&[u64]) -> Result<Partition, CoreError> + Send,
 ) -> PyResult<Partition> {
-    py.detach(move || core(&values))
-        .map_err(|error| core_error(py, error))
+    py.detach(move || core(&values)).map_err(|error| core_error(py, error))
 }
 
 #[pyfunction]
