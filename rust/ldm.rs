@@ -166,7 +166,7 @@ impl<S: SumInt> State<S> {
 }
 
 fn sort_descending<S: SumInt>(sets: &mut [Set<S>]) {
-    sets.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+    sets.sort_unstable_by_key(|s| std::cmp::Reverse(s.key()));
 }
 
 /// Restore the backwards min-heap after the root (at the last position) grew.
