@@ -31,31 +31,51 @@ const NIL: u32 = u32::MAX;
 pub trait SumInt:
     Copy + Ord + Default + Add<Output = Self> + Sub<Output = Self> + AddAssign + Send + Sync
 {
+    /// The set order (rule 3) as one integer-like value: `(sum, count, first index)` compared
+    /// lexicographically. Sorting and both heaps compare these keys in their inner loops; packing
+    /// them turns three dependent branches into one wide comparison (measured: the merges' sorts
+    /// and the heaps' sift-downs take about a third fewer instructions).
+    type Key: Copy + Ord + Send + Sync + std::fmt::Debug;
     fn from_u64(value: u64) -> Self;
+    fn key(sum: Self, count: u32, head: u32) -> Self::Key;
+    fn key_sum(key: Self::Key) -> Self;
 }
 
 impl SumInt for u64 {
+    type Key = u128;
     #[inline]
     fn from_u64(value: u64) -> Self {
         value
     }
+    #[inline]
+    fn key(sum: Self, count: u32, head: u32) -> u128 {
+        ((sum as u128) << 64) | ((count as u128) << 32) | head as u128
+    }
+    #[inline]
+    fn key_sum(key: u128) -> Self {
+        (key >> 64) as u64
+    }
 }
 
 impl SumInt for u128 {
+    type Key = (u128, u64);
     #[inline]
     fn from_u64(value: u64) -> Self {
         value as u128
+    }
+    #[inline]
+    fn key(sum: Self, count: u32, head: u32) -> (u128, u64) {
+        (sum, ((count as u64) << 32) | head as u64)
+    }
+    #[inline]
+    fn key_sum(key: (u128, u64)) -> Self {
+        key.0
     }
 }
 
 /// Set order (rule 3): larger sum, then larger count, then larger first index. Indexes are unique,
 /// so two different non-empty sets never compare equal.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-struct SetKey<S> {
-    sum: S,
-    count: u32,
-    head: u32,
-}
+type SetKey<S> = <S as SumInt>::Key;
 
 #[derive(Clone, Copy, Debug)]
 struct Set<S> {
@@ -80,7 +100,7 @@ impl<S: SumInt> Set<S> {
 
     #[inline]
     fn key(&self) -> SetKey<S> {
-        SetKey { sum: self.sum, count: self.count, head: self.head }
+        S::key(self.sum, self.count, self.head)
     }
 }
 
@@ -99,7 +119,7 @@ fn join<S: SumInt>(front: Set<S>, back: Set<S>, next: &mut [u32]) -> Set<S> {
 
 /// State priority (rule 4): larger spread first, then the larger first set.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-struct Priority<S> {
+struct Priority<S: SumInt> {
     spread: S,
     first: SetKey<S>,
 }
@@ -109,7 +129,7 @@ fn single_priority<S: SumInt>(index: u32, value: u64, k: usize) -> Priority<S> {
     let sum = S::from_u64(value);
     // With k > 1 the other k−1 sets are empty, so the spread is the value itself.
     let spread = if k > 1 { sum } else { S::default() };
-    Priority { spread, first: SetKey { sum, count: 1, head: index } }
+    Priority { spread, first: S::key(sum, 1, index) }
 }
 
 /// A composite state: its non-empty sets, in descending order, unless `heap_mode`.
@@ -118,7 +138,7 @@ fn single_priority<S: SumInt>(index: u32, value: u64, k: usize) -> Priority<S> {
 /// lives at `sets[k - 1 - h]`, so the smallest set stays at the last position, exactly where the
 /// sorted layout has it, and a descending array is already a valid heap. `max` then holds the
 /// largest set's key, which only changes when the growing smallest set overtakes it.
-struct State<S> {
+struct State<S: SumInt> {
     sets: Vec<Set<S>>,
     heap_mode: bool,
     max: SetKey<S>,
@@ -129,7 +149,7 @@ impl<S: SumInt> State<S> {
         let m = self.sets.len();
         let first = if self.heap_mode { self.max } else { self.sets[0].key() };
         let last_sum = if m < k { S::default() } else { self.sets[m - 1].sum };
-        Priority { spread: first.sum - last_sum, first }
+        Priority { spread: S::key_sum(first) - last_sum, first }
     }
 
     fn make_sorted(&mut self) {
@@ -142,8 +162,13 @@ impl<S: SumInt> State<S> {
     /// Absorb a one-item set into a partial state (m < k): the item keeps a set of its own.
     fn insert_set(&mut self, set: Set<S>) {
         let key = set.key();
-        let position = self.sets.partition_point(|s| s.key() > key);
-        self.sets.insert(position, set);
+        // One-item states arrive in descending order, so the new set is usually the smallest.
+        if self.sets.last().is_none_or(|last| last.key() > key) {
+            self.sets.push(set);
+        } else {
+            let position = self.sets.partition_point(|s| s.key() > key);
+            self.sets.insert(position, set);
+        }
     }
 
     /// A full state's smallest set absorbs `set`: appended after it, or before it (`set_first`)
@@ -232,7 +257,7 @@ fn merge_overlapping<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>], k: usi
 }
 
 /// Max-heap of composite states with their priorities inline.
-struct Queue<S> {
+struct Queue<S: SumInt> {
     entries: Vec<(Priority<S>, u32)>,
 }
 
@@ -316,7 +341,7 @@ enum Source {
     Composite,
 }
 
-struct Run<'a, S> {
+struct Run<'a, S: SumInt> {
     sorted: &'a SortedItems,
     k: usize,
     next: Vec<u32>,
@@ -351,7 +376,7 @@ impl<'a, S: SumInt> Run<'a, S> {
                     .rev()
                     .map(|rank| Set::single(rank as u32, sorted.index[rank], sorted.values[rank]))
                     .collect();
-                let state = State { sets, heap_mode: false, max: SetKey::default_key() };
+                let state = State { sets, heap_mode: false, max: S::key(S::default(), 0, NIL) };
                 let id = run.states.len() as u32;
                 run.queue.entries.push((state.priority(k), id));
                 run.states.push(state);
@@ -397,7 +422,11 @@ impl<'a, S: SumInt> Run<'a, S> {
             state.heap_mode = false;
             id
         } else {
-            self.states.push(State { sets: sets.to_vec(), heap_mode: false, max: SetKey::default_key() });
+            self.states.push(State {
+                sets: sets.to_vec(),
+                heap_mode: false,
+                max: S::key(S::default(), 0, NIL),
+            });
             (self.states.len() - 1) as u32
         }
     }
@@ -506,12 +535,6 @@ fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32])
         }
     }
     Partition { order, offsets }
-}
-
-impl<S: SumInt> SetKey<S> {
-    fn default_key() -> Self {
-        SetKey { sum: S::default(), count: 0, head: NIL }
-    }
 }
 
 /// The largest differencing method: k partitions, heaviest first, items in merge order.
