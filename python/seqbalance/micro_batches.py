@@ -128,13 +128,17 @@ def _split_further(problem: _Problem, parts: list[list[int]], count: int) -> lis
 
 
 def _check_min_count(min_num_micro_batches: Any) -> int:
-    # 0 is allowed: it is what the all-reduce gives when every rank has no samples.
-    if min_num_micro_batches is None or (
-        isinstance(min_num_micro_batches, (int, np.integer))
-        and not isinstance(min_num_micro_batches, bool)
-        and min_num_micro_batches == 0
-    ):
+    if min_num_micro_batches is None:
         return 0
+    # 0 is allowed: it is what the all-reduce gives when every rank has no samples.
+    if (
+        isinstance(min_num_micro_batches, (int, np.integer))
+        and not isinstance(min_num_micro_batches, (bool, np.bool_))
+        and min_num_micro_batches < 1
+    ):
+        if min_num_micro_batches == 0:
+            return 0
+        raise ValueError(f"min_num_micro_batches must be >= 0, got {int(min_num_micro_batches)}")
     return check_k_partitions(min_num_micro_batches, "min_num_micro_batches")
 
 
