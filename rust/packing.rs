@@ -268,7 +268,9 @@ mod tests {
 
     /// A small deterministic generator so the tests need no extra crate.
     fn pseudo_random_lengths(seed: u64, count: usize, max: u64) -> Vec<u64> {
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..count)
             .map(|_| {
                 state = state
@@ -281,8 +283,14 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(Algorithm::from_name("bfd"), Some(Algorithm::BestFitDecreasing));
-        assert_eq!(Algorithm::from_name("ffd"), Some(Algorithm::FirstFitDecreasing));
+        assert_eq!(
+            Algorithm::from_name("bfd"),
+            Some(Algorithm::BestFitDecreasing)
+        );
+        assert_eq!(
+            Algorithm::from_name("ffd"),
+            Some(Algorithm::FirstFitDecreasing)
+        );
         assert_eq!(Algorithm::from_name("first_fit"), Some(Algorithm::FirstFit));
         assert_eq!(Algorithm::from_name("next_fit"), Some(Algorithm::NextFit));
         assert_eq!(Algorithm::from_name("BFD"), None);
@@ -374,7 +382,11 @@ mod tests {
             let lengths = pseudo_random_lengths(seed, count, capacity);
             for algorithm in ALL {
                 let packs = pack(&lengths, capacity, algorithm).unwrap();
-                assert_eq!(packs, slow_pack(&lengths, capacity, algorithm), "seed {seed}");
+                assert_eq!(
+                    packs,
+                    slow_pack(&lengths, capacity, algorithm),
+                    "seed {seed}"
+                );
                 let mut seen = vec![false; count];
                 for p in &packs {
                     assert!(!p.is_empty());

@@ -204,3 +204,16 @@ def test_report_errors():
         balance_report([-1], [[0]])
     with pytest.raises(IndexError, match="outside"):
         balance_report([1], [[1]])
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    ["seqbalance.metrics", "seqbalance.groups", "seqbalance.micro_batches", "seqbalance.packing"],
+)
+def test_docstring_examples_hold(module_name):
+    import doctest
+    import importlib
+
+    module = importlib.import_module(module_name)
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
