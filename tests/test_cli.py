@@ -178,6 +178,10 @@ def test_bad_arguments_and_shapes(lengths_file: Path, tmp_path: Path):
                           "not divisible by k_partitions (3)")
     assert_one_line_error(run("partition", str(lengths_file), "--group-size", "3"),
                           "number of lengths (4) is not divisible by --group-size (3)")
+    huge = tmp_path / "huge.txt"
+    huge.write_text(f"{2**63 - 1}\n{2**63 - 1}\n")
+    assert_one_line_error(run("partition", str(huge), "-k", "1", "--group-size", "2"),
+                          "group 0 (lengths 0..1) sums to", "above 2**63 - 1")
     assert_one_line_error(run("frobnicate"), "invalid choice")
     assert_one_line_error(run("bench", "--sizes", "10,x"), "expected an integer, got 'x'")
 

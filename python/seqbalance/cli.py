@@ -19,6 +19,7 @@ import numpy as np
 
 from . import reference
 from ._cli_io import SYNTHETIC_DESCRIPTION, InputError, read_lengths, synthetic_rl_batch
+from ._inputs import MAX_VALUE
 from .metrics import balance_report
 
 __all__ = ["main"]
@@ -106,8 +107,20 @@ def _run_partition(args: argparse.Namespace) -> int:
         raise InputError(
             f"number of lengths ({lengths.size}) is not divisible by --group-size ({group_size})"
         )
-    # Groups of consecutive samples are balanced as single items weighing their token sum.
-    weights = lengths.reshape(-1, group_size).sum(axis=1) if group_size > 1 else lengths
+    # Groups of consecutive samples are balanced as single items weighing their token sum
+    # (summed as Python ints: an int64 sum could wrap around silently).
+    weights: Any = (
+        [sum(group) for group in lengths.reshape(-1, group_size).tolist()]
+        if group_size > 1
+        else lengths
+    )
+    if group_size > 1:
+        for group, weight in enumerate(weights):
+            if weight > MAX_VALUE:
+                raise InputError(
+                    f"group {group} (lengths {group * group_size}..{(group + 1) * group_size - 1}) "
+                    f"sums to {weight}, above 2**63 - 1"
+                )
     group_parts, seconds = _partition(weights, args.k, args.equal_size, args.refine)
     parts = [
         [g * group_size + offset for g in part for offset in range(group_size)]
@@ -229,7 +242,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         )
         _progress(done, len(cells), f"n={n} k={k}: reference")
         slow, reference_seconds = _time_best(
-            lambda: reference.get_seqlen_balanced_partitions(lengths, k, args.equal_size), 1
+            lambda: reference.get_seqlen_balanced_partitions(lengths, k, args.equal_size),
+            args.repeat,
         )
         rows.append(
             {
@@ -315,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-k", type=_int_list, default=[8, 32], help="comma-separated k values")
     bench.add_argument("--equal-size", action="store_true", help="equal item counts")
     bench.add_argument(
-        "--repeat", type=_int_at_least(1), default=3, help="best of this many seqbalance runs"
+        "--repeat", type=_int_at_least(1), default=3, help="best of this many runs of each"
     )
     bench.add_argument("--json", action="store_true", help="machine-readable output")
     bench.add_argument(
