@@ -11,7 +11,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 from seqbalance import _native, pack_sequences
 
 N = 100_000
@@ -28,8 +27,10 @@ def lengths() -> np.ndarray:
 @pytest.fixture(scope="module", autouse=True)
 def release_build() -> None:
     if _native.build_profile() != "release":
-        warnings.warn("timing a debug build of seqbalance._native: run maturin develop --release",
-                      stacklevel=1)
+        warnings.warn(
+            "timing a debug build of seqbalance._native: run maturin develop --release",
+            stacklevel=1,
+        )
 
 
 def python_bfd(lengths: list[int], cap: int) -> list[list[int]]:

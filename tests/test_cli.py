@@ -9,15 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import seqbalance
 from seqbalance.__main__ import main
 from seqbalance._cli_io import synthetic_rl_batch
 
 
 def run(*args: str, stdin: str | None = None, python_code: str | None = None):
-    command = [sys.executable, "-c", python_code] if python_code else [sys.executable, "-m",
-                                                                          "seqbalance"]
+    command = (
+        [sys.executable, "-c", python_code] if python_code else [sys.executable, "-m", "seqbalance"]
+    )
     return subprocess.run(
         [*command, *args], capture_output=True, text=True, input=stdin, timeout=120, check=False
     )
@@ -111,7 +111,9 @@ def test_refine_is_passed_through_or_refused_clearly(lengths_file: Path):
 
     result = run("partition", str(lengths_file), "-k", "2", "--refine", "--json")
     try:
-        accepts = "refine" in inspect.signature(seqbalance.get_seqlen_balanced_partitions).parameters
+        accepts = (
+            "refine" in inspect.signature(seqbalance.get_seqlen_balanced_partitions).parameters
+        )
     except (TypeError, ValueError):
         accepts = result.returncode == 0
     if accepts:
@@ -140,17 +142,22 @@ def test_bad_text_files(tmp_path: Path, content: str, fragments: list[str]):
 def test_bad_jsonl_files(tmp_path: Path):
     path = tmp_path / "data.jsonl"
     path.write_text('{"len": 3}\n{"other": 4}\n')
-    assert_one_line_error(run("partition", str(path), "--field", "len", "-k", "1"),
-                          "data.jsonl:2: no field 'len'")
+    assert_one_line_error(
+        run("partition", str(path), "--field", "len", "-k", "1"), "data.jsonl:2: no field 'len'"
+    )
     path.write_text('{"len": 3}\n{not json\n')
-    assert_one_line_error(run("partition", str(path), "--field", "len", "-k", "1"),
-                          "data.jsonl:2: not valid JSON")
+    assert_one_line_error(
+        run("partition", str(path), "--field", "len", "-k", "1"), "data.jsonl:2: not valid JSON"
+    )
     path.write_text('{"len": "3"}\n')
-    assert_one_line_error(run("partition", str(path), "--field", "len", "-k", "1"),
-                          "field 'len' must be an integer or a list")
-    path.write_text('[3]\n')
-    assert_one_line_error(run("partition", str(path), "--field", "len", "-k", "1"),
-                          "expected a JSON object, got list")
+    assert_one_line_error(
+        run("partition", str(path), "--field", "len", "-k", "1"),
+        "field 'len' must be an integer or a list",
+    )
+    path.write_text("[3]\n")
+    assert_one_line_error(
+        run("partition", str(path), "--field", "len", "-k", "1"), "expected a JSON object, got list"
+    )
     assert_one_line_error(run("partition", str(path), "-k", "1"), "needs --field NAME")
 
 
@@ -167,21 +174,34 @@ def test_bad_npy_and_binary_files(tmp_path: Path):
 
 
 def test_bad_arguments_and_shapes(lengths_file: Path, tmp_path: Path):
-    assert_one_line_error(run("partition", str(tmp_path / "missing.txt")), "missing.txt: no such file")
-    assert_one_line_error(run("partition", str(lengths_file), "-k", "0"),
-                          "argument -k: must be >= 1, got 0")
-    assert_one_line_error(run("partition", str(lengths_file), "-k", "x"),
-                          "argument -k: expected an integer, got 'x'")
-    assert_one_line_error(run("partition", str(lengths_file), "-k", "5"),
-                          "number of items (4) is smaller than k_partitions (5)")
-    assert_one_line_error(run("partition", str(lengths_file), "-k", "3", "--equal-size"),
-                          "not divisible by k_partitions (3)")
-    assert_one_line_error(run("partition", str(lengths_file), "--group-size", "3"),
-                          "number of lengths (4) is not divisible by --group-size (3)")
+    assert_one_line_error(
+        run("partition", str(tmp_path / "missing.txt")), "missing.txt: no such file"
+    )
+    assert_one_line_error(
+        run("partition", str(lengths_file), "-k", "0"), "argument -k: must be >= 1, got 0"
+    )
+    assert_one_line_error(
+        run("partition", str(lengths_file), "-k", "x"), "argument -k: expected an integer, got 'x'"
+    )
+    assert_one_line_error(
+        run("partition", str(lengths_file), "-k", "5"),
+        "number of items (4) is smaller than k_partitions (5)",
+    )
+    assert_one_line_error(
+        run("partition", str(lengths_file), "-k", "3", "--equal-size"),
+        "not divisible by k_partitions (3)",
+    )
+    assert_one_line_error(
+        run("partition", str(lengths_file), "--group-size", "3"),
+        "number of lengths (4) is not divisible by --group-size (3)",
+    )
     huge = tmp_path / "huge.txt"
     huge.write_text(f"{2**63 - 1}\n{2**63 - 1}\n")
-    assert_one_line_error(run("partition", str(huge), "-k", "1", "--group-size", "2"),
-                          "group 0 (lengths 0..1) sums to", "above 2**63 - 1")
+    assert_one_line_error(
+        run("partition", str(huge), "-k", "1", "--group-size", "2"),
+        "group 0 (lengths 0..1) sums to",
+        "above 2**63 - 1",
+    )
     assert_one_line_error(run("frobnicate"), "invalid choice")
     assert_one_line_error(run("bench", "--sizes", "10,x"), "expected an integer, got 'x'")
 
@@ -190,8 +210,12 @@ def test_bench_table_and_progress_bar():
     result = run("bench", "--sizes", "64,256", "-k", "2,4", "--repeat", "1")
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()[2:]]
-    assert [(row[0], row[1]) for row in rows] == [("64", "2"), ("64", "4"), ("256", "2"),
-                                                 ("256", "4")]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("64", "2"),
+        ("64", "4"),
+        ("256", "2"),
+        ("256", "4"),
+    ]
     assert all(row[-1] == "yes" and row[-2].endswith("x") for row in rows)
     assert "[##############################] 4/4" in result.stderr
 
@@ -237,7 +261,12 @@ def test_console_script(lengths_file: Path):
     script = Path(sys.executable).with_name("seqbalance")
     if not script.exists():
         pytest.skip("console script not installed here (maturin develop / pip install install it)")
-    result = subprocess.run([str(script), "partition", str(lengths_file), "-k", "2"],
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [str(script), "partition", str(lengths_file), "-k", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "naive split 1.4000 -> balanced 1.0000" in result.stdout

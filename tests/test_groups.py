@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from seqbalance import PartitionError, group_balanced_partitions, karmarkar_karp
 from seqbalance.groups import uid_runs
 
@@ -70,17 +69,24 @@ def test_matches_balancing_the_group_workloads(case):
     runs = uid_runs(uids)
     weights = [sum(24576 * s + s * s for s in lengths[a:b]) for a, b in runs]
     expected = [
-        sorted(i for g in part for i in range(*runs[g])) for part in karmarkar_karp(weights, k, True)
+        sorted(i for g in part for i in range(*runs[g]))
+        for part in karmarkar_karp(weights, k, True)
     ]
     assert group_balanced_partitions(lengths, uids, k) == expected
 
 
 def test_errors_say_which_condition():
-    with pytest.raises(PartitionError, match=r"number of groups \(2\) is smaller than "
-                       r"k_partitions \(3\)"):
+    with pytest.raises(
+        PartitionError,
+        match=r"number of groups \(2\) is smaller than "
+        r"k_partitions \(3\)",
+    ):
         group_balanced_partitions([1, 1, 1], ["a", "b", "b"], 3)
-    with pytest.raises(PartitionError, match=r"number of groups \(3\) is not divisible by "
-                       r"k_partitions \(2\)"):
+    with pytest.raises(
+        PartitionError,
+        match=r"number of groups \(3\) is not divisible by "
+        r"k_partitions \(2\)",
+    ):
         group_balanced_partitions([1, 1, 1], ["a", "b", "c"], 2)
     with pytest.raises(ValueError, match=r"uid_list has 2 entries but seqlen_list has 3"):
         group_balanced_partitions([1, 1, 1], ["a", "b"], 1)

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from seqbalance import (
     BalanceReport,
     PartitionError,
@@ -90,15 +89,18 @@ def test_unbalance_counts_the_short_remainder_chunk_as_verl_does():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 6).flatmap(
-    lambda k: st.tuples(st.just(k), st.lists(st.integers(0, 1000), min_size=k, max_size=40))
-))
+@given(
+    st.integers(1, 6).flatmap(
+        lambda k: st.tuples(st.just(k), st.lists(st.integers(0, 1000), min_size=k, max_size=40))
+    )
+)
 def test_unbalance_properties(case):
     k, lengths = case
     partitions = get_seqlen_balanced_partitions(lengths, k, False)
     metrics = log_seqlen_unbalance(np.asarray(lengths), partitions, "x")
-    assert set(metrics) == {f"x/{key}" for key in
-                            ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")}
+    assert set(metrics) == {
+        f"x/{key}" for key in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")
+    }
     assert metrics["x/minmax_diff"] == metrics["x/max"] - metrics["x/min"]
     assert metrics["x/mean"] == sum(lengths) / k
     assert metrics["x/balanced_min"] <= metrics["x/mean"] <= metrics["x/balanced_max"]
@@ -107,8 +109,11 @@ def test_unbalance_properties(case):
 
 
 def test_unbalance_errors():
-    with pytest.raises(PartitionError, match=r"number of items \(2\) is smaller than the number "
-                       r"of partitions \(3\)"):
+    with pytest.raises(
+        PartitionError,
+        match=r"number of items \(2\) is smaller than the number "
+        r"of partitions \(3\)",
+    ):
         log_seqlen_unbalance([1, 2], [[0], [1], []], "p")
     with pytest.raises(ValueError, match="partitions must hold at least one partition"):
         log_seqlen_unbalance([1, 2], [], "p")
@@ -175,9 +180,11 @@ def test_report_of_all_zero_loads_is_perfectly_balanced():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 5).flatmap(
-    lambda k: st.tuples(st.just(k), st.lists(st.integers(0, 10**6), min_size=k, max_size=40))
-))
+@given(
+    st.integers(1, 5).flatmap(
+        lambda k: st.tuples(st.just(k), st.lists(st.integers(0, 10**6), min_size=k, max_size=40))
+    )
+)
 def test_report_properties(case):
     k, values = case
     partitions = get_seqlen_balanced_partitions(values, k, False)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import seqbalance
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import seqbalance
 from seqbalance import PartitionError, pack_sequences, plan_packed_steps
 from seqbalance.packing import ALGORITHMS
 
@@ -165,7 +164,7 @@ def test_packed_steps_follow_the_documented_plan(case):
     lengths, dp_size, steps, cap = case
     plan = plan_packed_steps(lengths, dp_size, steps, cap)
     ranks = seqbalance.get_seqlen_balanced_partitions(lengths, dp_size, False)
-    for rank_plan, rank_samples in zip(plan, ranks):
+    for rank_plan, rank_samples in zip(plan, ranks, strict=True):
         assert sorted(i for step in rank_plan for pack in step for i in pack) == rank_samples
         for step in rank_plan:
             bucket = sorted(i for pack in step for i in pack)
@@ -188,8 +187,11 @@ def test_rank_with_fewer_samples_than_steps_gets_padded_steps():
 
 
 def test_packed_steps_errors():
-    with pytest.raises(PartitionError, match=r"number of samples \(5\) is smaller than "
-                       r"dp_size \* optimizer_steps \(2 \* 3 = 6\)"):
+    with pytest.raises(
+        PartitionError,
+        match=r"number of samples \(5\) is smaller than "
+        r"dp_size \* optimizer_steps \(2 \* 3 = 6\)",
+    ):
         plan_packed_steps([1] * 5, 2, 3, 8)
     with pytest.raises(ValueError, match=r"lengths\[3\] = 9 is longer than pack_max_length \(8\)"):
         plan_packed_steps([1, 1, 1, 9], 2, 1, 8)

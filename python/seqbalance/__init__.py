@@ -9,7 +9,13 @@ from ._errors import PartitionError
 from .reference import get_seqlen_balanced_partitions, greedy_partition, karmarkar_karp
 # Planning toolkit (after the partitioners: these modules look them up in the package top level).
 from .groups import group_balanced_partitions
-from .metrics import BalanceReport, LoadStats, balance_report, calculate_workload, log_seqlen_unbalance
+from .metrics import (
+    BalanceReport,
+    LoadStats,
+    balance_report,
+    calculate_workload,
+    log_seqlen_unbalance,
+)
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
 from .packing import pack_sequences, plan_packed_steps
 

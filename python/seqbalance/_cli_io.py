@@ -1,4 +1,4 @@
-"""Where the command line gets its lengths: files in three formats, or a built-in synthetic batch."""
+"""Where the command line gets its lengths: files in three formats, or a built-in batch."""
 
 from __future__ import annotations
 

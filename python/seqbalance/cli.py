@@ -210,7 +210,7 @@ def _write_plot(path: str, rows: list[dict[str, Any]]) -> None:
     figure, axes = plt.subplots(figsize=(6, 4))
     for k in sorted({row["k"] for row in rows}):
         points = [(row["n"], row["speedup"]) for row in rows if row["k"] == k]
-        axes.plot(*zip(*points), marker="o", label=f"k = {k}")
+        axes.plot(*zip(*points, strict=True), marker="o", label=f"k = {k}")
     axes.set_xscale("log")
     axes.set_xlabel("number of sequences n")
     axes.set_ylabel("speed-up over the pure-Python reference")
@@ -238,11 +238,16 @@ def _run_bench(args: argparse.Namespace) -> int:
         lengths = synthetic_rl_batch(n_prompts=-(-n // 16))[:n]
         _progress(done, len(cells), f"n={n} k={k}: seqbalance")
         native, native_seconds = _time_best(
-            lambda: get_seqlen_balanced_partitions(lengths, k, args.equal_size), args.repeat
+            lambda lengths=lengths, k=k: get_seqlen_balanced_partitions(
+                lengths, k, args.equal_size
+            ),
+            args.repeat,
         )
         _progress(done, len(cells), f"n={n} k={k}: reference")
         slow, reference_seconds = _time_best(
-            lambda: reference.get_seqlen_balanced_partitions(lengths, k, args.equal_size),
+            lambda lengths=lengths, k=k: reference.get_seqlen_balanced_partitions(
+                lengths, k, args.equal_size
+            ),
             args.repeat,
         )
         rows.append(
@@ -261,7 +266,9 @@ def _run_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
     else:
-        print(f"get_seqlen_balanced_partitions, equal_size={args.equal_size}, best of {args.repeat}")
+        print(
+            f"get_seqlen_balanced_partitions, equal_size={args.equal_size}, best of {args.repeat}"
+        )
         print(f"{'n':>8} {'k':>5} {'seqbalance':>12} {'reference':>12} {'speed-up':>9}  same")
         for row in rows:
             print(

@@ -52,7 +52,8 @@ def group_balanced_partitions(
             and ``k_partitions`` checks.
 
     Example:
-        >>> group_balanced_partitions([5, 5, 1, 1, 9, 9, 2, 2], ["a", "a", "b", "b", "c", "c", "d", "d"], 2)
+        >>> uids = ["a", "a", "b", "b", "c", "c", "d", "d"]
+        >>> group_balanced_partitions([5, 5, 1, 1, 9, 9, 2, 2], uids, 2)
         [[2, 3, 4, 5], [0, 1, 6, 7]]
     """
     # The partitioners live in the package top level; importing lazily avoids a cycle with it.
@@ -63,14 +64,10 @@ def group_balanced_partitions(
     if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
         raise TypeError(f"uid_list must be a sequence of ids, got {type(uid_list).__name__}")
     if len(uid_list) != len(lengths):
-        raise ValueError(
-            f"uid_list has {len(uid_list)} entries but seqlen_list has {len(lengths)}"
-        )
+        raise ValueError(f"uid_list has {len(uid_list)} entries but seqlen_list has {len(lengths)}")
     runs = uid_runs(uid_list)
     if len(runs) < k:
-        raise PartitionError(
-            f"number of groups ({len(runs)}) is smaller than k_partitions ({k})"
-        )
+        raise PartitionError(f"number of groups ({len(runs)}) is smaller than k_partitions ({k})")
     if len(runs) % k != 0:
         raise PartitionError(
             f"number of groups ({len(runs)}) is not divisible by k_partitions ({k}); "

@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | np.ndarray:
-    """Attention-aware cost of a dense transformer on each sequence: ``6 * hidden_size * s + s * s``.
+    """Attention-aware cost of a dense transformer per sequence: ``6 * hidden_size * s + s * s``.
 
     The linear term is the per-token matmul cost and the square term the attention cost; with the
     default ``hidden_size`` this is ``24576 * s + s**2``, the constant verl uses.
@@ -66,7 +66,9 @@ def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | 
 def _index_lists(partitions: Any, n_items: int) -> list[list[int]]:
     """Check that ``partitions`` is a non-empty list of lists of valid indexes into n items."""
     if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Sequence):
-        raise TypeError(f"partitions must be a list of lists of indexes, got {type(partitions).__name__}")
+        raise TypeError(
+            f"partitions must be a list of lists of indexes, got {type(partitions).__name__}"
+        )
     if len(partitions) == 0:
         raise ValueError("partitions must hold at least one partition, got []")
     result = []
@@ -216,15 +218,15 @@ class BalanceReport:
         sum_width = max(len(f"{scale:,}"), len("balanced"))
         count_width = max(len(str(max(self.balanced.counts + self.naive.counts))), len("count"))
         lines = [
-            f"balance report: {self.n_items:,} items, total {self.total:,}, "
-            f"{self.k} partitions",
+            f"balance report: {self.n_items:,} items, total {self.total:,}, {self.k} partitions",
             f"{'part':>4}  {'balanced':>{sum_width}} {'count':>{count_width}} {'':{width}}  "
             f"{'naive':>{sum_width}} {'count':>{count_width}}",
         ]
         for p in range(self.k):
             lines.append(
                 f"{p:>4}  {self.balanced.sums[p]:>{sum_width},} "
-                f"{self.balanced.counts[p]:>{count_width}} {_bar(self.balanced.sums[p], scale, width)}  "
+                f"{self.balanced.counts[p]:>{count_width}} "
+                f"{_bar(self.balanced.sums[p], scale, width)}  "
                 f"{self.naive.sums[p]:>{sum_width},} {self.naive.counts[p]:>{count_width}} "
                 f"{_bar(self.naive.sums[p], scale, width)}".rstrip()
             )
@@ -274,12 +276,15 @@ def balance_report(values: Any, partitions: Any) -> BalanceReport:
     for index, times in enumerate(seen):
         if times != 1:
             raise ValueError(
-                f"partitions must hold every index exactly once; index {index} appears {times} times"
+                "partitions must hold every index exactly once; "
+                f"index {index} appears {times} times"
             )
     k = len(parts)
 
     def stats(split: list[list[int]]) -> LoadStats:
-        return LoadStats.of([sum(loads[i] for i in part) for part in split], [len(p) for p in split])
+        return LoadStats.of(
+            [sum(loads[i] for i in part) for part in split], [len(p) for p in split]
+        )
 
     return BalanceReport(
         n_items=len(loads),

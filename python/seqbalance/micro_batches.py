@@ -59,9 +59,7 @@ def _prepare(
         if total > cap:
             start, stop = runs[group]
             if group_size == 1:
-                raise ValueError(
-                    f"lengths[{start}] = {total} is longer than max_token_len ({cap})"
-                )
+                raise ValueError(f"lengths[{start}] = {total} is longer than max_token_len ({cap})")
             raise ValueError(
                 f"group {group} (lengths[{start}:{stop}]) holds {total} tokens, "
                 f"more than max_token_len ({cap})"
@@ -94,7 +92,7 @@ def _fits(problem: _Problem, parts: list[list[int]]) -> bool:
 
 
 def _own_plan(problem: _Problem) -> tuple[int, list[list[int]]]:
-    """The smallest count (from ``ceil(total / cap)``, in steps of the multiple) whose split fits."""
+    """The first count from ``ceil(total / cap)``, in steps of the multiple, whose split fits."""
     if not problem.tokens:
         return 0, []
     lower_bound = max(1, -(-sum(problem.tokens) // problem.cap))
@@ -210,6 +208,7 @@ def plan_micro_batches(
         sorted(index for g in part for index in range(*problem.runs[g])) for part in parts
     ]
     if order == "bubble":
+
         def key(micro_batch: list[int]) -> tuple[int, int]:
             workload = sum(problem.sample_workloads[i] for i in micro_batch)
             return workload, (micro_batch[0] if micro_batch else -1)
