@@ -201,3 +201,11 @@ def test_packed_steps_errors():
         plan_packed_steps([1], 1, 0, 8)
     with pytest.raises(TypeError, match="pack_max_length must be an int"):
         plan_packed_steps([1], 1, 1, "8")
+
+
+def test_native_binding_reads_strided_int64_views():
+    from seqbalance import _native
+
+    base = np.array([5, 99, 6, 99, 2, 99], dtype=np.int64)
+    assert _native._pack(base[::2], 8, "bfd") == _native._pack(base[::2].copy(), 8, "bfd")
+    assert pack_sequences(base[::2], 8) == [[1, 2], [0]]
