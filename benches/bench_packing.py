@@ -7,11 +7,10 @@ result first; speed is reported by pytest-benchmark, never asserted.
 from __future__ import annotations
 
 import bisect
-import warnings
 
 import numpy as np
 import pytest
-from seqbalance import _native, pack_sequences
+from seqbalance import pack_sequences
 
 N = 100_000
 PACK_MAX_LENGTH = 16_384
@@ -22,15 +21,6 @@ def lengths() -> np.ndarray:
     # Heavy-tailed like RL responses: most short, some near the pack length.
     rng = np.random.default_rng(7)
     return np.clip(rng.lognormal(6.5, 1.0, N), 1, PACK_MAX_LENGTH).astype(np.int64)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def release_build() -> None:
-    if _native.build_profile() != "release":
-        warnings.warn(
-            "timing a debug build of seqbalance._native: run maturin develop --release",
-            stacklevel=1,
-        )
 
 
 def python_bfd(lengths: list[int], cap: int) -> list[list[int]]:

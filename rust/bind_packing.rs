@@ -26,9 +26,8 @@ fn pack_py(
     let view = lengths.as_array();
     let mut values = Vec::with_capacity(view.len());
     for (position, &length) in view.iter().enumerate() {
-        let length = u64::try_from(length).map_err(|_| {
-            PyValueError::new_err(format!("lengths[{position}] must be >= 0, got {length}"))
-        })?;
+        let length = u64::try_from(length)
+            .map_err(|_| PyValueError::new_err(format!("lengths[{position}] must be >= 0, got {length}")))?;
         values.push(length);
     }
     py.detach(|| pack(&values, pack_max_length, algorithm))

@@ -43,24 +43,15 @@ impl Algorithm {
 #[derive(Debug, PartialEq, Eq)]
 pub enum PackError {
     /// One item alone is longer than a pack may be.
-    TooLong {
-        index: usize,
-        length: u64,
-        capacity: u64,
-    },
+    TooLong { index: usize, length: u64, capacity: u64 },
 }
 
 impl fmt::Display for PackError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PackError::TooLong {
-                index,
-                length,
-                capacity,
-            } => write!(
-                f,
-                "lengths[{index}] = {length} is longer than pack_max_length ({capacity})"
-            ),
+            PackError::TooLong { index, length, capacity } => {
+                write!(f, "lengths[{index}] = {length} is longer than pack_max_length ({capacity})")
+            }
         }
     }
 }
@@ -68,24 +59,14 @@ impl fmt::Display for PackError {
 /// Pack `lengths` into packs of total length at most `capacity`; each pack lists item indexes.
 ///
 /// Fails only when a single length exceeds `capacity` (the first such index is reported).
-pub fn pack(
-    lengths: &[u64],
-    capacity: u64,
-    algorithm: Algorithm,
-) -> Result<Vec<Vec<usize>>, PackError> {
+pub fn pack(lengths: &[u64], capacity: u64, algorithm: Algorithm) -> Result<Vec<Vec<usize>>, PackError> {
     if let Some(index) = lengths.iter().position(|&length| length > capacity) {
-        return Err(PackError::TooLong {
-            index,
-            length: lengths[index],
-            capacity,
-        });
+        return Err(PackError::TooLong { index, length: lengths[index], capacity });
     }
     let packs = match algorithm {
         Algorithm::NextFit => next_fit(lengths, capacity),
         Algorithm::FirstFit => first_fit(lengths, capacity, 0..lengths.len()),
-        Algorithm::FirstFitDecreasing => {
-            first_fit(lengths, capacity, decreasing_order(lengths).into_iter())
-        }
+        Algorithm::FirstFitDecreasing => first_fit(lengths, capacity, decreasing_order(lengths).into_iter()),
         Algorithm::BestFitDecreasing => best_fit(lengths, capacity, &decreasing_order(lengths)),
     };
     Ok(packs)
@@ -143,11 +124,7 @@ impl RoomTree {
     fn leftmost_fitting(&self, length: u64) -> usize {
         let mut node = 1;
         while node < self.leaves {
-            node = if self.nodes[2 * node] >= length {
-                2 * node
-            } else {
-                2 * node + 1
-            };
+            node = if self.nodes[2 * node] >= length { 2 * node } else { 2 * node + 1 };
         }
         node - self.leaves
     }
@@ -166,11 +143,7 @@ impl RoomTree {
     }
 }
 
-fn first_fit(
-    lengths: &[u64],
-    capacity: u64,
-    order: impl Iterator<Item = usize>,
-) -> Vec<Vec<usize>> {
+fn first_fit(lengths: &[u64], capacity: u64, order: impl Iterator<Item = usize>) -> Vec<Vec<usize>> {
     // At most one pack per item, so `lengths.len()` slots always leave an unopened one free.
     let mut tree = RoomTree::new(lengths.len(), capacity);
     let mut packs: Vec<Vec<usize>> = Vec::new();
@@ -235,10 +208,7 @@ mod tests {
         for index in order {
             let length = lengths[index];
             let chosen = match algorithm {
-                Algorithm::NextFit => rooms
-                    .len()
-                    .checked_sub(1)
-                    .filter(|&last| rooms[last] >= length),
+                Algorithm::NextFit => rooms.len().checked_sub(1).filter(|&last| rooms[last] >= length),
                 Algorithm::FirstFit | Algorithm::FirstFitDecreasing => {
                     rooms.iter().position(|&room| room >= length)
                 }
@@ -268,14 +238,10 @@ mod tests {
 
     /// A small deterministic generator so the tests need no extra crate.
     fn pseudo_random_lengths(seed: u64, count: usize, max: u64) -> Vec<u64> {
-        let mut state = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (0..count)
             .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 (state >> 33) % (max + 1)
             })
             .collect()
@@ -283,14 +249,8 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(
-            Algorithm::from_name("bfd"),
-            Some(Algorithm::BestFitDecreasing)
-        );
-        assert_eq!(
-            Algorithm::from_name("ffd"),
-            Some(Algorithm::FirstFitDecreasing)
-        );
+        assert_eq!(Algorithm::from_name("bfd"), Some(Algorithm::BestFitDecreasing));
+        assert_eq!(Algorithm::from_name("ffd"), Some(Algorithm::FirstFitDecreasing));
         assert_eq!(Algorithm::from_name("first_fit"), Some(Algorithm::FirstFit));
         assert_eq!(Algorithm::from_name("next_fit"), Some(Algorithm::NextFit));
         assert_eq!(Algorithm::from_name("BFD"), None);
@@ -303,45 +263,23 @@ mod tests {
             pack(&lengths, 8, Algorithm::NextFit).unwrap(),
             vec![vec![0], vec![1, 2], vec![3, 4], vec![5]]
         );
-        assert_eq!(
-            pack(&lengths, 8, Algorithm::FirstFit).unwrap(),
-            vec![vec![0, 2], vec![1, 3], vec![4, 5]]
-        );
+        assert_eq!(pack(&lengths, 8, Algorithm::FirstFit).unwrap(), vec![vec![0, 2], vec![1, 3], vec![4, 5]]);
         assert_eq!(
             pack(&lengths, 8, Algorithm::FirstFitDecreasing).unwrap(),
             vec![vec![5, 4], vec![0, 2], vec![1, 3]]
         );
         // Best fit puts the 2 into the 6-pack (room 2) rather than the 5-pack (room 3).
-        assert_eq!(
-            pack(&[5, 6, 2], 8, Algorithm::BestFitDecreasing).unwrap(),
-            vec![vec![1, 2], vec![0]]
-        );
-        assert_eq!(
-            pack(&[5, 6, 2], 8, Algorithm::FirstFitDecreasing).unwrap(),
-            vec![vec![1, 2], vec![0]]
-        );
+        assert_eq!(pack(&[5, 6, 2], 8, Algorithm::BestFitDecreasing).unwrap(), vec![vec![1, 2], vec![0]]);
+        assert_eq!(pack(&[5, 6, 2], 8, Algorithm::FirstFitDecreasing).unwrap(), vec![vec![1, 2], vec![0]]);
         // In input order first fit takes pack 0 (room 3) although pack 1 (room 2) is tighter.
-        assert_eq!(
-            pack(&[5, 6, 2], 8, Algorithm::FirstFit).unwrap(),
-            vec![vec![0, 2], vec![1]]
-        );
+        assert_eq!(pack(&[5, 6, 2], 8, Algorithm::FirstFit).unwrap(), vec![vec![0, 2], vec![1]]);
     }
 
     #[test]
     fn too_long_reports_first_offender() {
         let err = pack(&[1, 9, 10], 8, Algorithm::BestFitDecreasing).unwrap_err();
-        assert_eq!(
-            err,
-            PackError::TooLong {
-                index: 1,
-                length: 9,
-                capacity: 8
-            }
-        );
-        assert_eq!(
-            err.to_string(),
-            "lengths[1] = 9 is longer than pack_max_length (8)"
-        );
+        assert_eq!(err, PackError::TooLong { index: 1, length: 9, capacity: 8 });
+        assert_eq!(err.to_string(), "lengths[1] = 9 is longer than pack_max_length (8)");
     }
 
     #[test]
@@ -354,15 +292,9 @@ mod tests {
     #[test]
     fn zero_lengths_join_the_first_pack_that_has_room() {
         for algorithm in [Algorithm::FirstFit, Algorithm::FirstFitDecreasing] {
-            assert_eq!(
-                pack(&[8, 0, 8, 0], 8, algorithm).unwrap(),
-                slow_pack(&[8, 0, 8, 0], 8, algorithm)
-            );
+            assert_eq!(pack(&[8, 0, 8, 0], 8, algorithm).unwrap(), slow_pack(&[8, 0, 8, 0], 8, algorithm));
         }
-        assert_eq!(
-            pack(&[0, 0, 0], 0, Algorithm::BestFitDecreasing).unwrap(),
-            vec![vec![0, 1, 2]]
-        );
+        assert_eq!(pack(&[0, 0, 0], 0, Algorithm::BestFitDecreasing).unwrap(), vec![vec![0, 1, 2]]);
     }
 
     #[test]
@@ -382,11 +314,7 @@ mod tests {
             let lengths = pseudo_random_lengths(seed, count, capacity);
             for algorithm in ALL {
                 let packs = pack(&lengths, capacity, algorithm).unwrap();
-                assert_eq!(
-                    packs,
-                    slow_pack(&lengths, capacity, algorithm),
-                    "seed {seed}"
-                );
+                assert_eq!(packs, slow_pack(&lengths, capacity, algorithm), "seed {seed}");
                 let mut seen = vec![false; count];
                 for p in &packs {
                     assert!(!p.is_empty());
