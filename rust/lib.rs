@@ -17,6 +17,9 @@ pub mod ldm;
 pub mod parts;
 pub mod sort;
 
+mod bind_packing;
+mod packing;
+
 use error::CoreError;
 use parts::Partition;
 
@@ -205,5 +208,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greedy_partition, m)?)?;
     m.add_function(wrap_pyfunction!(partition_ids, m)?)?;
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
+    bind_packing::register(m)?;
     Ok(())
 }

@@ -21,6 +21,17 @@ from .partition import (
     karmarkar_karp,
     partition_ids,
 )
+# Planning toolkit (after the partitioners: these modules look them up in the package top level).
+from .groups import group_balanced_partitions
+from .metrics import (
+    BalanceReport,
+    LoadStats,
+    balance_report,
+    calculate_workload,
+    log_seqlen_unbalance,
+)
+from .micro_batches import min_num_micro_batches_for, plan_micro_batches
+from .packing import pack_sequences, plan_packed_steps
 
 try:
     __version__ = version("seqbalance")
@@ -34,4 +45,15 @@ __all__ = [
     "greedy_partition",
     "karmarkar_karp",
     "partition_ids",
+    # planning toolkit
+    "BalanceReport",
+    "LoadStats",
+    "balance_report",
+    "calculate_workload",
+    "group_balanced_partitions",
+    "log_seqlen_unbalance",
+    "min_num_micro_batches_for",
+    "pack_sequences",
+    "plan_micro_batches",
+    "plan_packed_steps",
 ]
