@@ -7,6 +7,13 @@ from importlib.metadata import PackageNotFoundError, version
 from ._errors import PartitionError
 # Temporary: the public partitioners are the reference until the native core lands.
 from .reference import get_seqlen_balanced_partitions, greedy_partition, karmarkar_karp
+from .samplers import (
+    BaseSampler,
+    GRPOGroupNSampler,
+    RankAwareSampler,
+    SeqlenBalancedSampler,
+    SequentialSampler,
+)
 
 try:
     __version__ = version("seqbalance")
@@ -14,7 +21,12 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "BaseSampler",
+    "GRPOGroupNSampler",
     "PartitionError",
+    "RankAwareSampler",
+    "SeqlenBalancedSampler",
+    "SequentialSampler",
     "__version__",
     "get_seqlen_balanced_partitions",
     "greedy_partition",
