@@ -86,10 +86,11 @@ class BaseSampler(ABC):
     results in ``self._states[partition_id][task_name][dp_rank][batch_index]``.
 
     Args:
-        max_cached_batches: keyword-only. How many distinct batch indexes to remember per
-            ``(partition_id, task_name)`` (oldest first out, by the order they were first cached);
-            ``None`` keeps everything, as upstream does. A batch is only forgotten once no rank is
-            still owed a share of it, so the bound can be exceeded while shares are outstanding.
+        max_cached_batches: keyword-only. The newest ``max_cached_batches`` batch indexes per
+            ``(partition_id, task_name)`` (in the order they were first cached) are always kept;
+            older ones are forgotten, but only once no rank is still owed a share of them, so the
+            cache can exceed the bound while shares are outstanding. ``None`` keeps everything,
+            as upstream does. Default :data:`DEFAULT_MAX_CACHED_BATCHES` (64).
 
     Raises:
         TypeError: instantiating ``BaseSampler`` itself (it is abstract), or a non-int bound.
@@ -263,9 +264,8 @@ class BaseSampler(ABC):
         order = self._batch_order.get((partition_id, task_name))
         if bound is None or order is None or len(order) <= bound:
             return
-        for batch_index in list(order):
-            if len(order) <= bound:
-                break
+        # The newest `bound` batches always stay; older ones go once nobody is owed a share.
+        for batch_index in list(order)[: len(order) - bound]:
             if self._may_evict(partition_id, task_name, batch_index):
                 del order[batch_index]
                 self._drop_batch(partition_id, task_name, batch_index)

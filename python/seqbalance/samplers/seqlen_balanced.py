@@ -8,9 +8,11 @@ Policies (documented for users in the class docstring and the README):
   group, counts may differ. ``G < dp_size``: one group per rank, heaviest group to rank 0; ranks
   ``G..dp_size-1`` get an empty share. Groups are never split; each selected index goes to exactly
   one rank.
-* **Reservations.** A computed split reserves the shares that ranks have not collected yet; those
-  indexes are never selected for another batch, even though the controller still lists them as
-  ready (only collected shares are marked consumed).
+* **Reservations.** Every index of a cached split stays reserved for that batch: it is never
+  selected for another batch, even though the controller still lists uncollected shares as ready
+  (only collected shares are marked consumed). Keeping collected shares reserved too protects
+  loops whose ready list was read before another rank's consumption was recorded. A batch is only
+  evicted from the cache once every rank has collected its share.
 * **Missing lengths.** A sample without ``total_lengths`` weighs 1 (as upstream); one warning per
   batch gives the count.
 """
@@ -114,8 +116,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
           constraint (every rank gets at least one group); fewer groups than ranks gives one group
           per rank, heaviest to rank 0, and empty shares (``([], [])``) to the remaining ranks.
           Groups are never split.
-        * No double assignment: indexes of shares not yet collected are excluded from the
-          selection of any other batch.
+        * No double assignment: the indexes of every cached split (in particular shares not yet
+          collected) are excluded from the selection of any other batch.
         * Missing ``total_lengths`` weigh 1, with one warning per batch giving the count; a
           negative or non-integer value raises ``ValueError`` naming the index.
         * No ``partition`` object: a warning (once per sampler) and an equal split in order:
@@ -159,6 +161,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
         # Same key -> ranks whose non-empty share has not been collected yet.
         self._uncollected: dict[SplitKey, set[int]] = {}
+        # (partition_id, task_name) -> every index of that task's cached splits.
+        self._reserved: dict[tuple[Hashable, Hashable], set[int]] = {}
         self._warned_no_partition = False
 
     def sample(
@@ -216,7 +220,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._check_multiple(global_size, f"batch_size ({size}) * dp_size ({self.dp_size}) = {global_size}")
         if global_size == 0:
             return None
-        reserved = self._reserved(partition_id, task_name)
+        reserved = self._reserved.get((partition_id, task_name))
         candidates = [index for index in ready_indexes if index not in reserved] if reserved else ready_indexes
         groups = select_groups(candidates, self.n_samples_per_prompt, global_size // self.n_samples_per_prompt)
         if groups is None:
@@ -235,6 +239,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
         shares = [sorted(index for g in group_positions for index in groups[g]) for group_positions in group_split]
         self._balanced_cache[key] = shares
+        self._reserved.setdefault((partition_id, task_name), set()).update(
+            index for group in groups for index in group
+        )
         self._uncollected[key] = {rank for rank, share in enumerate(shares) if share}
         for rank, share in enumerate(shares):
             self._store(partition_id, task_name, rank, batch_index, (share, list(share)))
@@ -268,15 +275,6 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             )
         return weights
 
-    def _reserved(self, partition_id: Hashable, task_name: Hashable) -> set[int]:
-        reserved: set[int] = set()
-        for batch_index in self._batch_order.get((partition_id, task_name), ()):
-            key = (partition_id, task_name, batch_index)
-            shares = self._balanced_cache.get(key)
-            for rank in self._uncollected.get(key, ()):
-                reserved.update(shares[rank])
-        return reserved
-
     def _collect(self, key: SplitKey, dp_rank: int) -> None:
         pending = self._uncollected.get(key)
         if pending and dp_rank in pending:
@@ -293,8 +291,12 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     def _drop_batch(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> None:
         super()._drop_batch(partition_id, task_name, batch_index)
         key = (partition_id, task_name, batch_index)
-        self._balanced_cache.pop(key, None)
+        shares = self._balanced_cache.pop(key, None)
         self._uncollected.pop(key, None)
+        reserved = self._reserved.get((partition_id, task_name))
+        if shares and reserved:
+            for share in shares:
+                reserved.difference_update(share)
 
     def clear_cache(self, partition_id: Hashable) -> None:
         """Forget ``partition_id``: its cached results, its balanced splits and its reservations."""
@@ -303,6 +305,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             for key in [key for key in self._balanced_cache if key[0] == partition_id]:
                 del self._balanced_cache[key]
                 self._uncollected.pop(key, None)
+            for key in [key for key in self._reserved if key[0] == partition_id]:
+                del self._reserved[key]
 
     def _checkpoint_fields(self) -> dict[str, Any]:
         fields = super()._checkpoint_fields()
@@ -315,6 +319,10 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._balanced_cache = state.get("_balanced_cache", {})
         # Without collection records (an upstream checkpoint) nobody is known to owe anything.
         self._uncollected = state.get("_uncollected", {})
-        for partition_id, task_name, batch_index in self._balanced_cache:
+        self._reserved = {}
+        for (partition_id, task_name, batch_index), shares in self._balanced_cache.items():
             order = self._batch_order.setdefault((partition_id, task_name), {})
             order.setdefault(batch_index, None)
+            reserved = self._reserved.setdefault((partition_id, task_name), set())
+            for share in shares:
+                reserved.update(share)
