@@ -159,7 +159,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self.dp_size = check_positive(dp_size, "dp_size")
         # (partition_id, task_name, batch_index) -> one ascending index list per rank.
         self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
-        # Same key -> ranks whose non-empty share has not been collected yet.
+        # Same key -> ranks that have not collected their share (possibly empty) yet.
         self._uncollected: dict[SplitKey, set[int]] = {}
         # (partition_id, task_name) -> every index of that task's cached splits.
         self._reserved: dict[tuple[Hashable, Hashable], set[int]] = {}
@@ -242,7 +242,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._reserved.setdefault((partition_id, task_name), set()).update(
             index for group in groups for index in group
         )
-        self._uncollected[key] = {rank for rank, share in enumerate(shares) if share}
+        # Empty shares count too: a rank must still be able to look its (empty) share up.
+        self._uncollected[key] = set(range(self.dp_size))
         for rank, share in enumerate(shares):
             self._store(partition_id, task_name, rank, batch_index, (share, list(share)))
         self._remember_batch(partition_id, task_name, batch_index)
