@@ -136,3 +136,30 @@ def test_ranks_fetch_balanced_whole_groups_exactly_once(transfer_queue_system):
         expected = [sorted(i for g in part for i in groups[g]) for part in split_groups(weights, DP_SIZE)]
         assert [sorted(indexes) for indexes, _, _ in shares] == expected
     assert seen == set(index_of_row)
+
+
+def test_controller_checkpoint_round_trip_keeps_the_split(transfer_queue_system, tmp_path):
+    conf, producer = transfer_queue_system
+    partition = "train_ckpt"
+    total = PER_RANK * DP_SIZE
+    lengths = [(index * 104729) % 499 + 1 for index in range(total)]
+    meta = producer.get_meta(data_fields=[FIELD], batch_size=total, partition_id=partition, mode="insert")
+    meta.update_custom_meta([{"total_lengths": length} for length in lengths])
+    producer.put(data=TensorDict({FIELD: torch.arange(total).unsqueeze(1)}, batch_size=total), metadata=meta)
+
+    def fetch(rank):
+        config = {"dp_rank": rank, "batch_index": 0, "task_name": TASK, "partition_id": partition}
+        got = producer.get_meta(
+            data_fields=[FIELD], batch_size=PER_RANK, partition_id=partition, task_name=TASK, sampling_config=config
+        )
+        return sorted(got.global_indexes)
+
+    first = fetch(0)
+    assert first
+    # The controller pickles the sampler's checkpoint to disk and loads it back.
+    path = str(tmp_path / "controller.pkl")
+    producer.save_controller_checkpoint(path)
+    producer.load_controller_checkpoint(path)
+    shares = [first] + [fetch(rank) for rank in range(1, DP_SIZE)]
+    assert sorted(i for share in shares for i in share) == sorted(meta.global_indexes)
+    assert fetch(0) == first  # the cached share survived the round trip
