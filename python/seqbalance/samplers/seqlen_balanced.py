@@ -123,9 +123,11 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         * No ``partition`` object: a warning (once per sampler) and an equal split in order:
           contiguous runs of whole groups, counts differing by at most one group, earlier ranks
           taking the extra groups.
-        * Cache bound: ``max_cached_batches`` batch indexes per ``(partition_id, task_name)``
-          (default 64, ``None`` for unbounded); a batch with an uncollected share is never
-          evicted.
+        * Cache bound: the newest ``max_cached_batches`` batch indexes per
+          ``(partition_id, task_name)`` are kept (default 64, ``None`` for unbounded); an older
+          batch is dropped only once every rank, including ranks with an empty share, has
+          collected its share. A controller that reads its ready list without holding back
+          indexes it is about to mark consumed is protected while the batch is cached.
 
     Thread safety: one lock per sampler; concurrent first calls for one batch compute one split.
 
