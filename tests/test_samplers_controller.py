@@ -111,6 +111,11 @@ def check_invariants(ctrl, lengths, n, dp_size, complete_batches=None):
     return first
 
 
+def global_size(n, dp_size, per_rank):
+    """Samples per batch: batch_size * dp_size, rounded up to one whole group per rank."""
+    return max(per_rank * dp_size, n * dp_size)
+
+
 def make_lengths(count, seed):
     rng = random.Random(seed)
     return [rng.randint(1, 5000) for _ in range(count)]
@@ -126,8 +131,7 @@ def make_lengths(count, seed):
 )
 def test_in_order_all_ranks_all_batches(n, dp_size, per_rank):
     batches = 6
-    global_size = per_rank * dp_size
-    lengths = make_lengths(global_size * batches, seed=n * 100 + dp_size)
+    lengths = make_lengths(global_size(n, dp_size, per_rank) * batches, seed=n * 100 + dp_size)
     ctrl = MiniController(SeqlenBalancedSampler(n, dp_size), lengths)
     ctrl.produce(range(len(lengths)))
     for batch in range(batches):
@@ -198,8 +202,7 @@ def test_without_reservations_the_fast_rank_would_collide():
 def test_any_interleaving_keeps_invariants(n, dp_size, per_rank, batches, seed, produce_step):
     if (per_rank * dp_size) % n:
         per_rank *= n  # keep the global size a multiple of n
-    global_size = per_rank * dp_size
-    total = global_size * batches
+    total = global_size(n, dp_size, per_rank) * batches
     lengths = make_lengths(total, seed)
     ctrl = MiniController(SeqlenBalancedSampler(n, dp_size, max_cached_batches=2), lengths)
     rng = random.Random(seed)
@@ -252,7 +255,7 @@ def test_sixteen_ranks_ask_for_the_same_batch_at_the_same_moment():
         barrier = threading.Barrier(dp_size)
         errors = []
 
-        def rank_loop(rank):
+        def rank_loop(rank, ctrl=ctrl, barrier=barrier, errors=errors):
             try:
                 for batch in range(batches):
                     barrier.wait()
@@ -284,13 +287,12 @@ def test_sixteen_free_running_ranks_with_a_producer():
         # recorded (this controller does not make read-sample-mark atomic).
         ctrl = MiniController(SeqlenBalancedSampler(n, dp_size), lengths)
         errors = []
-        done = threading.Event()
 
-        def producer():
+        def producer(ctrl=ctrl, total=total):
             for start in range(0, total, 8):
                 ctrl.produce(range(start, start + 8))
 
-        def rank_loop(rank):
+        def rank_loop(rank, ctrl=ctrl, errors=errors):
             try:
                 batch = 0
                 for _ in range(200_000):
@@ -308,7 +310,6 @@ def test_sixteen_free_running_ranks_with_a_producer():
             t.start()
         for t in threads:
             t.join()
-        done.set()
         assert errors == []
         first = check_invariants(ctrl, lengths, n, dp_size, complete_batches=batches)
         assert sorted(i for s in first.values() for i in s) == list(range(total))
@@ -323,9 +324,9 @@ def test_replicas_of_one_rank_agree_under_threads(make):
         barrier = threading.Barrier(16)
         results = [None] * 16
 
-        def replica(i):
+        def replica(i, sampler=sampler, ready=ready, barrier=barrier, results=results, batch=repetition):
             barrier.wait()
-            results[i] = sampler(ready, 8, dp_rank=3, batch_index=repetition, task_name="t", partition_id="p")
+            results[i] = sampler(ready, 8, dp_rank=3, batch_index=batch, task_name="t", partition_id="p")
 
         threads = [threading.Thread(target=replica, args=(i,)) for i in range(16)]
         for t in threads:

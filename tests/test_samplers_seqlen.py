@@ -151,16 +151,24 @@ def test_groups_not_multiple_of_dp_size_balance_without_equal_counts():
     assert shares[0] == [0, 1]  # the 100-token group alone outweighs the other two
 
 
-def test_fewer_groups_than_ranks_gives_empty_shares_to_the_last_ranks():
-    # n=4, dp=4, per-rank 2 -> global 8 samples = 2 groups for 4 ranks
-    lengths = [1] * 4 + [9] * 4
+def test_fewer_groups_than_ranks_rounds_up_to_one_group_per_rank():
+    # n=4, dp=4, per-rank 2 -> 8 samples would be 2 groups for 4 ranks (upstream: AssertionError);
+    # instead every rank gets one whole group.
+    lengths = [1] * 4 + [9] * 4 + [5] * 4 + [7] * 4 + [100] * 4
     sampler = SeqlenBalancedSampler(n_samples_per_prompt=4, dp_size=4)
     part = lengths_partition(lengths)
-    shares = [call(sampler, list(range(8)), 2, r, partition=part)[0] for r in range(4)]
-    assert shares == [[4, 5, 6, 7], [0, 1, 2, 3], [], []]
+    shares = [call(sampler, list(range(20)), 2, r, partition=part)[0] for r in range(4)]
+    assert shares == [[4, 5, 6, 7], [12, 13, 14, 15], [8, 9, 10, 11], [0, 1, 2, 3]]
     assert sampler._uncollected[("p", "t", 0)] == set()
-    for r in range(4):
-        assert sampler.has_cached_result("p", "t", {"dp_rank": r, "batch_index": 0})
+
+
+def test_fewer_groups_than_ranks_waits_for_one_group_per_rank():
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=4, dp_size=4)
+    part = lengths_partition([1] * 16)
+    assert call(sampler, list(range(12)), 2, 0, partition=part) == ([], [])
+    assert sampler._states == {}
+    shares = [call(sampler, list(range(16)), 2, r, partition=part)[0] for r in range(4)]
+    assert sorted(shares) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
 
 
 def test_split_groups_policy_examples():

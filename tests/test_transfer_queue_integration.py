@@ -139,7 +139,7 @@ def test_ranks_fetch_balanced_whole_groups_exactly_once(transfer_queue_system):
 
 
 def test_controller_checkpoint_round_trip_keeps_the_split(transfer_queue_system, tmp_path):
-    conf, producer = transfer_queue_system
+    _, producer = transfer_queue_system
     partition = "train_ckpt"
     total = PER_RANK * DP_SIZE
     lengths = [(index * 104729) % 499 + 1 for index in range(total)]

@@ -2,12 +2,14 @@
 
 Policies (documented for users in the class docstring and the README):
 
-* **Uneven groups.** ``G`` selected groups over ``dp_size`` ranks. ``G`` a multiple of ``dp_size``:
-  equal group counts, balanced tokens (``equal_size=True``). ``G > dp_size`` otherwise: balanced
-  tokens without the equal-count constraint (``equal_size=False``); every rank gets at least one
-  group, counts may differ. ``G < dp_size``: one group per rank, heaviest group to rank 0; ranks
-  ``G..dp_size-1`` get an empty share. Groups are never split; each selected index goes to exactly
-  one rank.
+* **Uneven groups.** ``G = batch_size * dp_size / n`` groups over ``dp_size`` ranks. ``G`` a
+  multiple of ``dp_size``: equal group counts, balanced tokens (``equal_size=True``). ``G > dp_size``
+  otherwise: balanced tokens without the equal-count constraint (``equal_size=False``); every rank
+  gets at least one group, counts may differ. ``G < dp_size`` (``batch_size < n``): the selection
+  is rounded up to ``dp_size`` groups, one whole group per rank, so each rank gets ``n`` samples.
+  An empty share is never produced: a controller cannot tell an empty answer from "not ready yet"
+  and would retry it forever. Groups are never split; each selected index goes to exactly one
+  rank.
 * **Reservations.** Every index of a cached split stays reserved for that batch: it is never
   selected for another batch, even though the controller still lists uncollected shares as ready
   (only collected shares are marked consumed). Keeping collected shares reserved too protects
@@ -26,7 +28,7 @@ from typing import Any
 from .base import DEFAULT_MAX_CACHED_BATCHES, _describe, check_batch_size, check_dp_rank, check_positive
 from .grpo import GRPOGroupNSampler, select_groups
 
-__all__ = ["SeqlenBalancedSampler", "split_groups", "equal_split"]
+__all__ = ["SeqlenBalancedSampler", "equal_split", "split_groups"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +115,10 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     Policies:
         * Uneven groups: a group count that is a multiple of ``dp_size`` gives equal counts per
           rank; any other count of at least ``dp_size`` balances tokens without the equal-count
-          constraint (every rank gets at least one group); fewer groups than ranks gives one group
-          per rank, heaviest to rank 0, and empty shares (``([], [])``) to the remaining ranks.
-          Groups are never split.
+          constraint (every rank gets at least one group). When ``batch_size * dp_size`` covers
+          fewer groups than ranks (``batch_size < n``), the selection is rounded up to
+          ``dp_size`` groups: one whole group, ``n`` samples, per rank. No rank ever gets an empty
+          share, and groups are never split.
         * No double assignment: the indexes of every cached split (in particular shares not yet
           collected) are excluded from the selection of any other batch.
         * Missing ``total_lengths`` weigh 1, with one warning per batch giving the count; a
@@ -125,8 +128,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
           taking the extra groups.
         * Cache bound: the newest ``max_cached_batches`` batch indexes per
           ``(partition_id, task_name)`` are kept (default 64, ``None`` for unbounded); an older
-          batch is dropped only once every rank, including ranks with an empty share, has
-          collected its share. A controller that reads its ready list without holding back
+          batch is dropped only once every rank has collected its share. A controller that reads its ready list without holding back
           indexes it is about to mark consumed is protected while the batch is cached.
 
     Thread safety: one lock per sampler; concurrent first calls for one batch compute one split.
@@ -161,7 +163,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self.dp_size = check_positive(dp_size, "dp_size")
         # (partition_id, task_name, batch_index) -> one ascending index list per rank.
         self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
-        # Same key -> ranks that have not collected their share (possibly empty) yet.
+        # Same key -> ranks that have not collected their share yet.
         self._uncollected: dict[SplitKey, set[int]] = {}
         # (partition_id, task_name) -> every index of that task's cached splits.
         self._reserved: dict[tuple[Hashable, Hashable], set[int]] = {}
@@ -189,8 +191,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
         Returns:
             ``(sampled, consumed)``, equal ascending lists. ``([], [])`` when ``dp_rank >=
-            dp_size``, when this rank's share is empty, or when too few whole groups are ready
-            outside other batches' reservations (nothing is cached then).
+            dp_size``, or when too few whole groups are ready outside other batches'
+            reservations (nothing is cached then).
 
         Raises:
             ValueError: negative ``dp_rank`` or ``batch_size``; a global size that is not a
@@ -224,7 +226,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             return None
         reserved = self._reserved.get((partition_id, task_name))
         candidates = [index for index in ready_indexes if index not in reserved] if reserved else ready_indexes
-        groups = select_groups(candidates, self.n_samples_per_prompt, global_size // self.n_samples_per_prompt)
+        # At least one group per rank: an empty share would look like "not ready" to the caller.
+        groups_needed = max(global_size // self.n_samples_per_prompt, self.dp_size)
+        groups = select_groups(candidates, self.n_samples_per_prompt, groups_needed)
         if groups is None:
             return None
 
@@ -244,7 +248,6 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._reserved.setdefault((partition_id, task_name), set()).update(
             index for group in groups for index in group
         )
-        # Empty shares count too: a rank must still be able to look its (empty) share up.
         self._uncollected[key] = set(range(self.dp_size))
         for rank, share in enumerate(shares):
             self._store(partition_id, task_name, rank, batch_index, (share, list(share)))
