@@ -16,17 +16,24 @@ from .base import (
 __all__ = ["GRPOGroupNSampler", "RankAwareSampler", "select_groups"]
 
 
-def select_groups(ready_indexes: list[int], group_size: int, groups_needed: int) -> list[list[int]] | None:
+def select_groups(
+    ready_indexes: list[int],
+    group_size: int,
+    groups_needed: int,
+    exclude: set[int] | None = None,
+) -> list[list[int]] | None:
     """Find ``groups_needed`` runs of ``group_size`` consecutive integers among ``ready_indexes``.
 
-    The ready indexes are sorted; the scan starts at the smallest. Where the next ``group_size``
-    values are consecutive integers they form one group and the scan jumps past them; otherwise the
-    scan moves on by one. A group need not start at a multiple of ``group_size``.
+    The ready indexes (minus ``exclude``) are sorted; the scan starts at the smallest. Where the
+    next ``group_size`` values are consecutive integers they form one group and the scan jumps past
+    them; otherwise the scan moves on by one. A group need not start at a multiple of
+    ``group_size``.
 
     Args:
         ready_indexes: the candidate indexes (any order; duplicates break runs).
         group_size: samples per prompt, >= 1.
         groups_needed: how many groups to find, >= 0.
+        exclude: indexes to treat as not ready (reserved for other batches).
 
     Returns:
         The first ``groups_needed`` groups found, each an ascending list, or ``None`` when there
@@ -36,23 +43,27 @@ def select_groups(ready_indexes: list[int], group_size: int, groups_needed: int)
         >>> select_groups([0, 1, 3, 4, 5, 6, 7, 9, 10, 11], 3, 2)
         [[3, 4, 5], [9, 10, 11]]
     """
-    ordered = sorted(ready_indexes)
     groups: list[list[int]] = []
-    # breaks_before[i] counts the non-consecutive steps among ordered[0..i], so a window
-    # [i, i + group_size) is one run exactly when no break lies inside it.
-    breaks_before = [0] * len(ordered)
-    for i in range(1, len(ordered)):
-        breaks_before[i] = breaks_before[i - 1] + (ordered[i] - ordered[i - 1] != 1)
-    i = 0
-    last_start = len(ordered) - group_size
-    while len(groups) < groups_needed and i <= last_start:
-        end = i + group_size - 1
-        if breaks_before[end] == breaks_before[i]:
-            groups.append(ordered[i : end + 1])
-            i += group_size
+    if groups_needed <= 0:
+        return groups
+    # One pass that stops as soon as enough groups are found: `run` is the consecutive stretch
+    # since the last break or the last group taken, and the first time it reaches group_size it
+    # is exactly the window the step-by-one scan would take. Stopping early matters: controllers
+    # pass every ready index, often far more than one batch needs.
+    run: list[int] = []
+    for index in sorted(ready_indexes):
+        if exclude and index in exclude:
+            continue
+        if run and index == run[-1] + 1:
+            run.append(index)
         else:
-            i += 1
-    return groups if len(groups) == groups_needed else None
+            run = [index]
+        if len(run) == group_size:
+            groups.append(run)
+            run = []
+            if len(groups) == groups_needed:
+                return groups
+    return None
 
 
 class GRPOGroupNSampler(BaseSampler):

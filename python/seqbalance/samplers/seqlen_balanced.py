@@ -82,23 +82,30 @@ def equal_split(group_count: int, dp_size: int) -> list[list[int]]:
     return shares
 
 
+_MISSING = object()
+
+
 def _total_length(index: int, entry: Any) -> int | None:
     """The validated ``total_lengths`` of one sample, or ``None`` when it has none."""
     if entry is None:
         return None
-    if not isinstance(entry, Mapping):
+    # Runs once per selected sample: plain dicts and ints take the exact-type fast path, because
+    # the generic Mapping/__index__ checks cost more than the balancing itself at batch sizes of
+    # a few thousand.
+    if type(entry) is not dict and not isinstance(entry, Mapping):
         raise ValueError(f"custom_meta of index {index} must be a dict, got {_describe(entry)}")
-    if "total_lengths" not in entry:
+    value = entry.get("total_lengths", _MISSING)
+    if value is _MISSING:
         return None
-    value = entry["total_lengths"]
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise ValueError(
-            f"total_lengths of index {index} must be a non-negative integer, got {_describe(value)}"
-        )
-    length = value.__index__()
-    if length < 0:
-        raise ValueError(f"total_lengths of index {index} must be a non-negative integer, got {length}")
-    return length
+    if type(value) is not int:
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise ValueError(
+                f"total_lengths of index {index} must be a non-negative integer, got {_describe(value)}"
+            )
+        value = value.__index__()
+    if value < 0:
+        raise ValueError(f"total_lengths of index {index} must be a non-negative integer, got {value}")
+    return value
 
 
 class SeqlenBalancedSampler(GRPOGroupNSampler):
@@ -225,10 +232,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         if global_size == 0:
             return None
         reserved = self._reserved.get((partition_id, task_name))
-        candidates = [index for index in ready_indexes if index not in reserved] if reserved else ready_indexes
         # At least one group per rank: an empty share would look like "not ready" to the caller.
         groups_needed = max(global_size // self.n_samples_per_prompt, self.dp_size)
-        groups = select_groups(candidates, self.n_samples_per_prompt, groups_needed)
+        groups = select_groups(ready_indexes, self.n_samples_per_prompt, groups_needed, exclude=reserved)
         if groups is None:
             return None
 
