@@ -151,15 +151,22 @@ def test_groups_not_multiple_of_dp_size_balance_without_equal_counts():
     assert shares[0] == [0, 1]  # the 100-token group alone outweighs the other two
 
 
-def test_fewer_groups_than_ranks_rounds_up_to_one_group_per_rank():
+def test_fewer_groups_than_ranks_rounds_up_to_one_group_per_rank(caplog):
     # n=4, dp=4, per-rank 2 -> 8 samples would be 2 groups for 4 ranks (upstream: AssertionError);
     # instead every rank gets one whole group.
     lengths = [1] * 4 + [9] * 4 + [5] * 4 + [7] * 4 + [100] * 4
     sampler = SeqlenBalancedSampler(n_samples_per_prompt=4, dp_size=4)
     part = lengths_partition(lengths)
-    shares = [call(sampler, list(range(20)), 2, r, partition=part)[0] for r in range(4)]
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        shares = [call(sampler, list(range(20)), 2, r, partition=part)[0] for r in range(4)]
+        call(sampler, [16, 17, 18, 19] + list(range(20, 32)), 2, 0, batch=1, partition=lengths_partition([1] * 32))
     assert shares == [[4, 5, 6, 7], [12, 13, 14, 15], [8, 9, 10, 11], [0, 1, 2, 3]]
     assert sampler._uncollected[("p", "t", 0)] == set()
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "SeqlenBalancedSampler: batch_size 2 is smaller than n_samples_per_prompt 4; each rank gets one "
+        "whole group (4 samples) per batch instead"
+    ]
 
 
 def test_fewer_groups_than_ranks_waits_for_one_group_per_rank():

@@ -175,6 +175,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         # (partition_id, task_name) -> every index of that task's cached splits.
         self._reserved: dict[tuple[Hashable, Hashable], set[int]] = {}
         self._warned_no_partition = False
+        self._warned_round_up = False
 
     def sample(
         self,
@@ -233,7 +234,18 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             return None
         reserved = self._reserved.get((partition_id, task_name))
         # At least one group per rank: an empty share would look like "not ready" to the caller.
-        groups_needed = max(global_size // self.n_samples_per_prompt, self.dp_size)
+        groups_needed = global_size // self.n_samples_per_prompt
+        if groups_needed < self.dp_size:
+            groups_needed = self.dp_size
+            if not self._warned_round_up:
+                self._warned_round_up = True
+                logger.warning(
+                    "SeqlenBalancedSampler: batch_size %d is smaller than n_samples_per_prompt %d; each rank "
+                    "gets one whole group (%d samples) per batch instead",
+                    size,
+                    self.n_samples_per_prompt,
+                    self.n_samples_per_prompt,
+                )
         groups = select_groups(ready_indexes, self.n_samples_per_prompt, groups_needed, exclude=reserved)
         if groups is None:
             return None
