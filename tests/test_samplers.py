@@ -332,3 +332,17 @@ def test_rank_aware_bounded_and_checkpointed():
     restored = RankAwareSampler()
     restored.load_checkpoint(pickle.loads(pickle.dumps(sampler.save_checkpoint())))
     assert restored([], 2, 0, 3, "t", "p") == ([30, 31], [30, 31])
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    ["seqbalance.samplers.base", "seqbalance.samplers.grpo", "seqbalance.samplers.seqlen_balanced"],
+)
+def test_documented_examples(module_name):
+    import doctest
+    import importlib
+
+    module = importlib.import_module(module_name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

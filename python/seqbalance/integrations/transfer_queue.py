@@ -7,11 +7,17 @@ bounded cache, input checks), and ``isinstance(sampler, transfer_queue.sampler.B
 holds. Importing this module imports ``transfer_queue`` (and with it torch and Ray); without the
 ``transferqueue`` package it raises ``ImportError`` saying so.
 
-Example:
-    >>> import transfer_queue as tq                                         # doctest: +SKIP
-    >>> from seqbalance.integrations.transfer_queue import SeqlenBalancedSampler
-    >>> sampler = SeqlenBalancedSampler(n_samples_per_prompt=4, dp_size=8)  # doctest: +SKIP
-    >>> tq.init({"controller": {"sampler": sampler, "polling_mode": True}})  # doctest: +SKIP
+Example (needs a running Ray, see the README for the whole loop)::
+
+    import transfer_queue as tq
+    from omegaconf import OmegaConf
+    from seqbalance.integrations.transfer_queue import SeqlenBalancedSampler
+
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=4, dp_size=8)
+    tq.init(OmegaConf.create({"controller": {"sampler": sampler, "polling_mode": True}},
+                             flags={"allow_objects": True}))
+
+Tested with transferqueue 0.1.11, whose controller imports ``transfer_queue.sampler.BaseSampler``.
 """
 
 from __future__ import annotations
