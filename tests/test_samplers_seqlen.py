@@ -459,3 +459,19 @@ def test_whole_sampler_pickles_mid_run():
     call(sampler, list(range(4)), 2, 0, partition=part)
     clone = pickle.loads(pickle.dumps(sampler))
     assert call(clone, [], 2, 1, partition=part) == call(sampler, [], 2, 1, partition=part)
+
+
+def test_loads_an_upstream_format_checkpoint():
+    # Upstream saves {"_states": ..., "_balanced_cache": {(partition, task, batch): shares}}.
+    shares = [[0, 1], [2, 3]]
+    state = {
+        "_states": {"p": {"t": {r: {0: (share, list(share))} for r, share in enumerate(shares)}}},
+        "_balanced_cache": {("p", "t", 0): shares},
+    }
+    sampler = SeqlenBalancedSampler(1, 2)
+    sampler.load_checkpoint(pickle.loads(pickle.dumps(state)))
+    part = lengths_partition([1] * 8)
+    assert call(sampler, [], 2, 1, partition=part) == ([2, 3], [2, 3])
+    # batch 0's indexes stay reserved for it
+    assert call(sampler, list(range(8)), 2, 0, batch=1, partition=part)[0] in ([4, 5], [6, 7], [4, 7], [5, 6])
+    assert not set(sampler._balanced_cache[("p", "t", 1)][1]) & {0, 1, 2, 3}
