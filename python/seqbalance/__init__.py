@@ -32,6 +32,13 @@ from .metrics import (
 )
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
 from .packing import pack_sequences, plan_packed_steps
+from .samplers import (
+    BaseSampler,
+    GRPOGroupNSampler,
+    RankAwareSampler,
+    SeqlenBalancedSampler,
+    SequentialSampler,
+)
 
 try:
     __version__ = version("seqbalance")
@@ -39,7 +46,12 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "BaseSampler",
+    "GRPOGroupNSampler",
     "PartitionError",
+    "RankAwareSampler",
+    "SeqlenBalancedSampler",
+    "SequentialSampler",
     "__version__",
     "get_seqlen_balanced_partitions",
     "greedy_partition",
