@@ -161,6 +161,11 @@ struct State<S: SumInt> {
     sets: Vec<Set<S>>,
     heap_mode: bool,
     max: SetKey<S>,
+    /// With `equal_size`, a state seeded from the sorted chunk starting at this rank whose sets
+    /// are not materialised yet (`sets` is empty); `NIL` otherwise. Seeding n/k states then
+    /// costs no allocation, and merges reuse a few spare vectors (measured: a fifth of the
+    /// instructions at n = 8192, k = 8).
+    chunk: u32,
 }
 
 impl<S: SumInt> State<S> {
@@ -262,6 +267,14 @@ fn merge_runs<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>]) {
 /// The general merge (rule 5): position i of `sets` absorbs position k−1−i of `other`; both sorted.
 fn merge_overlapping<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>], k: usize, next: &mut [u32]) {
     let (own, theirs) = (sets.len(), other.len());
+    if own == k && theirs == k {
+        // Two full states (every merge with `equal_size`): pair position i with k−1−i directly.
+        for (slot, &back) in sets.iter_mut().zip(other.iter().rev()) {
+            *slot = join(*slot, back, next);
+        }
+        sort_descending(sets);
+        return;
+    }
     sets.resize_with(k, Set::empty);
     for (i, slot) in sets.iter_mut().enumerate() {
         let partner = (i + theirs >= k).then(|| other[k - 1 - i]);
@@ -411,7 +424,9 @@ struct Run<'a, S: SumInt> {
     k: usize,
     next: Vec<u32>,
     states: Vec<State<S>>,
+    /// Ids of merged-away states, and set vectors they no longer need.
     free: Vec<u32>,
+    spare: Vec<Vec<Set<S>>>,
     queue: Queue<S>,
     /// One-item states are `sorted[..singles]`; the best is the last.
     singles: usize,
@@ -426,6 +441,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             next: vec![NIL; n],
             states: Vec::new(),
             free: Vec::new(),
+            spare: Vec::new(),
             queue: Queue { entries: Vec::new() },
             singles: n,
         };
@@ -435,16 +451,19 @@ impl<'a, S: SumInt> Run<'a, S> {
             run.states.reserve(n / k);
             run.queue.entries.reserve(n / k);
             for start in (0..n).step_by(k) {
-                // The chunk is ascending by (value, index), so its sets in descending order are
-                // the chunk reversed.
-                let sets: Vec<Set<S>> = (start..start + k)
-                    .rev()
-                    .map(|rank| Set::single(rank as u32, sorted.index[rank], sorted.values[rank]))
-                    .collect();
-                let state = State { sets, heap_mode: false, max: S::key(S::default(), 0, NIL) };
+                // The chunk is ascending by (value, index): its largest set is its last item and
+                // its smallest its first.
+                let top = start + k - 1;
+                let first = S::key(S::from_u64(sorted.values[top]), 1, sorted.index[top]);
+                let spread = S::from_u64(sorted.values[top] - sorted.values[start]);
                 let id = run.states.len() as u32;
-                run.queue.entries.push(Entry { priority: state.priority(k), id });
-                run.states.push(state);
+                run.queue.entries.push(Entry { priority: Priority { spread, first }, id });
+                run.states.push(State {
+                    sets: Vec::new(),
+                    heap_mode: false,
+                    max: first,
+                    chunk: start as u32,
+                });
             }
             run.queue.heapify();
         }
@@ -481,19 +500,34 @@ impl<'a, S: SumInt> Run<'a, S> {
     }
 
     fn new_state(&mut self, sets: &[Set<S>]) -> u32 {
+        let mut vector = self.spare.pop().unwrap_or_default();
+        vector.extend_from_slice(sets);
+        let state = State { sets: vector, heap_mode: false, max: S::key(S::default(), 0, NIL), chunk: NIL };
         if let Some(id) = self.free.pop() {
-            let state = &mut self.states[id as usize];
-            state.sets.extend_from_slice(sets);
-            state.heap_mode = false;
+            self.states[id as usize] = state;
             id
         } else {
-            self.states.push(State {
-                sets: sets.to_vec(),
-                heap_mode: false,
-                max: S::key(S::default(), 0, NIL),
-            });
+            self.states.push(state);
             (self.states.len() - 1) as u32
         }
+    }
+
+    /// Give a seeded chunk state its sets: the chunk reversed is in descending set order.
+    fn materialise(&mut self, id: u32) {
+        let state = &mut self.states[id as usize];
+        if state.chunk == NIL {
+            return;
+        }
+        let start = state.chunk as usize;
+        state.chunk = NIL;
+        let mut vector = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(self.k));
+        let sorted = self.sorted;
+        vector.extend(
+            (start..start + self.k)
+                .rev()
+                .map(|rank| Set::single(rank as u32, sorted.index[rank], sorted.values[rank])),
+        );
+        state.sets = vector;
     }
 
     fn step(&mut self) {
@@ -513,6 +547,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             } else {
                 // first's set 0 absorbs the composite's set k−1: empty unless it is full.
                 let id = self.queue.top_id();
+                self.materialise(id);
                 let state = &mut self.states[id as usize];
                 if state.sets.len() < k {
                     state.insert_set(first);
@@ -525,6 +560,7 @@ impl<'a, S: SumInt> Run<'a, S> {
         } else if self.best_source(true) == Source::Single {
             let second = self.take_single();
             let id = self.queue.top_id();
+            self.materialise(id);
             let state = &mut self.states[id as usize];
             if state.sets.len() < k {
                 state.insert_set(second);
@@ -536,6 +572,8 @@ impl<'a, S: SumInt> Run<'a, S> {
         } else {
             let first_id = self.queue.pop();
             let second_id = self.queue.top_id();
+            self.materialise(first_id);
+            self.materialise(second_id);
             let mut other = std::mem::take(&mut self.states[second_id as usize].sets);
             if self.states[second_id as usize].heap_mode {
                 sort_descending(&mut other);
@@ -550,7 +588,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             let priority = state.priority(k);
             self.queue.replace_top(priority, first_id);
             other.clear();
-            self.states[second_id as usize].sets = other;
+            self.spare.push(other);
             self.free.push(second_id);
         }
     }
@@ -560,9 +598,11 @@ impl<'a, S: SumInt> Run<'a, S> {
             self.step();
         }
         let final_sets: Vec<Set<S>> = if self.queue.len() == 1 {
-            let id = self.queue.top_id() as usize;
-            self.states[id].make_sorted();
-            std::mem::take(&mut self.states[id].sets)
+            let id = self.queue.top_id();
+            self.materialise(id);
+            let state = &mut self.states[id as usize];
+            state.make_sorted();
+            std::mem::take(&mut state.sets)
         } else {
             vec![self.single_set(0).0]
         };

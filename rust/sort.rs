@@ -37,29 +37,30 @@ fn comparison_sort(values: &[u64]) -> SortedItems {
 
 fn radix_sort(values: &[u64], max: u64) -> SortedItems {
     let n = values.len();
-    let mut keys: Vec<u64> = values.iter().enumerate().map(|(i, &v)| (v << 32) | i as u64).collect();
-    let value_bytes = (64 - max.leading_zeros() as usize).div_ceil(8);
-    let mut counts = vec![[0usize; 256]; value_bytes];
+    // One histogram per byte of a 32-bit value, all filled in a single read of the input.
+    let mut counts = [[0u32; 256]; 4];
     for &v in values {
-        for (byte, count) in counts.iter_mut().enumerate() {
-            count[((v >> (8 * byte)) & 0xff) as usize] += 1;
-        }
+        counts[0][(v & 0xff) as usize] += 1;
+        counts[1][((v >> 8) & 0xff) as usize] += 1;
+        counts[2][((v >> 16) & 0xff) as usize] += 1;
+        counts[3][((v >> 24) & 0xff) as usize] += 1;
     }
+    let value_bytes = (64 - max.leading_zeros() as usize).div_ceil(8);
+    // A byte in which every key has the same digit would not move anything: skip its pass.
+    let passes: Vec<usize> = (0..value_bytes).filter(|&byte| !counts[byte].contains(&(n as u32))).collect();
+    let mut keys: Vec<u64> = values.iter().enumerate().map(|(i, &v)| (v << 32) | i as u64).collect();
     let mut scratch = vec![0u64; n];
-    for (byte, count) in counts.iter().enumerate() {
-        if count.contains(&n) {
-            continue; // every key has the same digit here: the pass would not move anything
-        }
-        let mut start = [0usize; 256];
-        let mut running = 0;
-        for (digit, &c) in count.iter().enumerate() {
+    for &byte in &passes {
+        let mut start = [0u32; 256];
+        let mut running = 0u32;
+        for (digit, &count) in counts[byte].iter().enumerate() {
             start[digit] = running;
-            running += c;
+            running += count;
         }
         let shift = 32 + 8 * byte;
         for &key in &keys {
             let digit = ((key >> shift) & 0xff) as usize;
-            scratch[start[digit]] = key;
+            scratch[start[digit] as usize] = key;
             start[digit] += 1;
         }
         std::mem::swap(&mut keys, &mut scratch);
