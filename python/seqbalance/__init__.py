@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 from ._errors import PartitionError
 # Temporary: the public partitioners are the reference until the native core lands.
 from .reference import get_seqlen_balanced_partitions, greedy_partition, karmarkar_karp
+from .refine import refine_partitions
 
 try:
     __version__ = version("seqbalance")
@@ -19,4 +20,5 @@ __all__ = [
     "get_seqlen_balanced_partitions",
     "greedy_partition",
     "karmarkar_karp",
+    "refine_partitions",
 ]
