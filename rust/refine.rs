@@ -57,7 +57,7 @@ pub const LOCAL_EFFORT_BASE: u64 = 1 << 16;
 /// See [`LOCAL_EFFORT_BASE`].
 pub const LOCAL_EFFORT_PER_ITEM: u64 = 4;
 /// Default node budget of the exact search.
-pub const EXACT_DEFAULT_NODES: u64 = 1 << 20;
+pub const EXACT_DEFAULT_NODES: u64 = 1 << 19;
 /// Above this many items the exact search is not attempted (its recursion depth is the item count,
 /// and beyond it the budget would almost never prove anything).
 pub const EXACT_MAX_ITEMS: usize = 64;
@@ -541,11 +541,18 @@ impl Exact<'_> {
             }
         }
         let value = self.values[self.items[i] as usize] as u128;
-        let mut order: Vec<usize> = (0..k).collect();
-        order.sort_by_key(|&p| (self.loads[p], p));
+        // k <= n <= EXACT_MAX_ITEMS (partitions are non-empty): fixed arrays avoid allocating
+        // in every node, which was most of the search's time.
+        let mut order = [0u8; EXACT_MAX_ITEMS];
+        for (p, slot) in order.iter_mut().enumerate().take(k) {
+            *slot = p as u8;
+        }
+        order[..k].sort_unstable_by_key(|&p| (self.loads[p as usize], p));
         // Partitions that look alike for the rest of the search lead to mirror-image subtrees.
-        let mut tried: Vec<(u128, usize, usize)> = Vec::new();
-        for p in order {
+        let mut tried = [(0u128, 0usize, 0usize); EXACT_MAX_ITEMS];
+        let mut n_tried = 0;
+        for &p in &order[..k] {
+            let p = p as usize;
             if self.counts[p] >= self.capacity[p] || self.loads[p] + value > self.best - 1 {
                 continue;
             }
@@ -554,10 +561,11 @@ impl Exact<'_> {
             } else {
                 (self.loads[p], usize::from(self.counts[p] > 0), 0)
             };
-            if tried.contains(&look) {
+            if tried[..n_tried].contains(&look) {
                 continue;
             }
-            tried.push(look);
+            tried[n_tried] = look;
+            n_tried += 1;
             self.loads[p] += value;
             self.counts[p] += 1;
             self.assignment[i] = p;
