@@ -1,0 +1,193 @@
+"""Benchmark report: native against the pure-Python reference, and how the native cost scales.
+
+    python benches/report.py                 # full report (a few minutes), writes bench-report.json
+    python benches/report.py --quick         # smaller grid, for a first look
+    python benches/report.py --json out.json
+
+Times are the best of several runs (``time.perf_counter``) of one call on the same input, native
+and reference in the same process; every native answer is checked against the reference before
+it is timed. Absolute times on shared machines are noisy; ratios in one run are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import seqbalance  # noqa: E402
+from seqbalance import _native, reference  # noqa: E402
+from workloads import lengths, reference_is_affordable  # noqa: E402
+
+
+def best_time(function, *args, repeat=5, budget=2.0, **kwargs):
+    """Best wall time of ``repeat`` calls, with fewer calls when one is slow."""
+    times = []
+    started = time.perf_counter()
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        function(*args, **kwargs)
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - started > budget:
+            break
+    return min(times)
+
+
+def machine():
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "seqbalance": seqbalance.__version__,
+            "build": _native.build_profile()}
+
+
+def speedup_grid(ns, ks, progress):
+    rows = []
+    for n in ns:
+        for k in ks:
+            for equal_size in (False, True):
+                if k > n:
+                    continue
+                values = lengths(n).tolist()
+                native_s = best_time(seqbalance.karmarkar_karp, values, k, equal_size, repeat=20)
+                row = {"n": n, "k": k, "equal_size": equal_size, "native_s": native_s,
+                       "reference_s": None, "speedup": None}
+                if reference_is_affordable(n, k, equal_size):
+                    expected = reference.karmarkar_karp(values, k, equal_size)
+                    if seqbalance.karmarkar_karp(values, k, equal_size) != expected:
+                        raise SystemExit(f"native differs from reference at n={n} k={k}")
+                    row["reference_s"] = best_time(reference.karmarkar_karp, values, k, equal_size,
+                                                   repeat=3, budget=5.0)
+                    row["speedup"] = row["reference_s"] / native_s
+                rows.append(row)
+                progress(row)
+    return rows
+
+
+def geometric_mean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def large_case(n, k):
+    values = lengths(n, seed=1)
+    out = {"n": n, "k": k}
+    out["numpy_sort_s"] = best_time(np.sort, values)
+    out["sort_tolist_s"] = best_time(lambda: np.sort(values).tolist())
+    for equal_size in (True, False):
+        mode = "equal" if equal_size else "free"
+        out[f"lists_{mode}_s"] = best_time(seqbalance.karmarkar_karp, values, k, equal_size)
+        out[f"ids_{mode}_s"] = best_time(seqbalance.partition_ids, values, k, equal_size=equal_size)
+        out[f"lists_{mode}_vs_sort_tolist"] = out[f"lists_{mode}_s"] / out["sort_tolist_s"]
+        out[f"ids_{mode}_vs_sort"] = out[f"ids_{mode}_s"] / out["numpy_sort_s"]
+    return out
+
+
+def two_threads(n=2**18, k=256):
+    a, b = lengths(n, seed=2), lengths(n, seed=3)
+    serial = best_time(lambda: (seqbalance.karmarkar_karp(a, k, False), seqbalance.karmarkar_karp(b, k, False)))
+
+    def together():
+        threads = [threading.Thread(target=seqbalance.karmarkar_karp, args=(x, k, False)) for x in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    concurrent = best_time(together)
+    return {"n": n, "k": k, "serial_s": serial, "threads_s": concurrent, "ratio": concurrent / serial}
+
+
+def scaling(k=1024, exponents=range(14, 21)):
+    rows = []
+    for e in exponents:
+        n = 2**e
+        uniform = lengths(n, seed=4)
+        adversarial = np.ones(n, dtype=np.int64)
+        adversarial[0] = 2**40
+        for name, values in (("uniform", uniform), ("one-huge", adversarial)):
+            for equal_size in (False, True):
+                t = best_time(seqbalance.karmarkar_karp, values, k, equal_size)
+                rows.append({"input": name, "n": n, "k": k, "equal_size": equal_size, "seconds": t,
+                             "ns_per_item": t / n * 1e9})
+    return rows
+
+
+def fmt_time(seconds):
+    if seconds is None:
+        return "skipped (>10 s)"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small grid, no 2^20 case")
+    parser.add_argument("--json", default="bench-report.json", help="where to write the figures")
+    args = parser.parse_args(argv)
+
+    report = {"machine": machine()}
+    print(f"machine: {report['machine']}")
+    if report["machine"]["build"] != "release":
+        print("warning: this is a debug build; figures are meaningless", file=sys.stderr)
+
+    ns = (64, 1024, 8192) if args.quick else (64, 256, 1024, 4096, 8192, 32768)
+    ks = (8, 64) if args.quick else (8, 64, 256)
+    print(f"\n| n | k | equal_size | native | reference | speed-up |\n|---|---|---|---|---|---|")
+
+    def progress(row):
+        speedup = f"{row['speedup']:.0f}×" if row["speedup"] else "—"
+        print(f"| {row['n']} | {row['k']} | {row['equal_size']} | {fmt_time(row['native_s'])} | "
+              f"{fmt_time(row['reference_s'])} | {speedup} |", flush=True)
+
+    report["grid"] = speedup_grid(ns, ks, progress)
+    target = [r["speedup"] for r in report["grid"]
+              if r["n"] in (64, 1024, 8192) and r["k"] in (8, 64) and r["speedup"]]
+    report["target_grid_geomean"] = geometric_mean(target)
+    report["target_grid_min"] = min(target)
+    print(f"\nn∈{{64,1024,8192}} × k∈{{8,64}} × both modes: geometric-mean speed-up "
+          f"{report['target_grid_geomean']:.0f}×, lowest {report['target_grid_min']:.0f}×")
+
+    if not args.quick:
+        big = large_case(2**20, 1024)
+        report["large"] = big
+        print(f"\nn=2^20 uniform 1..32767 int64, k=1024: numpy.sort {fmt_time(big['numpy_sort_s'])}, "
+              f"sort+tolist {fmt_time(big['sort_tolist_s'])}")
+        for mode in ("equal", "free"):
+            print(f"  {mode:5}: lists {fmt_time(big[f'lists_{mode}_s'])} "
+                  f"({big[f'lists_{mode}_vs_sort_tolist']:.2f}× sort+tolist), ids "
+                  f"{fmt_time(big[f'ids_{mode}_s'])} ({big[f'ids_{mode}_vs_sort']:.2f}× sort)")
+        threads = two_threads()
+        report["two_threads"] = threads
+        print(f"\ntwo threads, n=2^18 each, k=256, free: serial {fmt_time(threads['serial_s'])}, "
+              f"together {fmt_time(threads['threads_s'])} (ratio {threads['ratio']:.2f})")
+        report["scaling"] = scaling()
+        print("\n| input | n | equal_size | time | ns/item |\n|---|---|---|---|---|")
+        for row in report["scaling"]:
+            print(f"| {row['input']} | 2^{int(math.log2(row['n']))} | {row['equal_size']} | "
+                  f"{fmt_time(row['seconds'])} | {row['ns_per_item']:.0f} |")
+
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Inputs shared by the benchmarks and the report: deterministic, RL-like sequence lengths."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Cost of one reference call in the free mode grows like n * k; above this it takes > ~10 s.
+REFERENCE_FREE_MODE_LIMIT = 4_500_000
+
+
+def lengths(n: int, seed: int = 0, high: int = 32_768) -> np.ndarray:
+    """Uniform lengths in ``[1, high)`` as int64."""
+    return np.random.default_rng(seed).integers(1, high, size=n, dtype=np.int64)
+
+
+def rl_lengths(n: int, seed: int = 0, cap: int = 32_768) -> np.ndarray:
+    """Heavy-tailed response lengths: lognormal, with a share truncated at the generation cap."""
+    rng = np.random.default_rng(seed)
+    raw = rng.lognormal(mean=7.0, sigma=1.1, size=n)
+    return np.clip(raw, 1, cap).astype(np.int64)
+
+
+def reference_is_affordable(n: int, k: int, equal_size: bool) -> bool:
+    return equal_size or n * k <= REFERENCE_FREE_MODE_LIMIT

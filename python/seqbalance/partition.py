@@ -1,0 +1,91 @@
+"""The native partitioners: drop-in replacements for the pure-Python ones in RL trainers.
+
+Each function validates its arguments exactly as :mod:`seqbalance.reference` does, then runs the
+Rust core with the GIL released. Results are identical to the reference's: the same partitions,
+in the same order, with the same indexes inside.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _native
+
+__all__ = [
+    "karmarkar_karp",
+    "get_seqlen_balanced_partitions",
+    "greedy_partition",
+    "partition_ids",
+]
+
+
+def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
+    """Split items into ``k_partitions`` parts of nearly equal sums (largest differencing method).
+
+    Args:
+        seqlen_list: non-negative integer lengths: a list or tuple of ints, a 1-D integer NumPy
+            array of any width and stride, or an array-like such as a CPU torch tensor.
+        k_partitions: number of parts, ``1 <= k_partitions <= len(seqlen_list)``.
+        equal_size: seed with sorted chunks of ``k_partitions`` so every part gets
+            ``n / k_partitions`` items (requires ``n % k_partitions == 0``).
+
+    Returns:
+        ``k_partitions`` lists of item indexes, heaviest part first; inside a part, indexes are in
+        the order the algorithm merged them (use :func:`get_seqlen_balanced_partitions` for
+        sorted ones).
+
+    Raises:
+        PartitionError: fewer items than parts, or ``equal_size`` with ``n % k != 0``.
+        ValueError: ``k_partitions < 1``, a negative value, or an array that is not 1-D.
+        TypeError: a non-integer ``k_partitions`` or item.
+        OverflowError: a value above ``2**63 - 1``.
+
+    >>> karmarkar_karp([10, 20, 30, 40], 2, True)
+    [[3, 0], [2, 1]]
+    """
+    return _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
+
+
+def get_seqlen_balanced_partitions(
+    seqlen_list: Any, k_partitions: int, equal_size: bool
+) -> list[list[int]]:
+    """Balanced partition of item indexes, each part sorted ascending, heaviest part first.
+
+    verl's and TransferQueue's entry point: the same parts as :func:`karmarkar_karp`, in the same
+    order (samplers hand part ``r`` to data-parallel rank ``r``), with each part's indexes sorted.
+    Arguments and errors as in :func:`karmarkar_karp`.
+
+    >>> get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
+    [[0, 3], [1, 2]]
+    """
+    return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
+
+
+def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
+    """verl's greedy helper: each item, in input order, onto the part with the smallest sum.
+
+    Ties go to the lowest part number. With ``equal_size`` each value is compared with
+    ``sum(values) + 1`` added, which keeps the counts equal. Indexes inside a part are ascending.
+    Arguments and errors as in :func:`karmarkar_karp`.
+
+    >>> greedy_partition([5, 1, 1, 4, 2], 2, False)
+    [[0, 4], [1, 2, 3]]
+    """
+    return _native.greedy_partition(seqlen_list, k_partitions, equal_size)
+
+
+def partition_ids(seqlen_list: Any, k_partitions: int, *, equal_size: bool = False) -> np.ndarray:
+    """For every item, the number of its part, numbered as :func:`get_seqlen_balanced_partitions`.
+
+    The fast path for large inputs and for indexing tensors: no Python object per item.
+    Arguments and errors as in :func:`karmarkar_karp`.
+
+    Returns:
+        A 1-D ``int64`` array of length ``len(seqlen_list)`` with values in ``[0, k_partitions)``.
+
+    >>> partition_ids([10, 20, 30, 40], 2, equal_size=True).tolist()
+    [0, 1, 1, 0]
+    """
+    return _native.partition_ids(seqlen_list, k_partitions, equal_size)

@@ -1,0 +1,620 @@
+//! Largest differencing method (Karmarkar–Karp), k-way, with the reference's exact tie rules.
+//!
+//! A *set* is a run of items with a running sum; a *state* is k sets in descending set order.
+//! States leave a priority queue by (spread, first set); the first absorbs the second (its set i
+//! takes the other's set k−1−i) and goes back. The partitioning contract fixes every tie, so this
+//! module returns exactly what the pure-Python reference returns.
+//!
+//! Speed comes from the representation, all of it in this file:
+//! * a set's items are an intrusive singly linked list (`next`), so absorbing a set is O(1) and
+//!   the lists are read once at the end. Items are named by their rank in sorted order, not by
+//!   their index: one-item states are then read sequentially, and the lists link nearby ranks;
+//!   the final walk follows all k lists in turn so their cache misses overlap;
+//! * a set compares in O(1) by `(sum, count, first index)`;
+//! * a state stores only its non-empty sets (they always precede the empty ones), so a one-item
+//!   state costs nothing: one-item states are never materialised, they wait in the sorted input
+//!   (already in priority order) and the next state is taken from whichever of that array and the
+//!   heap of composite states comes first, as in two-queue Huffman coding;
+//! * a full state that absorbs one item only changes its smallest set; instead of shifting that
+//!   set to its new place (O(k)), the state switches to a min-heap over its sets (O(log k)) and
+//!   is sorted again only when a merge needs the full order;
+//! * heap entries carry their priority inline, and the heap's top is updated in place.
+
+use crate::error::{check_shape, CoreError};
+use crate::parts::Partition;
+use crate::sort::{sort_items, SortedItems};
+use std::ops::{Add, AddAssign, Sub};
+
+const NIL: u32 = u32::MAX;
+
+/// Exact sum type: `u64` when the total fits (the common case, cheaper to compare), else `u128`.
+pub trait SumInt:
+    Copy + Ord + Default + Add<Output = Self> + Sub<Output = Self> + AddAssign + Send + Sync
+{
+    fn from_u64(value: u64) -> Self;
+}
+
+impl SumInt for u64 {
+    #[inline]
+    fn from_u64(value: u64) -> Self {
+        value
+    }
+}
+
+impl SumInt for u128 {
+    #[inline]
+    fn from_u64(value: u64) -> Self {
+        value as u128
+    }
+}
+
+/// Set order (rule 3): larger sum, then larger count, then larger first index. Indexes are unique,
+/// so two different non-empty sets never compare equal.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct SetKey<S> {
+    sum: S,
+    count: u32,
+    head: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Set<S> {
+    sum: S,
+    count: u32,
+    /// Input index of the first item (the tie-break of the set order).
+    head: u32,
+    /// Ranks (positions in sorted order) of the first and last items.
+    first: u32,
+    last: u32,
+}
+
+impl<S: SumInt> Set<S> {
+    fn empty() -> Self {
+        Set { sum: S::default(), count: 0, head: NIL, first: NIL, last: NIL }
+    }
+
+    #[inline]
+    fn single(rank: u32, index: u32, value: u64) -> Self {
+        Set { sum: S::from_u64(value), count: 1, head: index, first: rank, last: rank }
+    }
+
+    #[inline]
+    fn key(&self) -> SetKey<S> {
+        SetKey { sum: self.sum, count: self.count, head: self.head }
+    }
+}
+
+/// `front`'s items followed by `back`'s.
+#[inline]
+fn join<S: SumInt>(front: Set<S>, back: Set<S>, next: &mut [u32]) -> Set<S> {
+    next[front.last as usize] = back.first;
+    Set {
+        sum: front.sum + back.sum,
+        count: front.count + back.count,
+        head: front.head,
+        first: front.first,
+        last: back.last,
+    }
+}
+
+/// State priority (rule 4): larger spread first, then the larger first set.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Priority<S> {
+    spread: S,
+    first: SetKey<S>,
+}
+
+#[inline]
+fn single_priority<S: SumInt>(index: u32, value: u64, k: usize) -> Priority<S> {
+    let sum = S::from_u64(value);
+    // With k > 1 the other k−1 sets are empty, so the spread is the value itself.
+    let spread = if k > 1 { sum } else { S::default() };
+    Priority { spread, first: SetKey { sum, count: 1, head: index } }
+}
+
+/// A composite state: its non-empty sets, in descending order, unless `heap_mode`.
+///
+/// `heap_mode` (only for full states) keeps the sets as a min-heap read backwards: logical node h
+/// lives at `sets[k - 1 - h]`, so the smallest set stays at the last position, exactly where the
+/// sorted layout has it, and a descending array is already a valid heap. `max` then holds the
+/// largest set's key, which only changes when the growing smallest set overtakes it.
+struct State<S> {
+    sets: Vec<Set<S>>,
+    heap_mode: bool,
+    max: SetKey<S>,
+}
+
+impl<S: SumInt> State<S> {
+    fn priority(&self, k: usize) -> Priority<S> {
+        let m = self.sets.len();
+        let first = if self.heap_mode { self.max } else { self.sets[0].key() };
+        let last_sum = if m < k { S::default() } else { self.sets[m - 1].sum };
+        Priority { spread: first.sum - last_sum, first }
+    }
+
+    fn make_sorted(&mut self) {
+        if self.heap_mode {
+            sort_descending(&mut self.sets);
+            self.heap_mode = false;
+        }
+    }
+
+    /// Absorb a one-item set into a partial state (m < k): the item keeps a set of its own.
+    fn insert_set(&mut self, set: Set<S>) {
+        let key = set.key();
+        let position = self.sets.partition_point(|s| s.key() > key);
+        self.sets.insert(position, set);
+    }
+
+    /// A full state's smallest set absorbs `set`: appended after it, or before it (`set_first`)
+    /// when the one-item state came out of the queue first.
+    fn grow_smallest(&mut self, set: Set<S>, set_first: bool, next: &mut [u32]) {
+        if !self.heap_mode {
+            self.heap_mode = true;
+            self.max = self.sets[0].key();
+        }
+        let last = self.sets.len() - 1;
+        let smallest = self.sets[last];
+        let grown = if set_first { join(set, smallest, next) } else { join(smallest, set, next) };
+        self.sets[last] = grown;
+        sift_down_backwards(&mut self.sets);
+        // The grown set has a larger key than before, so it may become the largest, never leave it.
+        if grown.key() > self.max {
+            self.max = grown.key();
+        }
+    }
+}
+
+fn sort_descending<S: SumInt>(sets: &mut [Set<S>]) {
+    sets.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+}
+
+/// Restore the backwards min-heap after the root (at the last position) grew.
+#[inline]
+fn sift_down_backwards<S: SumInt>(sets: &mut [Set<S>]) {
+    let len = sets.len();
+    let at = |node: usize| len - 1 - node;
+    let moving = sets[len - 1];
+    let key = moving.key();
+    let mut node = 0;
+    loop {
+        let left = 2 * node + 1;
+        if left >= len {
+            break;
+        }
+        let right = left + 1;
+        let mut child = left;
+        if right < len && sets[at(right)].key() < sets[at(left)].key() {
+            child = right;
+        }
+        if sets[at(child)].key() < key {
+            sets[at(node)] = sets[at(child)];
+            node = child;
+        } else {
+            break;
+        }
+    }
+    sets[at(node)] = moving;
+}
+
+/// Two partial states whose non-empty positions do not meet: the result's sets are both runs,
+/// merged (both are descending), with no set changed.
+fn merge_runs<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>]) {
+    let (mut i, mut j) = (sets.len(), other.len());
+    sets.extend_from_slice(other);
+    let mut write = sets.len();
+    while j > 0 {
+        write -= 1;
+        if i > 0 && sets[i - 1].key() < other[j - 1].key() {
+            sets[write] = sets[i - 1];
+            i -= 1;
+        } else {
+            sets[write] = other[j - 1];
+            j -= 1;
+        }
+    }
+}
+
+/// The general merge (rule 5): position i of `sets` absorbs position k−1−i of `other`; both sorted.
+fn merge_overlapping<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>], k: usize, next: &mut [u32]) {
+    let (own, theirs) = (sets.len(), other.len());
+    sets.resize_with(k, Set::empty);
+    for (i, slot) in sets.iter_mut().enumerate() {
+        let partner = (i + theirs >= k).then(|| other[k - 1 - i]);
+        *slot = match (i < own, partner) {
+            (true, Some(back)) => join(*slot, back, next),
+            (true, None) => *slot,
+            (false, Some(back)) => back,
+            (false, None) => unreachable!("own + theirs > k covers every position"),
+        };
+    }
+    sort_descending(sets);
+}
+
+/// Max-heap of composite states with their priorities inline.
+struct Queue<S> {
+    entries: Vec<(Priority<S>, u32)>,
+}
+
+impl<S: SumInt> Queue<S> {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn top(&self) -> Option<&Priority<S>> {
+        self.entries.first().map(|(p, _)| p)
+    }
+
+    /// The best entry once the top is gone: the larger of the top's children.
+    fn second(&self) -> Option<&Priority<S>> {
+        match self.entries.len() {
+            0 | 1 => None,
+            2 => Some(&self.entries[1].0),
+            _ => Some(std::cmp::max(&self.entries[1].0, &self.entries[2].0)),
+        }
+    }
+
+    fn push(&mut self, priority: Priority<S>, id: u32) {
+        self.entries.push((priority, id));
+        let mut node = self.entries.len() - 1;
+        while node > 0 {
+            let parent = (node - 1) / 2;
+            if self.entries[parent].0 >= self.entries[node].0 {
+                break;
+            }
+            self.entries.swap(parent, node);
+            node = parent;
+        }
+    }
+
+    fn pop(&mut self) -> u32 {
+        let (_, id) = self.entries.swap_remove(0);
+        if !self.entries.is_empty() {
+            self.sift_down(0);
+        }
+        id
+    }
+
+    /// Give the top entry a new priority (and state) without a pop and a push.
+    fn replace_top(&mut self, priority: Priority<S>, id: u32) {
+        self.entries[0] = (priority, id);
+        self.sift_down(0);
+    }
+
+    fn sift_down(&mut self, mut node: usize) {
+        let len = self.entries.len();
+        let moving = self.entries[node];
+        loop {
+            let left = 2 * node + 1;
+            if left >= len {
+                break;
+            }
+            let right = left + 1;
+            let child =
+                if right < len && self.entries[right].0 > self.entries[left].0 { right } else { left };
+            if self.entries[child].0 > moving.0 {
+                self.entries[node] = self.entries[child];
+                node = child;
+            } else {
+                break;
+            }
+        }
+        self.entries[node] = moving;
+    }
+
+    fn heapify(&mut self) {
+        for node in (0..self.entries.len() / 2).rev() {
+            self.sift_down(node);
+        }
+    }
+}
+
+/// Which queue holds the next state.
+#[derive(PartialEq, Eq)]
+enum Source {
+    Single,
+    Composite,
+}
+
+struct Run<'a, S> {
+    sorted: &'a SortedItems,
+    k: usize,
+    next: Vec<u32>,
+    states: Vec<State<S>>,
+    free: Vec<u32>,
+    queue: Queue<S>,
+    /// One-item states are `sorted[..singles]`; the best is the last.
+    singles: usize,
+}
+
+impl<'a, S: SumInt> Run<'a, S> {
+    fn new(sorted: &'a SortedItems, k: usize, equal_size: bool) -> Self {
+        let n = sorted.index.len();
+        let mut run = Run {
+            sorted,
+            k,
+            next: vec![NIL; n],
+            states: Vec::new(),
+            free: Vec::new(),
+            queue: Queue { entries: Vec::new() },
+            singles: n,
+        };
+        // With k = 1 a chunk of one is a one-item state, which the single queue already models.
+        if equal_size && k > 1 {
+            run.singles = 0;
+            run.states.reserve(n / k);
+            run.queue.entries.reserve(n / k);
+            for start in (0..n).step_by(k) {
+                // The chunk is ascending by (value, index), so its sets in descending order are
+                // the chunk reversed.
+                let sets: Vec<Set<S>> = (start..start + k)
+                    .rev()
+                    .map(|rank| Set::single(rank as u32, sorted.index[rank], sorted.values[rank]))
+                    .collect();
+                let state = State { sets, heap_mode: false, max: SetKey::default_key() };
+                let id = run.states.len() as u32;
+                run.queue.entries.push((state.priority(k), id));
+                run.states.push(state);
+            }
+            run.queue.heapify();
+        }
+        run
+    }
+
+    #[inline]
+    fn single_set(&self, rank: usize) -> (Set<S>, Priority<S>) {
+        let index = self.sorted.index[rank];
+        let value = self.sorted.values[rank];
+        (Set::single(rank as u32, index, value), single_priority(index, value, self.k))
+    }
+
+    /// Where the best state is, when the top composite (if `skip_top`) is already taken.
+    fn best_source(&self, skip_top: bool) -> Source {
+        let composite = if skip_top { self.queue.second() } else { self.queue.top() };
+        match (self.singles > 0, composite) {
+            (false, _) => Source::Composite,
+            (true, None) => Source::Single,
+            (true, Some(best)) => {
+                let (_, single) = self.single_set(self.singles - 1);
+                if single > *best {
+                    Source::Single
+                } else {
+                    Source::Composite
+                }
+            }
+        }
+    }
+
+    fn take_single(&mut self) -> Set<S> {
+        self.singles -= 1;
+        self.single_set(self.singles).0
+    }
+
+    fn new_state(&mut self, sets: &[Set<S>]) -> u32 {
+        if let Some(id) = self.free.pop() {
+            let state = &mut self.states[id as usize];
+            state.sets.extend_from_slice(sets);
+            state.heap_mode = false;
+            id
+        } else {
+            self.states.push(State { sets: sets.to_vec(), heap_mode: false, max: SetKey::default_key() });
+            (self.states.len() - 1) as u32
+        }
+    }
+
+    fn step(&mut self) {
+        let k = self.k;
+        if self.best_source(false) == Source::Single {
+            let first = self.take_single();
+            if self.best_source(false) == Source::Single {
+                let second = self.take_single();
+                let id = if k == 1 {
+                    let joined = join(first, second, &mut self.next);
+                    self.new_state(&[joined])
+                } else {
+                    self.new_state(&[first, second])
+                };
+                let priority = self.states[id as usize].priority(k);
+                self.queue.push(priority, id);
+            } else {
+                // first's set 0 absorbs the composite's set k−1: empty unless it is full.
+                let id = self.queue.entries[0].1;
+                let state = &mut self.states[id as usize];
+                if state.sets.len() < k {
+                    state.insert_set(first);
+                } else {
+                    state.grow_smallest(first, true, &mut self.next);
+                }
+                let priority = state.priority(k);
+                self.queue.replace_top(priority, id);
+            }
+        } else if self.best_source(true) == Source::Single {
+            let second = self.take_single();
+            let id = self.queue.entries[0].1;
+            let state = &mut self.states[id as usize];
+            if state.sets.len() < k {
+                state.insert_set(second);
+            } else {
+                state.grow_smallest(second, false, &mut self.next);
+            }
+            let priority = state.priority(k);
+            self.queue.replace_top(priority, id);
+        } else {
+            let first_id = self.queue.pop();
+            let second_id = self.queue.entries[0].1;
+            let mut other = std::mem::take(&mut self.states[second_id as usize].sets);
+            if self.states[second_id as usize].heap_mode {
+                sort_descending(&mut other);
+            }
+            let state = &mut self.states[first_id as usize];
+            state.make_sorted();
+            if state.sets.len() + other.len() <= k {
+                merge_runs(&mut state.sets, &other);
+            } else {
+                merge_overlapping(&mut state.sets, &other, k, &mut self.next);
+            }
+            let priority = state.priority(k);
+            self.queue.replace_top(priority, first_id);
+            other.clear();
+            self.states[second_id as usize].sets = other;
+            self.free.push(second_id);
+        }
+    }
+
+    fn finish(mut self) -> Partition {
+        while self.singles + self.queue.len() > 1 {
+            self.step();
+        }
+        let final_sets: Vec<Set<S>> = if self.queue.len() == 1 {
+            let id = self.queue.entries[0].1 as usize;
+            self.states[id].make_sorted();
+            std::mem::take(&mut self.states[id].sets)
+        } else {
+            vec![self.single_set(0).0]
+        };
+        read_lists(&final_sets, self.k, &self.next, &self.sorted.index)
+    }
+}
+
+/// Write out the final sets' items (as input indexes, in list order), partition by partition.
+///
+/// Each list is a chain of dependent loads that mostly miss the cache; walking all lists a step
+/// at a time lets the misses of different lists overlap instead of waiting for each in turn.
+fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32]) -> Partition {
+    let mut offsets = Vec::with_capacity(k + 1);
+    offsets.push(0usize);
+    for p in 0..k {
+        let count = sets.get(p).map_or(0, |s| s.count as usize);
+        offsets.push(offsets[p] + count);
+    }
+    let mut order = vec![0u32; offsets[k]];
+    // (rank of the next item to write, where it goes)
+    let mut cursors: Vec<(u32, usize)> =
+        sets.iter().zip(&offsets).map(|(set, &start)| (set.first, start)).collect();
+    while !cursors.is_empty() {
+        let mut i = 0;
+        while i < cursors.len() {
+            let (rank, position) = cursors[i];
+            order[position] = index[rank as usize];
+            let following = next[rank as usize];
+            if following == NIL {
+                cursors.swap_remove(i);
+            } else {
+                cursors[i] = (following, position + 1);
+                i += 1;
+            }
+        }
+    }
+    Partition { order, offsets }
+}
+
+impl<S: SumInt> SetKey<S> {
+    fn default_key() -> Self {
+        SetKey { sum: S::default(), count: 0, head: NIL }
+    }
+}
+
+/// The largest differencing method: k partitions, heaviest first, items in merge order.
+///
+/// `equal_size` seeds the states with sorted chunks of k (so every partition gets n/k items)
+/// and requires `n % k == 0`; otherwise each item starts a state of its own.
+pub fn karmarkar_karp(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    check_shape(values.len(), k, equal_size)?;
+    let sorted = sort_items(values);
+    let total: u128 = values.iter().map(|&v| v as u128).sum();
+    Ok(if total <= u64::MAX as u128 {
+        Run::<u64>::new(&sorted, k, equal_size).finish()
+    } else {
+        Run::<u128>::new(&sorted, k, equal_size).finish()
+    })
+}
+
+/// [`karmarkar_karp`] with each partition's indexes sorted ascending (partition order kept).
+pub fn balanced_partitions(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    let mut partition = karmarkar_karp(values, k, equal_size)?;
+    debug_assert!(partition.parts().all(|p| !p.is_empty()));
+    debug_assert_eq!(partition.order.len(), values.len());
+    partition.sort_within();
+    Ok(partition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kk(values: &[u64], k: usize, equal_size: bool) -> Vec<Vec<u32>> {
+        karmarkar_karp(values, k, equal_size).unwrap().to_vecs()
+    }
+
+    fn balanced(values: &[u64], k: usize, equal_size: bool) -> Vec<Vec<u32>> {
+        balanced_partitions(values, k, equal_size).unwrap().to_vecs()
+    }
+
+    #[test]
+    fn golden_values() {
+        assert_eq!(kk(&[10, 20, 30, 40], 2, true), vec![vec![3, 0], vec![2, 1]]);
+        assert_eq!(balanced(&[10, 20, 30, 40], 2, true), vec![vec![0, 3], vec![1, 2]]);
+        assert_eq!(kk(&[100, 90, 50, 10, 5, 1], 2, true), vec![vec![2, 1, 5], vec![3, 0, 4]]);
+        assert_eq!(balanced(&[100, 90, 50, 10, 5, 1], 2, true), vec![vec![1, 2, 5], vec![0, 3, 4]]);
+        assert_eq!(kk(&[100, 10, 10, 10, 10], 2, false), vec![vec![0], vec![4, 3, 2, 1]]);
+        assert_eq!(balanced(&[100, 10, 10, 10, 10], 2, false), vec![vec![0], vec![1, 2, 3, 4]]);
+        assert_eq!(kk(&[100, 80, 60, 40, 20, 10], 3, true), vec![vec![0, 5], vec![2, 3], vec![1, 4]]);
+        assert_eq!(kk(&[50, 50, 50, 50], 2, true), vec![vec![3, 0], vec![2, 1]]);
+        assert_eq!(
+            balanced(&[1, 2, 3, 4, 5, 6, 7, 8], 3, false),
+            vec![vec![1, 4, 5], vec![0, 3, 6], vec![2, 7]]
+        );
+        assert_eq!(balanced(&[5, 5, 5, 5, 5, 5], 3, false), vec![vec![0, 5], vec![1, 4], vec![2, 3]]);
+        assert_eq!(
+            karmarkar_karp(&[1, 2, 3], 5, false),
+            Err(CoreError::TooFewItems { n_items: 3, k_partitions: 5 })
+        );
+    }
+
+    #[test]
+    fn one_partition_takes_items_largest_first() {
+        assert_eq!(kk(&[3, 1, 3, 0], 1, false), vec![vec![2, 0, 1, 3]]);
+        assert_eq!(kk(&[3, 1, 3, 0], 1, true), vec![vec![2, 0, 1, 3]]);
+    }
+
+    #[test]
+    fn sums_beyond_64_bits_are_exact() {
+        let big = (1u64 << 63) - 1;
+        let values = vec![big; 6];
+        let parts = kk(&values, 2, false);
+        assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 3]);
+        let parts = kk(&[big, big, big, 1], 2, false);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), 4);
+    }
+
+    #[test]
+    fn every_index_once_and_equal_counts() {
+        let values: Vec<u64> = (0..997u64).map(|i| (i * 7919) % 1013).collect();
+        for k in [1, 2, 3, 7, 64, 997] {
+            let parts = kk(&values, k, false);
+            let mut all: Vec<u32> = parts.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..997).collect::<Vec<u32>>());
+            assert!(parts.iter().all(|p| !p.is_empty()));
+        }
+        let values = &values[..996];
+        for k in [1, 2, 3, 4, 6, 12, 83] {
+            let parts = kk(values, k, true);
+            assert!(parts.iter().all(|p| p.len() == 996 / k));
+        }
+    }
+
+    #[test]
+    fn rejects_bad_shapes() {
+        assert_eq!(
+            karmarkar_karp(&[], 1, false),
+            Err(CoreError::TooFewItems { n_items: 0, k_partitions: 1 })
+        );
+        assert_eq!(
+            karmarkar_karp(&[1, 2, 3], 2, true),
+            Err(CoreError::NotDivisible { n_items: 3, k_partitions: 2 })
+        );
+        assert_eq!(karmarkar_karp(&[1], 0, false), Err(CoreError::NoPartitions));
+    }
+}

@@ -1,0 +1,125 @@
+"""Every error in the partitioning contract: its type, its message, and the same for both paths."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+import pytest
+
+import seqbalance
+from seqbalance import PartitionError, reference
+
+FUNCTIONS = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
+
+# (seqlen_list, k_partitions, equal_size, exception type, message pattern)
+CASES = [
+    # k_partitions
+    ([1, 2], 0, False, ValueError, r"^k_partitions must be >= 1, got 0$"),
+    ([1, 2], -3, False, ValueError, r"^k_partitions must be >= 1, got -3$"),
+    ([1, 2], True, False, TypeError, r"^k_partitions must be an int, got True \(bool\)$"),
+    ([1, 2], np.bool_(True), False, TypeError, r"^k_partitions must be an int, got .*bool"),
+    ([1, 2], 2.0, False, TypeError, r"^k_partitions must be an int, got 2\.0 \(float\)$"),
+    ([1, 2], "2", False, TypeError, r"^k_partitions must be an int, got '2' \(str\)$"),
+    ([1, 2], None, False, TypeError, r"^k_partitions must be an int, got None \(NoneType\)$"),
+    # shape
+    ([], 1, False, PartitionError, r"^number of items \(0\) is smaller than k_partitions \(1\)$"),
+    ([1, 2, 3], 5, True, PartitionError, r"^number of items \(3\) is smaller than k_partitions \(5\)$"),
+    ([1, 2, 3], 10**30, False, PartitionError, r"smaller than k_partitions \(1000000000000000000000000000000\)$"),
+    ([1, 2, 3], 2, True, PartitionError,
+     r"^number of items \(3\) is not divisible by k_partitions \(2\) with equal_size=True$"),
+    # values in a list
+    ([1, -2, 3], 1, False, ValueError, r"^seqlen_list\[1\] must be >= 0, got -2$"),
+    ([-(2**70)], 1, False, ValueError, r"^seqlen_list\[0\] must be >= 0, got -1180591620717411303424$"),
+    ([1, 2**63], 1, False, OverflowError, r"^seqlen_list\[1\] must be <= 2\*\*63 - 1, got 9223372036854775808$"),
+    ([1, 2.5], 1, False, TypeError, r"^seqlen_list\[1\] must be an integer, got 2\.5 \(float\)$"),
+    ([1, 2.0], 1, False, TypeError, r"^seqlen_list\[1\] must be an integer, got 2\.0 \(float\)$"),
+    (["3"], 1, False, TypeError, r"^seqlen_list\[0\] must be an integer, got '3' \(str\)$"),
+    ([None], 1, False, TypeError, r"^seqlen_list\[0\] must be an integer, got None \(NoneType\)$"),
+    ([1j], 1, False, TypeError, r"^seqlen_list\[0\] must be an integer, got 1j \(complex\)$"),
+    ((4, -1), 1, False, ValueError, r"^seqlen_list\[1\] must be >= 0, got -1$"),
+    # arrays
+    (np.array([1, -5, -6], dtype=np.int8), 1, False, ValueError, r"^seqlen_list\[1\] must be >= 0, got -5$"),
+    (np.array([2**63], dtype=np.uint64), 1, False, OverflowError, r"^seqlen_list\[0\] must be <= 2\*\*63 - 1"),
+    (np.array([1.0, 2.0]), 1, False, TypeError, r"^seqlen_list must hold integers, got an array of dtype float64$"),
+    (np.array([1 + 0j]), 1, False, TypeError, r"dtype complex128$"),
+    (np.array(["a"]), 1, False, TypeError, r"must hold integers, got an array of dtype <U1$"),
+    (np.array([[1, 2], [3, 4]]), 1, False, ValueError, r"^seqlen_list must be 1-D, got an array of shape \(2, 2\)$"),
+    (np.array(5), 1, False, ValueError, r"^seqlen_list must be 1-D, got an array of shape \(\)$"),
+    (np.array([1, 2.5], dtype=object), 1, False, TypeError, r"^seqlen_list\[1\] must be an integer"),
+    # not a sequence at all
+    ("123", 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers, got '123' \(str\)$"),
+    (None, 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers, got None"),
+    (7, 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers, got 7 \(int\)$"),
+    ({1: 2}, 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers"),
+    # k is checked before the values, the values before the shape (as the reference does)
+    ([-1], 0, False, ValueError, r"^k_partitions must be >= 1, got 0$"),
+    ([-1], 5, False, ValueError, r"^seqlen_list\[0\] must be >= 0, got -1$"),
+]
+
+
+@pytest.mark.parametrize("impl", [seqbalance, reference], ids=["native", "reference"])
+@pytest.mark.parametrize("function", FUNCTIONS)
+@pytest.mark.parametrize("values, k, equal_size, error, pattern", CASES)
+def test_error(impl, function, values, k, equal_size, error, pattern):
+    with pytest.raises(error, match=pattern) as raised:
+        getattr(impl, function)(values, k, equal_size)
+    # Code written against the reference catches AssertionError; new code catches ValueError.
+    if error is PartitionError:
+        assert isinstance(raised.value, AssertionError) and isinstance(raised.value, ValueError)
+
+
+@pytest.mark.parametrize("values, k, equal_size, error, pattern", CASES)
+def test_partition_ids_raises_the_same(values, k, equal_size, error, pattern):
+    with pytest.raises(error, match=pattern):
+        seqbalance.partition_ids(values, k, equal_size=equal_size)
+
+
+def test_native_and_reference_messages_are_identical():
+    for values, k, equal_size, _, _ in CASES:
+        for function in FUNCTIONS:
+            with pytest.raises(Exception) as native:
+                getattr(seqbalance, function)(values, k, equal_size)
+            with pytest.raises(Exception) as ref:
+                getattr(reference, function)(values, k, equal_size)
+            assert type(native.value) is type(ref.value)
+            assert str(native.value) == str(ref.value)
+
+
+def test_long_values_are_shortened_in_messages():
+    with pytest.raises(TypeError) as raised:
+        seqbalance.karmarkar_karp(["x" * 500], 1, False)
+    assert len(str(raised.value)) < 150
+    assert re.search(r"\.\.\.", str(raised.value))
+
+
+def test_argument_names_are_the_reference_names():
+    with pytest.raises(TypeError, match="k_partitions"):
+        seqbalance.get_seqlen_balanced_partitions(seqlen_list=[1, 2], equal_size=False)
+
+
+junk_items = st.one_of(
+    st.integers(-(2**80), 2**80),
+    st.integers(0, 50),
+    st.booleans(),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.none(),
+    st.complex_numbers(allow_nan=False),
+)
+junk_k = st.one_of(st.integers(-3, 12), st.booleans(), st.floats(0, 5), st.none(), st.integers(2**62, 2**70))
+
+
+@given(st.lists(junk_items, max_size=12), junk_k, st.booleans())
+def test_any_input_behaves_like_the_reference(values, k, equal_size):
+    """Whatever goes in, native and reference either agree on the answer or raise the same error."""
+    for function in FUNCTIONS:
+        outcomes = []
+        for impl in (seqbalance, reference):
+            try:
+                outcomes.append(("ok", getattr(impl, function)(values, k, equal_size)))
+            except (TypeError, ValueError, OverflowError) as exc:
+                outcomes.append((type(exc), str(exc)))
+        assert outcomes[0] == outcomes[1], function
