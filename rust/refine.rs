@@ -57,13 +57,16 @@ pub const LOCAL_EFFORT_BASE: u64 = 1 << 16;
 /// See [`LOCAL_EFFORT_BASE`].
 pub const LOCAL_EFFORT_PER_ITEM: u64 = 4;
 /// Default node budget of the exact search.
-pub const EXACT_DEFAULT_NODES: u64 = 1 << 19;
+pub const EXACT_DEFAULT_NODES: u64 = 1 << 18;
 /// Above this many items the exact search is not attempted (its recursion depth is the item count,
 /// and beyond it the budget would almost never prove anything).
-pub const EXACT_MAX_ITEMS: usize = 64;
+pub const EXACT_MAX_ITEMS: usize = 32;
 /// Exchanges of two items are only tried between partitions this small: their cost grows with the
 /// square of the partition size, and large partitions are already balanced by the 1-item ones.
-const PAIR_EXCHANGE_MAX_ITEMS: usize = 32;
+const PAIR_EXCHANGE_MAX_ITEMS: usize = 16;
+/// Cap on the cached two-item sums (all partitions together), to bound memory on huge k; past
+/// it the cache is emptied and refilled on demand.
+const PAIR_CACHE_MAX: usize = 1 << 20;
 /// The cache of pairs known to have no improving exchange is dropped when it grows past this many
 /// entries, which keeps memory bounded on huge k (it only saves repeated work).
 const CLEAN_CACHE_MAX: usize = 1 << 20;
@@ -191,6 +194,10 @@ struct LocalSearch {
     budget: u64,
     heavy_subsets: Vec<Subset>,
     light_subsets: Vec<Subset>,
+    /// Per partition: its two-item subsets sorted by sum, and the version they were built for
+    /// plus one (0: none). Rebuilding them for every pair visited was most of the search's time.
+    pair_cache: Vec<(u64, Vec<Subset>)>,
+    pair_cache_entries: usize,
 }
 
 impl LocalSearch {
@@ -207,7 +214,8 @@ impl LocalSearch {
             .iter()
             .map(|part| part.iter().map(|&(v, _)| v as u128).sum())
             .collect();
-        let versions = vec![0; parts.len()];
+        let k = parts.len();
+        let versions = vec![0; k];
         LocalSearch {
             parts,
             loads,
@@ -216,6 +224,8 @@ impl LocalSearch {
             budget: 0,
             heavy_subsets: Vec::new(),
             light_subsets: Vec::new(),
+            pair_cache: vec![(0, Vec::new()); k],
+            pair_cache_entries: 0,
         }
     }
 
@@ -302,6 +312,7 @@ impl LocalSearch {
                 pos: [p as u32, 0],
             })),
             _ => {
+                out.reserve(items.len() * items.len().saturating_sub(1) / 2);
                 for (p, &(v, _)) in items.iter().enumerate() {
                     for (q, &(w, _)) in items.iter().enumerate().skip(p + 1) {
                         out.push(Subset {
@@ -311,9 +322,33 @@ impl LocalSearch {
                         });
                     }
                 }
-                out.sort_by_key(|s| (s.sum, s.pos));
+                out.sort_unstable_by_key(|s| (s.sum, s.pos));
             }
         }
+    }
+
+    /// Make `pair_cache[part]` hold the part's current two-item subsets.
+    fn cache_pairs(&mut self, part: usize) {
+        let stamp = self.versions[part] + 1;
+        if self.pair_cache[part].0 == stamp {
+            return;
+        }
+        let m = self.parts[part].len();
+        let needed = m * m.saturating_sub(1) / 2;
+        let previous = self.pair_cache[part].1.len();
+        self.pair_cache_entries -= previous;
+        if self.pair_cache_entries + needed > PAIR_CACHE_MAX {
+            for entry in &mut self.pair_cache {
+                *entry = (0, Vec::new());
+            }
+            self.pair_cache_entries = 0;
+        }
+        let mut pairs = std::mem::take(&mut self.pair_cache[part].1);
+        self.fill_subsets(part, 2, &mut pairs);
+        // Sorting costs about log2(m^2) per entry.
+        self.charge(needed * (usize::BITS - needed.leading_zeros()) as usize);
+        self.pair_cache_entries += pairs.len();
+        self.pair_cache[part] = (stamp, pairs);
     }
 
     /// The exchange between `heavy` and `light` that balances them best, if any improves them.
@@ -344,10 +379,19 @@ impl LocalSearch {
             if heavy_len + (take as usize) <= give as usize || light_len + (give as usize) <= take as usize {
                 continue;
             }
-            self.fill_subsets(heavy, give, &mut heavy_subsets);
-            self.fill_subsets(light, take, &mut light_subsets);
-            self.charge(heavy_subsets.len() + light_subsets.len());
-            if let Some(candidate) = best_difference(&heavy_subsets, &light_subsets, gap) {
+            for (part, size, scratch) in [(heavy, give, &mut heavy_subsets), (light, take, &mut light_subsets)] {
+                if size == 2 {
+                    self.cache_pairs(part);
+                } else {
+                    self.fill_subsets(part, size, scratch);
+                }
+            }
+            let xs: &[Subset] = if give == 2 { &self.pair_cache[heavy].1 } else { &heavy_subsets };
+            let ys: &[Subset] = if take == 2 { &self.pair_cache[light].1 } else { &light_subsets };
+            let units = xs.len() + ys.len();
+            let candidate = best_difference(xs, ys, gap);
+            self.charge(units);
+            if let Some(candidate) = candidate {
                 if best.is_none_or(|b| candidate.score < b.score) {
                     best = Some(candidate);
                 }

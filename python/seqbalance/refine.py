@@ -9,7 +9,7 @@ heaviest partition often ends up several percent above the best possible. The na
   moves too when counts are free) whenever that brings the pair closer together; the maximum load
   never grows. Work is bounded by a budget proportional to the number of items, so the answer is
   deterministic and the cost stays a small multiple of the partitioning itself.
-* ``refine="exact"``: the local answer, then for at most 64 items a complete branch and bound
+* ``refine="exact"``: the local answer, then for at most 32 items a complete branch and bound
   under a node budget; when that budget runs out, the best answer found so far is kept.
 
 Guarantees, for every input: the maximum load is never above the given partition's; with
@@ -96,7 +96,7 @@ def refine_partitions(
             partition empty (for example the output of ``get_seqlen_balanced_partitions``).
         equal_size: keep every partition's item count (only swaps); otherwise items may also move.
         refine: ``True`` for the local search, ``"exact"`` for the exact search on small inputs
-            (at most 64 items), ``False`` to only validate and put the partitions in the output
+            (at most 32 items), ``False`` to only validate and put the partitions in the output
             order below.
 
     Returns:
