@@ -29,7 +29,9 @@ CAP = 32_768
 #: (items per rank, ranks) solved exactly: at most 16 items.
 SMALL_SHAPES = [(2, 4), (2, 8), (3, 4), (4, 2), (4, 3), (4, 4), (6, 2), (8, 2)]
 #: (items per rank, ranks) compared against the reference only.
-LARGE_SHAPES = [(4, 8), (8, 8), (12, 8), (4, 16), (8, 16), (12, 16), (32, 64), (256, 64), (16384, 64)]
+LARGE_SHAPES = [
+    (4, 8), (8, 8), (12, 8), (4, 16), (8, 16), (12, 16), (32, 64), (256, 64), (16384, 64)
+]
 
 
 def rl_batch(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -123,7 +125,8 @@ def small_table(cases: int, equal_size: bool) -> list[dict]:
             for name, value in maxima.items():
                 assert value >= best, f"{name} beat the optimum: {value} < {best}"
                 excess[name].append(value / best - 1)
-        rows.append({"shape": (per_rank, ranks), **{k: float(np.mean(v)) for k, v in excess.items()}})
+        means = {name: float(np.mean(v)) for name, v in excess.items()}
+        rows.append({"shape": (per_rank, ranks), **means})
     return rows
 
 
@@ -179,7 +182,10 @@ def print_small(rows: list[dict], equal_size: bool) -> None:
 
 
 def print_large(rows: list[dict], equal_size: bool) -> None:
-    print(f"\nMaximum load reduction against the reference, and time per call (equal_size={equal_size})\n")
+    print(
+        "\nMaximum load reduction against the reference, and time per call "
+        f"(equal_size={equal_size})\n"
+    )
     print(
         "| items/rank x ranks | cases | refine=True: reduction (lower in) | "
         "refine=\"exact\": reduction (lower in) | partition ms | +refine ms | +exact ms |"

@@ -2,7 +2,7 @@
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyInt, PyList};
 
 use crate::refine::{refine, Mode};
 
@@ -23,9 +23,22 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
         let mut indexes = Vec::new();
         for (j, item) in inner.enumerate() {
             let item = item?;
-            let index: i64 = item.extract().map_err(|_| {
-                PyTypeError::new_err(format!("partitions[{p}][{j}] must be an int, got {}", describe(&item)))
-            })?;
+            let index: i64 = match item.extract() {
+                Ok(index) => index,
+                // An int too large for i64 is still an int: report it as a bad index.
+                Err(_) if item.is_instance_of::<PyInt>() => {
+                    return Err(PyValueError::new_err(format!(
+                        "partitions[{p}][{j}] is {}, not an index of the {n_values} values",
+                        describe(&item)
+                    )))
+                }
+                Err(_) => {
+                    return Err(PyTypeError::new_err(format!(
+                        "partitions[{p}][{j}] must be an int, got {}",
+                        describe(&item)
+                    )))
+                }
+            };
             if index < 0 || index as u64 >= n_values as u64 {
                 return Err(PyValueError::new_err(format!(
                     "partitions[{p}][{j}] is {index}, not an index of the {n_values} values"
@@ -41,7 +54,8 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
 
 fn describe(object: &Bound<'_, PyAny>) -> String {
     let text = object.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<unprintable>".to_owned());
-    let text = if text.chars().count() > 60 { text.chars().take(57).collect::<String>() + "..." } else { text };
+    let text =
+        if text.chars().count() > 60 { text.chars().take(57).collect::<String>() + "..." } else { text };
     let kind = object.get_type().name().map(|n| n.to_string()).unwrap_or_default();
     format!("{text} ({kind})")
 }
@@ -80,10 +94,7 @@ fn _refine<'py>(
     let refined = py
         .detach(|| refine(&lengths, parts, equal_size, mode, effort))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let lists = refined
-        .iter()
-        .map(|part| PyList::new(py, part))
-        .collect::<PyResult<Vec<_>>>()?;
+    let lists = refined.iter().map(|part| PyList::new(py, part)).collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, lists)
 }
 

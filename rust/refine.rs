@@ -88,10 +88,9 @@ impl fmt::Display for RefineError {
             RefineError::EmptyPartition { partition } => {
                 write!(f, "partitions[{partition}] is empty; every partition needs at least one index")
             }
-            RefineError::IndexOutOfRange { partition, index, n_values } => write!(
-                f,
-                "partitions[{partition}] holds index {index}, but there are only {n_values} values"
-            ),
+            RefineError::IndexOutOfRange { partition, index, n_values } => {
+                write!(f, "partitions[{partition}] holds index {index}, but there are only {n_values} values")
+            }
             RefineError::DuplicateIndex { index } => {
                 write!(f, "partitions holds index {index} more than once")
             }
@@ -112,8 +111,8 @@ fn local_budget(n_items: usize) -> u64 {
 ///
 /// `effort` bounds the work: for [`Mode::Local`] in work units (one per pair of partitions visited
 /// and one per candidate item or item pair examined), for [`Mode::Exact`] in search nodes (its
-/// local phase uses the default local budget). `None` picks the default: [`LOCAL_EFFORT_BASE`] plus [`LOCAL_EFFORT_PER_ITEM`]
-/// per item, or [`EXACT_DEFAULT_NODES`].
+/// local phase uses the default local budget). `None` picks the default:
+/// [`LOCAL_EFFORT_BASE`] plus [`LOCAL_EFFORT_PER_ITEM`] per item, or [`EXACT_DEFAULT_NODES`].
 pub fn refine(
     values: &[u64],
     parts: Vec<Vec<u32>>,
@@ -152,9 +151,11 @@ fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> {
             return Err(RefineError::EmptyPartition { partition: p });
         }
         for &index in part {
-            let slot = seen
-                .get_mut(index as usize)
-                .ok_or(RefineError::IndexOutOfRange { partition: p, index, n_values })?;
+            let slot = seen.get_mut(index as usize).ok_or(RefineError::IndexOutOfRange {
+                partition: p,
+                index,
+                n_values,
+            })?;
             if *slot {
                 return Err(RefineError::DuplicateIndex { index });
             }
@@ -210,10 +211,7 @@ impl LocalSearch {
                 items
             })
             .collect();
-        let loads = parts
-            .iter()
-            .map(|part| part.iter().map(|&(v, _)| v as u128).sum())
-            .collect();
+        let loads = parts.iter().map(|part| part.iter().map(|&(v, _)| v as u128).sum()).collect();
         let k = parts.len();
         let versions = vec![0; k];
         LocalSearch {
@@ -315,11 +313,7 @@ impl LocalSearch {
                 out.reserve(items.len() * items.len().saturating_sub(1) / 2);
                 for (p, &(v, _)) in items.iter().enumerate() {
                     for (q, &(w, _)) in items.iter().enumerate().skip(p + 1) {
-                        out.push(Subset {
-                            sum: v as u128 + w as u128,
-                            len: 2,
-                            pos: [p as u32, q as u32],
-                        });
+                        out.push(Subset { sum: v as u128 + w as u128, len: 2, pos: [p as u32, q as u32] });
                     }
                 }
                 out.sort_unstable_by_key(|s| (s.sum, s.pos));
@@ -379,7 +373,9 @@ impl LocalSearch {
             if heavy_len + (take as usize) <= give as usize || light_len + (give as usize) <= take as usize {
                 continue;
             }
-            for (part, size, scratch) in [(heavy, give, &mut heavy_subsets), (light, take, &mut light_subsets)] {
+            for (part, size, scratch) in
+                [(heavy, give, &mut heavy_subsets), (light, take, &mut light_subsets)]
+            {
                 if size == 2 {
                     self.cache_pairs(part);
                 } else {
@@ -416,7 +412,8 @@ impl LocalSearch {
     }
 
     fn take_subset(&mut self, part: usize, subset: Subset) -> Vec<(u64, u32)> {
-        let mut positions: Vec<usize> = subset.pos[..subset.len as usize].iter().map(|&p| p as usize).collect();
+        let mut positions: Vec<usize> =
+            subset.pos[..subset.len as usize].iter().map(|&p| p as usize).collect();
         // Remove the later position first so the earlier one stays valid.
         positions.sort_unstable_by(|a, b| b.cmp(a));
         let mut taken = Vec::with_capacity(positions.len());
@@ -500,7 +497,8 @@ fn exact_search(
     if equal_size {
         // The largest item's partition also holds at least `c - 1` others, at least the smallest.
         let c = counts.iter().copied().min().unwrap_or(1);
-        let smallest: u128 = items.iter().rev().take(c.saturating_sub(1)).map(|&i| values[i as usize] as u128).sum();
+        let smallest: u128 =
+            items.iter().rev().take(c.saturating_sub(1)).map(|&i| values[i as usize] as u128).sum();
         lower_bound = lower_bound.max(largest + smallest);
     }
     if upper <= lower_bound {
@@ -628,11 +626,7 @@ mod tests {
     use super::*;
 
     fn max_load(values: &[u64], parts: &[Vec<u32>]) -> u128 {
-        parts
-            .iter()
-            .map(|p| p.iter().map(|&i| values[i as usize] as u128).sum::<u128>())
-            .max()
-            .unwrap_or(0)
+        parts.iter().map(|p| p.iter().map(|&i| values[i as usize] as u128).sum::<u128>()).max().unwrap_or(0)
     }
 
     /// Smallest maximum load over every assignment (k^n of them), with the count rule.
@@ -845,7 +839,8 @@ mod tests {
         for case in 0..300 {
             let k = 2 + (rng.next() % 3) as usize;
             let equal_size = case % 2 == 0;
-            let n = if equal_size { k * (1 + (rng.next() % 3) as usize) } else { k + (rng.next() % 5) as usize };
+            let n =
+                if equal_size { k * (1 + (rng.next() % 3) as usize) } else { k + (rng.next() % 5) as usize };
             if n > 9 {
                 continue;
             }
@@ -855,7 +850,11 @@ mod tests {
             let counts: Vec<usize> = parts.iter().map(Vec::len).collect();
             let out = refine(&values, parts.clone(), equal_size, Mode::Exact, None).unwrap();
             check_valid(&values, &parts, &out, equal_size);
-            assert_eq!(max_load(&values, &out), brute_force(&values, &counts, equal_size), "{values:?} k={k}");
+            assert_eq!(
+                max_load(&values, &out),
+                brute_force(&values, &counts, equal_size),
+                "{values:?} k={k}"
+            );
         }
     }
 

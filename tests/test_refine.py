@@ -226,7 +226,7 @@ def test_check_refine_rejects(refine, error):
         ([[0, 1], [2]], ValueError, r"partitions does not hold index 3"),
         ([[0, 1], [2, 7, 3]], ValueError, r"partitions\[1\]\[1\] is 7, not an index of the 4"),
         ([[0, 1], [-1, 2, 3]], ValueError, r"partitions\[1\]\[0\] is -1"),
-        ([[0, 1], [2**70, 2, 3]], TypeError, r"partitions\[1\]\[0\] must be an int"),
+        ([[0, 1], [2**70, 2, 3]], ValueError, r"partitions\[1\]\[0\] is 1180591620717411303424 "),
         ([[0, 1], ["a", 2, 3]], TypeError, r"partitions\[1\]\[0\] must be an int, got 'a'"),
         ([[0, 1], [2.0, 3]], TypeError, r"partitions\[1\]\[0\] must be an int, got 2.0"),
         ([[0, 1, 2, 3], []], ValueError, r"partitions\[1\] is empty"),
