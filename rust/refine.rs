@@ -69,6 +69,8 @@ const PAIR_EXCHANGE_MAX_ITEMS: usize = 16;
 const PAIR_CACHE_MAX: usize = 1 << 20;
 /// The cache of pairs known to have no improving exchange is dropped when it grows past this many
 /// entries, which keeps memory bounded on huge k (it only saves repeated work).
+/// Up to this many partitions, exhausted pairs are kept in a dense k x k table (512 KiB at most).
+const DENSE_PAIRS_MAX_K: usize = 256;
 const CLEAN_CACHE_MAX: usize = 1 << 20;
 
 /// Why a partition cannot be refined; the text names the `partitions` argument.
@@ -185,12 +187,57 @@ struct Exchange {
     score: u128,
 }
 
+/// Pairs `(heavy, light)` found to have no improving exchange, with the step of that check: a
+/// pair stays exhausted until either partition changes after it.
+enum ExhaustedPairs {
+    /// A k x k table for small k: it is consulted on every pair visit, and one load is much
+    /// cheaper than hashing.
+    Dense { k: usize, checked: Vec<u64> },
+    Sparse(HashMap<u64, u64, BuildHasherDefault<PairHasher>>),
+}
+
+impl ExhaustedPairs {
+    fn new(k: usize) -> Self {
+        if k <= DENSE_PAIRS_MAX_K {
+            ExhaustedPairs::Dense { k, checked: vec![0; k * k] }
+        } else {
+            ExhaustedPairs::Sparse(HashMap::default())
+        }
+    }
+
+    /// The step at which the pair was found exhausted, or 0.
+    fn get(&self, heavy: usize, light: usize) -> u64 {
+        match self {
+            ExhaustedPairs::Dense { k, checked } => checked[heavy * k + light],
+            ExhaustedPairs::Sparse(map) => map.get(&pair_key(heavy, light)).copied().unwrap_or(0),
+        }
+    }
+
+    fn set(&mut self, heavy: usize, light: usize, step: u64) {
+        match self {
+            ExhaustedPairs::Dense { k, checked } => checked[heavy * *k + light] = step,
+            ExhaustedPairs::Sparse(map) => {
+                if map.len() >= CLEAN_CACHE_MAX {
+                    map.clear();
+                }
+                map.insert(pair_key(heavy, light), step);
+            }
+        }
+    }
+}
+
+fn pair_key(heavy: usize, light: usize) -> u64 {
+    ((heavy as u64) << 32) | light as u64
+}
+
 struct LocalSearch {
     /// Each partition's `(value, index)` items, ascending; values inline to keep scans local.
     parts: Vec<Vec<(u64, u32)>>,
     loads: Vec<u128>,
-    /// Bumped whenever a partition changes; keys the cache of exhausted pairs.
-    versions: Vec<u64>,
+    /// The step at which each partition last changed (0: never); `step` counts applied exchanges
+    /// from 1. They date the exhausted-pair marks and the two-item sums.
+    changed_at: Vec<u64>,
+    step: u64,
     equal_size: bool,
     budget: u64,
     heavy_subsets: Vec<Subset>,
@@ -213,11 +260,11 @@ impl LocalSearch {
             .collect();
         let loads = parts.iter().map(|part| part.iter().map(|&(v, _)| v as u128).sum()).collect();
         let k = parts.len();
-        let versions = vec![0; k];
         LocalSearch {
             parts,
             loads,
-            versions,
+            changed_at: vec![0; k],
+            step: 1,
             equal_size,
             budget: 0,
             heavy_subsets: Vec::new(),
@@ -240,7 +287,7 @@ impl LocalSearch {
         // Partitions by load descending (index ascending on ties), kept sorted as loads change.
         let mut order: Vec<u32> = (0..k as u32).collect();
         order.sort_by(|&a, &b| self.loads[b as usize].cmp(&self.loads[a as usize]).then(a.cmp(&b)));
-        let mut clean: HashMap<u64, (u64, u64), BuildHasherDefault<PairHasher>> = HashMap::default();
+        let mut exhausted = ExhaustedPairs::new(k);
         loop {
             let mut found = None;
             'pairs: for hi in 0..k {
@@ -255,9 +302,8 @@ impl LocalSearch {
                         // Partners only get heavier from here on.
                         break;
                     }
-                    let key = ((heavy as u64) << 32) | light as u64;
-                    let stamp = (self.versions[heavy], self.versions[light]);
-                    if clean.get(&key) == Some(&stamp) {
+                    let checked = exhausted.get(heavy, light);
+                    if checked != 0 && checked >= self.changed_at[heavy].max(self.changed_at[light]) {
                         continue;
                     }
                     match self.best_exchange(heavy, light) {
@@ -265,12 +311,7 @@ impl LocalSearch {
                             found = Some((heavy, light, exchange));
                             break 'pairs;
                         }
-                        None => {
-                            if clean.len() >= CLEAN_CACHE_MAX {
-                                clean.clear();
-                            }
-                            clean.insert(key, stamp);
-                        }
+                        None => exhausted.set(heavy, light, self.step),
                     }
                 }
             }
@@ -323,7 +364,7 @@ impl LocalSearch {
 
     /// Make `pair_cache[part]` hold the part's current two-item subsets.
     fn cache_pairs(&mut self, part: usize) {
-        let stamp = self.versions[part] + 1;
+        let stamp = self.changed_at[part] + 1;
         if self.pair_cache[part].0 == stamp {
             return;
         }
@@ -407,8 +448,9 @@ impl LocalSearch {
         for item in leaving_light {
             self.put(heavy, item);
         }
-        self.versions[heavy] += 1;
-        self.versions[light] += 1;
+        self.step += 1;
+        self.changed_at[heavy] = self.step;
+        self.changed_at[light] = self.step;
     }
 
     fn take_subset(&mut self, part: usize, subset: Subset) -> Vec<(u64, u32)> {
