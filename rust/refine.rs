@@ -66,12 +66,13 @@ pub const EXACT_MAX_ITEMS: usize = 32;
 const PAIR_EXCHANGE_MAX_ITEMS: usize = 16;
 /// Cap on the cached two-item sums (all partitions together), to bound memory on huge k; past
 /// it the cache is emptied and refilled on demand.
-const PAIR_CACHE_MAX: usize = 1 << 20;
-/// The cache of pairs known to have no improving exchange is dropped when it grows past this many
-/// entries, which keeps memory bounded on huge k (it only saves repeated work).
+const PAIR_CACHE_MAX: usize = if cfg!(test) { 1 << 10 } else { 1 << 20 };
 /// Up to this many partitions, exhausted pairs are kept in a dense k x k table (512 KiB at most).
 const DENSE_PAIRS_MAX_K: usize = 256;
-const CLEAN_CACHE_MAX: usize = 1 << 20;
+/// Above it they are kept in a map that is emptied when it grows past this many entries, which
+/// keeps memory bounded on huge k (the marks only save repeated work). Tests use small caps so
+/// that both caches overflow.
+const CLEAN_CACHE_MAX: usize = if cfg!(test) { 1 << 10 } else { 1 << 20 };
 
 /// Why a partition cannot be refined; the text names the `partitions` argument.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -908,6 +909,22 @@ mod tests {
         let local = refine(&values, parts.clone(), true, Mode::Local, None).unwrap();
         let starved = refine(&values, parts.clone(), true, Mode::Exact, Some(1)).unwrap();
         assert_eq!(local, starved);
+    }
+
+    #[test]
+    fn many_partitions_use_the_bounded_caches() {
+        // k above DENSE_PAIRS_MAX_K, and (under cfg(test)) small cache caps, so both caches
+        // overflow and are emptied along the way.
+        let mut rng = Lcg(9);
+        for equal_size in [true, false] {
+            let n = 300 * 8;
+            let values: Vec<u64> = (0..n).map(|_| rng.next() % 40_000).collect();
+            let parts = round_robin(n, 300);
+            let out = refine(&values, parts.clone(), equal_size, Mode::Local, None).unwrap();
+            check_valid(&values, &parts, &out, equal_size);
+            assert!(max_load(&values, &out) < max_load(&values, &parts));
+            assert_eq!(out, refine(&values, parts, equal_size, Mode::Local, None).unwrap());
+        }
     }
 
     #[test]

@@ -286,3 +286,19 @@ def test_heavy_tailed_rl_batches_get_a_lighter_heaviest_rank(equal_size, refine)
                 lower += after < before
                 cases += 1
     assert lower > cases // 2, f"refinement lowered the maximum on only {lower} of {cases} cases"
+
+
+def test_concurrent_calls_agree_with_serial_ones():
+    # The binding releases the GIL while refining; threads must not disturb one another.
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    jobs = []
+    for ranks, per_rank, equal_size in [(8, 6, True), (16, 4, False), (4, 12, True)] * 4:
+        values = rl_batch(rng, ranks * per_rank)
+        jobs.append((values, get_seqlen_balanced_partitions(values, ranks, equal_size), equal_size))
+    serial = [refine_partitions(v, s, equal_size=e) for v, s, e in jobs]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        threaded = list(pool.map(lambda job: refine_partitions(job[0], job[1], equal_size=job[2]),
+                                 jobs))
+    assert threaded == serial
