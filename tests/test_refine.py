@@ -302,3 +302,12 @@ def test_concurrent_calls_agree_with_serial_ones():
         threaded = list(pool.map(lambda job: refine_partitions(job[0], job[1], equal_size=job[2]),
                                  jobs))
     assert threaded == serial
+
+
+def test_golden_readme_example():
+    lengths = [9000, 32768, 500, 12000, 32768, 2500, 7000, 800, 15000, 4000, 1200, 6000]
+    start = get_seqlen_balanced_partitions(lengths, 3, equal_size=True)
+    assert start == [[0, 1, 2, 5], [4, 6, 7, 9], [3, 8, 10, 11]]
+    refined = refine_partitions(lengths, start, equal_size=True)
+    assert refined == [[1, 2, 5, 11], [4, 6, 7, 10], [0, 3, 8, 9]]
+    assert loads(lengths, refined) == [41768, 41768, 40000]

@@ -74,7 +74,7 @@ def apply_refine(
     ``refine`` must come from :func:`check_refine`. ``False`` returns ``partitions`` unchanged.
     Invalid ``partitions`` raise ``ValueError``/``TypeError`` naming ``partitions``.
     """
-    if refine is False:
+    if not refine:
         return partitions
     array = _as_int64(values)
     return _refine(array, partitions, bool(equal_size), refine == "exact")
