@@ -24,8 +24,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// A multiplicative hash for the pair cache: the default SipHash dominated the pair loop, and the
-/// cache is only looked up, never iterated, so the output does not depend on the hash.
+/// A multiplicative hash for the map of exhausted pairs (used for k above [`DENSE_PAIRS_MAX_K`]):
+/// SipHash dominated the pair loop. The map is only looked up, never iterated, so the output does
+/// not depend on the hash.
 #[derive(Default)]
 struct PairHasher(u64);
 
@@ -193,7 +194,10 @@ struct Exchange {
 enum ExhaustedPairs {
     /// A k x k table for small k: it is consulted on every pair visit, and one load is much
     /// cheaper than hashing.
-    Dense { k: usize, checked: Vec<u64> },
+    Dense {
+        k: usize,
+        checked: Vec<u64>,
+    },
     Sparse(HashMap<u64, u64, BuildHasherDefault<PairHasher>>),
 }
 
@@ -243,8 +247,9 @@ struct LocalSearch {
     budget: u64,
     heavy_subsets: Vec<Subset>,
     light_subsets: Vec<Subset>,
-    /// Per partition: its two-item subsets sorted by sum, and the version they were built for
-    /// plus one (0: none). Rebuilding them for every pair visited was most of the search's time.
+    /// Per partition: its two-item subsets sorted by sum, stamped with the partition's
+    /// `changed_at` plus one (0: none). Rebuilding them for every pair visited was most of the
+    /// search's time.
     pair_cache: Vec<(u64, Vec<Subset>)>,
     pair_cache_entries: usize,
 }
