@@ -31,38 +31,78 @@ const NIL: u32 = u32::MAX;
 pub trait SumInt:
     Copy + Ord + Default + Add<Output = Self> + Sub<Output = Self> + AddAssign + Send + Sync
 {
+    /// A set's `(sum, count, first index)` packed into one value whose natural order is the set
+    /// order (rule 3). Sets store this key and nothing else about their contents: the merges'
+    /// sorts and the heaps compare it with one wide comparison, and joining two sets is one
+    /// addition (measured: about a third fewer instructions than comparing the three fields).
+    type Key: Copy + Ord + Send + Sync + std::fmt::Debug;
     fn from_u64(value: u64) -> Self;
+    fn key(sum: Self, count: u32, head: u32) -> Self::Key;
+    fn key_sum(key: Self::Key) -> Self;
+    fn key_count(key: Self::Key) -> u32;
+    /// The key of `front` followed by `back`: sums and counts add, the first index is `front`'s.
+    fn key_join(front: Self::Key, back: Self::Key) -> Self::Key;
 }
 
+// u64 sums: `sum << 64 | count << 32 | head` in a u128. Every set's sum is at most the total,
+// which fits in 64 bits here, and counts stay below 2**32, so adding keys never carries across
+// fields.
 impl SumInt for u64 {
+    type Key = u128;
     #[inline]
     fn from_u64(value: u64) -> Self {
         value
     }
+    #[inline]
+    fn key(sum: Self, count: u32, head: u32) -> u128 {
+        ((sum as u128) << 64) | ((count as u128) << 32) | head as u128
+    }
+    #[inline]
+    fn key_sum(key: u128) -> Self {
+        (key >> 64) as u64
+    }
+    #[inline]
+    fn key_count(key: u128) -> u32 {
+        (key >> 32) as u32
+    }
+    #[inline]
+    fn key_join(front: u128, back: u128) -> u128 {
+        front + (back & !0xFFFF_FFFF)
+    }
 }
 
+// u128 sums: `(sum, count << 32 | head)`.
 impl SumInt for u128 {
+    type Key = (u128, u64);
     #[inline]
     fn from_u64(value: u64) -> Self {
         value as u128
+    }
+    #[inline]
+    fn key(sum: Self, count: u32, head: u32) -> (u128, u64) {
+        (sum, ((count as u64) << 32) | head as u64)
+    }
+    #[inline]
+    fn key_sum(key: (u128, u64)) -> Self {
+        key.0
+    }
+    #[inline]
+    fn key_count(key: (u128, u64)) -> u32 {
+        (key.1 >> 32) as u32
+    }
+    #[inline]
+    fn key_join(front: (u128, u64), back: (u128, u64)) -> (u128, u64) {
+        (front.0 + back.0, front.1 + (back.1 & !0xFFFF_FFFF))
     }
 }
 
 /// Set order (rule 3): larger sum, then larger count, then larger first index. Indexes are unique,
 /// so two different non-empty sets never compare equal.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-struct SetKey<S> {
-    sum: S,
-    count: u32,
-    head: u32,
-}
+type SetKey<S> = <S as SumInt>::Key;
 
 #[derive(Clone, Copy, Debug)]
-struct Set<S> {
-    sum: S,
-    count: u32,
-    /// Input index of the first item (the tie-break of the set order).
-    head: u32,
+struct Set<S: SumInt> {
+    key: SetKey<S>,
     /// Ranks (positions in sorted order) of the first and last items.
     first: u32,
     last: u32,
@@ -70,17 +110,22 @@ struct Set<S> {
 
 impl<S: SumInt> Set<S> {
     fn empty() -> Self {
-        Set { sum: S::default(), count: 0, head: NIL, first: NIL, last: NIL }
+        Set { key: S::key(S::default(), 0, NIL), first: NIL, last: NIL }
     }
 
     #[inline]
     fn single(rank: u32, index: u32, value: u64) -> Self {
-        Set { sum: S::from_u64(value), count: 1, head: index, first: rank, last: rank }
+        Set { key: S::key(S::from_u64(value), 1, index), first: rank, last: rank }
     }
 
     #[inline]
     fn key(&self) -> SetKey<S> {
-        SetKey { sum: self.sum, count: self.count, head: self.head }
+        self.key
+    }
+
+    #[inline]
+    fn sum(&self) -> S {
+        S::key_sum(self.key)
     }
 }
 
@@ -88,18 +133,12 @@ impl<S: SumInt> Set<S> {
 #[inline]
 fn join<S: SumInt>(front: Set<S>, back: Set<S>, next: &mut [u32]) -> Set<S> {
     next[front.last as usize] = back.first;
-    Set {
-        sum: front.sum + back.sum,
-        count: front.count + back.count,
-        head: front.head,
-        first: front.first,
-        last: back.last,
-    }
+    Set { key: S::key_join(front.key, back.key), first: front.first, last: back.last }
 }
 
 /// State priority (rule 4): larger spread first, then the larger first set.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-struct Priority<S> {
+struct Priority<S: SumInt> {
     spread: S,
     first: SetKey<S>,
 }
@@ -109,7 +148,7 @@ fn single_priority<S: SumInt>(index: u32, value: u64, k: usize) -> Priority<S> {
     let sum = S::from_u64(value);
     // With k > 1 the other k−1 sets are empty, so the spread is the value itself.
     let spread = if k > 1 { sum } else { S::default() };
-    Priority { spread, first: SetKey { sum, count: 1, head: index } }
+    Priority { spread, first: S::key(sum, 1, index) }
 }
 
 /// A composite state: its non-empty sets, in descending order, unless `heap_mode`.
@@ -118,7 +157,7 @@ fn single_priority<S: SumInt>(index: u32, value: u64, k: usize) -> Priority<S> {
 /// lives at `sets[k - 1 - h]`, so the smallest set stays at the last position, exactly where the
 /// sorted layout has it, and a descending array is already a valid heap. `max` then holds the
 /// largest set's key, which only changes when the growing smallest set overtakes it.
-struct State<S> {
+struct State<S: SumInt> {
     sets: Vec<Set<S>>,
     heap_mode: bool,
     max: SetKey<S>,
@@ -128,8 +167,8 @@ impl<S: SumInt> State<S> {
     fn priority(&self, k: usize) -> Priority<S> {
         let m = self.sets.len();
         let first = if self.heap_mode { self.max } else { self.sets[0].key() };
-        let last_sum = if m < k { S::default() } else { self.sets[m - 1].sum };
-        Priority { spread: first.sum - last_sum, first }
+        let last_sum = if m < k { S::default() } else { self.sets[m - 1].sum() };
+        Priority { spread: S::key_sum(first) - last_sum, first }
     }
 
     fn make_sorted(&mut self) {
@@ -142,8 +181,13 @@ impl<S: SumInt> State<S> {
     /// Absorb a one-item set into a partial state (m < k): the item keeps a set of its own.
     fn insert_set(&mut self, set: Set<S>) {
         let key = set.key();
-        let position = self.sets.partition_point(|s| s.key() > key);
-        self.sets.insert(position, set);
+        // One-item states arrive in descending order, so the new set is usually the smallest.
+        if self.sets.last().is_none_or(|last| last.key() > key) {
+            self.sets.push(set);
+        } else {
+            let position = self.sets.partition_point(|s| s.key() > key);
+            self.sets.insert(position, set);
+        }
     }
 
     /// A full state's smallest set absorbs `set`: appended after it, or before it (`set_first`)
@@ -166,7 +210,7 @@ impl<S: SumInt> State<S> {
 }
 
 fn sort_descending<S: SumInt>(sets: &mut [Set<S>]) {
-    sets.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+    sets.sort_unstable_by_key(|s| std::cmp::Reverse(s.key()));
 }
 
 /// Restore the backwards min-heap after the root (at the last position) grew.
@@ -231,9 +275,16 @@ fn merge_overlapping<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>], k: usi
     sort_descending(sets);
 }
 
-/// Max-heap of composite states with their priorities inline.
-struct Queue<S> {
-    entries: Vec<(Priority<S>, u32)>,
+/// A queue entry: a composite state's priority, inline, and its id.
+#[derive(Clone, Copy)]
+struct Entry<S: SumInt> {
+    priority: Priority<S>,
+    id: u32,
+}
+
+/// Max-heap of composite states with their priorities inline (no pointer chasing to compare).
+struct Queue<S: SumInt> {
+    entries: Vec<Entry<S>>,
 }
 
 impl<S: SumInt> Queue<S> {
@@ -242,43 +293,79 @@ impl<S: SumInt> Queue<S> {
     }
 
     fn top(&self) -> Option<&Priority<S>> {
-        self.entries.first().map(|(p, _)| p)
+        self.entries.first().map(|e| &e.priority)
+    }
+
+    fn top_id(&self) -> u32 {
+        self.entries[0].id
     }
 
     /// The best entry once the top is gone: the larger of the top's children.
     fn second(&self) -> Option<&Priority<S>> {
         match self.entries.len() {
             0 | 1 => None,
-            2 => Some(&self.entries[1].0),
-            _ => Some(std::cmp::max(&self.entries[1].0, &self.entries[2].0)),
+            2 => Some(&self.entries[1].priority),
+            _ => Some(std::cmp::max(&self.entries[1].priority, &self.entries[2].priority)),
         }
     }
 
     fn push(&mut self, priority: Priority<S>, id: u32) {
-        self.entries.push((priority, id));
+        self.entries.push(Entry { priority, id });
         let mut node = self.entries.len() - 1;
         while node > 0 {
             let parent = (node - 1) / 2;
-            if self.entries[parent].0 >= self.entries[node].0 {
+            if self.entries[parent].priority >= priority {
                 break;
             }
-            self.entries.swap(parent, node);
+            self.entries[node] = self.entries[parent];
             node = parent;
         }
+        self.entries[node] = Entry { priority, id };
     }
 
     fn pop(&mut self) -> u32 {
-        let (_, id) = self.entries.swap_remove(0);
+        let top = self.entries.swap_remove(0);
         if !self.entries.is_empty() {
-            self.sift_down(0);
+            self.sift_down_from_top();
         }
-        id
+        top.id
     }
 
-    /// Give the top entry a new priority (and state) without a pop and a push.
+    /// Give the top entry a new priority (and state) without a pop and a push. A state that
+    /// absorbed one item usually stays on top, so this uses the sift-down that stops early.
     fn replace_top(&mut self, priority: Priority<S>, id: u32) {
-        self.entries[0] = (priority, id);
+        self.entries[0] = Entry { priority, id };
         self.sift_down(0);
+    }
+
+    /// Bottom-up sift-down for `pop`: the entry moved to the top came from the bottom and almost
+    /// always belongs there again, so walk the hole down to a leaf with one comparison per level,
+    /// then move the entry up from there.
+    fn sift_down_from_top(&mut self) {
+        let entries = &mut self.entries;
+        let len = entries.len();
+        let moving = entries[0];
+        let mut hole = 0;
+        loop {
+            let left = 2 * hole + 1;
+            if left >= len {
+                break;
+            }
+            let right = left + 1;
+            let child =
+                if right < len && entries[right].priority > entries[left].priority { right } else { left };
+            entries[hole] = entries[child];
+            hole = child;
+        }
+        while hole > 0 {
+            let parent = (hole - 1) / 2;
+            if entries[parent].priority >= moving.priority {
+                break;
+            }
+            entries[hole] = entries[parent];
+            hole = parent;
+        }
+        entries[hole] = moving;
     }
 
     fn sift_down(&mut self, mut node: usize) {
@@ -290,9 +377,12 @@ impl<S: SumInt> Queue<S> {
                 break;
             }
             let right = left + 1;
-            let child =
-                if right < len && self.entries[right].0 > self.entries[left].0 { right } else { left };
-            if self.entries[child].0 > moving.0 {
+            let child = if right < len && self.entries[right].priority > self.entries[left].priority {
+                right
+            } else {
+                left
+            };
+            if self.entries[child].priority > moving.priority {
                 self.entries[node] = self.entries[child];
                 node = child;
             } else {
@@ -316,7 +406,7 @@ enum Source {
     Composite,
 }
 
-struct Run<'a, S> {
+struct Run<'a, S: SumInt> {
     sorted: &'a SortedItems,
     k: usize,
     next: Vec<u32>,
@@ -351,9 +441,9 @@ impl<'a, S: SumInt> Run<'a, S> {
                     .rev()
                     .map(|rank| Set::single(rank as u32, sorted.index[rank], sorted.values[rank]))
                     .collect();
-                let state = State { sets, heap_mode: false, max: SetKey::default_key() };
+                let state = State { sets, heap_mode: false, max: S::key(S::default(), 0, NIL) };
                 let id = run.states.len() as u32;
-                run.queue.entries.push((state.priority(k), id));
+                run.queue.entries.push(Entry { priority: state.priority(k), id });
                 run.states.push(state);
             }
             run.queue.heapify();
@@ -397,7 +487,11 @@ impl<'a, S: SumInt> Run<'a, S> {
             state.heap_mode = false;
             id
         } else {
-            self.states.push(State { sets: sets.to_vec(), heap_mode: false, max: SetKey::default_key() });
+            self.states.push(State {
+                sets: sets.to_vec(),
+                heap_mode: false,
+                max: S::key(S::default(), 0, NIL),
+            });
             (self.states.len() - 1) as u32
         }
     }
@@ -418,7 +512,7 @@ impl<'a, S: SumInt> Run<'a, S> {
                 self.queue.push(priority, id);
             } else {
                 // first's set 0 absorbs the composite's set k−1: empty unless it is full.
-                let id = self.queue.entries[0].1;
+                let id = self.queue.top_id();
                 let state = &mut self.states[id as usize];
                 if state.sets.len() < k {
                     state.insert_set(first);
@@ -430,7 +524,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             }
         } else if self.best_source(true) == Source::Single {
             let second = self.take_single();
-            let id = self.queue.entries[0].1;
+            let id = self.queue.top_id();
             let state = &mut self.states[id as usize];
             if state.sets.len() < k {
                 state.insert_set(second);
@@ -441,7 +535,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             self.queue.replace_top(priority, id);
         } else {
             let first_id = self.queue.pop();
-            let second_id = self.queue.entries[0].1;
+            let second_id = self.queue.top_id();
             let mut other = std::mem::take(&mut self.states[second_id as usize].sets);
             if self.states[second_id as usize].heap_mode {
                 sort_descending(&mut other);
@@ -466,7 +560,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             self.step();
         }
         let final_sets: Vec<Set<S>> = if self.queue.len() == 1 {
-            let id = self.queue.entries[0].1 as usize;
+            let id = self.queue.top_id() as usize;
             self.states[id].make_sorted();
             std::mem::take(&mut self.states[id].sets)
         } else {
@@ -484,7 +578,7 @@ fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32])
     let mut offsets = Vec::with_capacity(k + 1);
     offsets.push(0usize);
     for p in 0..k {
-        let count = sets.get(p).map_or(0, |s| s.count as usize);
+        let count = sets.get(p).map_or(0, |s| S::key_count(s.key) as usize);
         offsets.push(offsets[p] + count);
     }
     let mut order = vec![0u32; offsets[k]];
@@ -506,12 +600,6 @@ fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32])
         }
     }
     Partition { order, offsets }
-}
-
-impl<S: SumInt> SetKey<S> {
-    fn default_key() -> Self {
-        SetKey { sum: S::default(), count: 0, head: NIL }
-    }
 }
 
 /// The largest differencing method: k partitions, heaviest first, items in merge order.

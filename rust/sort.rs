@@ -47,7 +47,7 @@ fn radix_sort(values: &[u64], max: u64) -> SortedItems {
     }
     let mut scratch = vec![0u64; n];
     for (byte, count) in counts.iter().enumerate() {
-        if count.iter().any(|&c| c == n) {
+        if count.contains(&n) {
             continue; // every key has the same digit here: the pass would not move anything
         }
         let mut start = [0usize; 256];

@@ -21,6 +21,24 @@ from .partition import (
     karmarkar_karp,
     partition_ids,
 )
+# Planning toolkit (after the partitioners: these modules look them up in the package top level).
+from .groups import group_balanced_partitions
+from .metrics import (
+    BalanceReport,
+    LoadStats,
+    balance_report,
+    calculate_workload,
+    log_seqlen_unbalance,
+)
+from .micro_batches import min_num_micro_batches_for, plan_micro_batches
+from .packing import pack_sequences, plan_packed_steps
+from .samplers import (
+    BaseSampler,
+    GRPOGroupNSampler,
+    RankAwareSampler,
+    SeqlenBalancedSampler,
+    SequentialSampler,
+)
 from .refine import refine_partitions
 
 try:
@@ -29,11 +47,27 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "BaseSampler",
+    "GRPOGroupNSampler",
     "PartitionError",
+    "RankAwareSampler",
+    "SeqlenBalancedSampler",
+    "SequentialSampler",
     "__version__",
     "get_seqlen_balanced_partitions",
     "greedy_partition",
     "karmarkar_karp",
     "partition_ids",
+    # planning toolkit
+    "BalanceReport",
+    "LoadStats",
+    "balance_report",
+    "calculate_workload",
+    "group_balanced_partitions",
+    "log_seqlen_unbalance",
+    "min_num_micro_batches_for",
+    "pack_sequences",
+    "plan_micro_batches",
+    "plan_packed_steps",
     "refine_partitions",
 ]

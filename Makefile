@@ -1,0 +1,31 @@
+# Every target installs what it needs first, so each works on a fresh machine.
+PYTHON ?= python3
+
+.PHONY: install dev test test-python test-rust run bench report lint
+
+install:  ## build the release extension and install it with the test dependencies
+	$(PYTHON) -m pip install ".[test]"
+
+dev:  ## editable install for development (release profile, see pyproject.toml)
+	$(PYTHON) -m pip install -e ".[test]"
+
+test: install test-python test-rust  ## the whole test suite: Python (benchmarks disabled) and Rust
+
+test-python:
+	$(PYTHON) -m pytest -q
+
+test-rust:
+	cargo test
+
+run: install  ## the main job on the built-in synthetic batch
+	$(PYTHON) -m seqbalance
+
+bench: install  ## pytest-benchmark: native against the reference
+	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-columns=min,median,rounds -q
+
+report: install  ## the benchmark report (terminal table + bench-report.json)
+	$(PYTHON) benches/report.py
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings

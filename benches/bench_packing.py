@@ -1,0 +1,68 @@
+"""pack_sequences(algorithm="bfd") on 100,000 lengths, against a plain-Python best-fit packer.
+
+Run with ``pytest benches/bench_packing.py --benchmark-enable``. Each benchmark asserts its
+result first; speed is reported by pytest-benchmark, never asserted.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import pytest
+from seqbalance import pack_sequences
+
+N = 100_000
+PACK_MAX_LENGTH = 16_384
+
+
+@pytest.fixture(scope="module")
+def lengths() -> np.ndarray:
+    # Heavy-tailed like RL responses: most short, some near the pack length.
+    rng = np.random.default_rng(7)
+    return np.clip(rng.lognormal(6.5, 1.0, N), 1, PACK_MAX_LENGTH).astype(np.int64)
+
+
+def python_bfd(lengths: list[int], cap: int) -> list[list[int]]:
+    """A plain-Python best fit decreasing, as trainers write it (a sorted list of rooms)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    rooms: list[tuple[int, int]] = []  # sorted (room left, pack number)
+    packs: list[list[int]] = []
+    for i in order:
+        length = lengths[i]
+        position = bisect.bisect_left(rooms, (length, -1))
+        if position < len(rooms):
+            room, pack = rooms.pop(position)
+            bisect.insort(rooms, (room - length, pack))
+            packs[pack].append(i)
+        else:
+            bisect.insort(rooms, (cap - length, len(packs)))
+            packs.append([i])
+    return packs
+
+
+def check(packs: list[list[int]], lengths: np.ndarray) -> None:
+    assert all(int(lengths[pack].sum()) <= PACK_MAX_LENGTH for pack in map(np.asarray, packs))
+    flat = np.sort(np.concatenate([np.asarray(pack) for pack in packs]))
+    assert np.array_equal(flat, np.arange(len(lengths)))
+
+
+def test_bfd_100k_native(benchmark, lengths):
+    expected = python_bfd(lengths.tolist(), PACK_MAX_LENGTH)
+    packs = pack_sequences(lengths, PACK_MAX_LENGTH, algorithm="bfd")
+    check(packs, lengths)
+    assert packs == expected
+    benchmark(pack_sequences, lengths, PACK_MAX_LENGTH, algorithm="bfd")
+
+
+def test_bfd_100k_native_from_a_list(benchmark, lengths):
+    as_list = lengths.tolist()
+    packs = pack_sequences(as_list, PACK_MAX_LENGTH, algorithm="bfd")
+    check(packs, lengths)
+    benchmark(pack_sequences, as_list, PACK_MAX_LENGTH, algorithm="bfd")
+
+
+def test_bfd_100k_plain_python(benchmark, lengths):
+    as_list = lengths.tolist()
+    check(python_bfd(as_list, PACK_MAX_LENGTH), lengths)
+    benchmark.pedantic(python_bfd, args=(as_list, PACK_MAX_LENGTH), rounds=1, iterations=1)

@@ -1,0 +1,16 @@
+"""Private native module; the documented API is in :mod:`seqbalance.partition`."""
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+def karmarkar_karp(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]: ...
+def get_seqlen_balanced_partitions(
+    seqlen_list: Any, k_partitions: Any, equal_size: Any
+) -> list[list[int]]: ...
+def greedy_partition(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]: ...
+def partition_ids(
+    seqlen_list: Any, k_partitions: Any, equal_size: Any
+) -> npt.NDArray[np.int64]: ...
+def build_profile() -> str: ...

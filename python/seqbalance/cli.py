@@ -1,0 +1,365 @@
+"""The ``seqbalance`` command line: ``partition`` (the main job) and ``bench``.
+
+Run with no arguments, it partitions the built-in synthetic RL batch and times the same call on
+the pure-Python reference, so a new user sees the main job, and what it buys, in one command.
+Every user error ends with one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from . import reference
+from ._cli_io import SYNTHETIC_DESCRIPTION, InputError, read_lengths, synthetic_rl_batch
+from ._inputs import MAX_VALUE
+from .metrics import balance_report
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _int_list(text: str) -> list[int]:
+    parse = _int_at_least(1)
+    return [parse(part) for part in text.split(",") if part.strip()] or [parse(text)]
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _accepts_refine(function: Callable[..., Any]) -> bool | None:
+    """True/False when the signature tells; None when it cannot be inspected (native code)."""
+    try:
+        return "refine" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return None
+
+
+def _partition(
+    weights: np.ndarray, k: int, equal_size: bool, refine: bool
+) -> tuple[list[list[int]], float]:
+    """Call the public partitioner once and time it; ``refine`` only when asked for."""
+    from . import get_seqlen_balanced_partitions
+
+    kwargs: dict[str, Any] = {}
+    if refine:
+        if _accepts_refine(get_seqlen_balanced_partitions) is False:
+            raise InputError(
+                "--refine needs a seqbalance whose get_seqlen_balanced_partitions accepts "
+                "refine=; this build does not"
+            )
+        kwargs["refine"] = True
+    start = time.perf_counter()
+    try:
+        parts = get_seqlen_balanced_partitions(weights, k, equal_size, **kwargs)
+    except TypeError as exc:
+        if refine and "refine" in str(exc):
+            raise InputError(
+                "--refine needs a seqbalance whose get_seqlen_balanced_partitions accepts "
+                "refine=; this build does not"
+            ) from None
+        raise
+    return parts, time.perf_counter() - start
+
+
+def _run_partition(args: argparse.Namespace) -> int:
+    if args.file is None:
+        lengths = synthetic_rl_batch()
+        source = SYNTHETIC_DESCRIPTION
+    else:
+        lengths = read_lengths(args.file, args.field)
+        source = f"{args.file}: {lengths.size:,} lengths"
+    group_size = args.group_size
+    if lengths.size % group_size:
+        raise InputError(
+            f"number of lengths ({lengths.size}) is not divisible by --group-size ({group_size})"
+        )
+    # Groups of consecutive samples are balanced as single items weighing their token sum
+    # (summed as Python ints: an int64 sum could wrap around silently).
+    weights: Any = (
+        [sum(group) for group in lengths.reshape(-1, group_size).tolist()]
+        if group_size > 1
+        else lengths
+    )
+    if group_size > 1:
+        for group, weight in enumerate(weights):
+            if weight > MAX_VALUE:
+                raise InputError(
+                    f"group {group} (lengths {group * group_size}..{(group + 1) * group_size - 1}) "
+                    f"sums to {weight}, above 2**63 - 1"
+                )
+    group_parts, seconds = _partition(weights, args.k, args.equal_size, args.refine)
+    parts = [
+        [g * group_size + offset for g in part for offset in range(group_size)]
+        for part in group_parts
+    ]
+    report = balance_report(lengths, parts)
+
+    reference_seconds = None
+    same_result = None
+    if args.compare_reference:
+        start = time.perf_counter()
+        reference_parts = reference.get_seqlen_balanced_partitions(weights, args.k, args.equal_size)
+        reference_seconds = time.perf_counter() - start
+        same_result = None if args.refine else reference_parts == group_parts
+
+    if args.json:
+        payload = {
+            "source": source,
+            "n": int(lengths.size),
+            "k": args.k,
+            "equal_size": args.equal_size,
+            "group_size": group_size,
+            "refine": args.refine,
+            "seconds": seconds,
+            "reference_seconds": reference_seconds,
+            "same_as_reference": same_result,
+            "report": report.to_dict(),
+            "partitions": parts,
+        }
+        print(json.dumps(payload))
+        return 0
+
+    options = f"k={args.k}, equal_size={args.equal_size}, group_size={group_size}"
+    if args.refine:
+        options += ", refine=True"
+    print(f"{source}\n{options}\n")
+    print(report)
+    print()
+    print(
+        f"imbalance (max/mean): naive split {report.naive.imbalance:.4f} -> "
+        f"balanced {report.balanced.imbalance:.4f}   "
+        f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} tokens)"
+    )
+    print(f"time: {_format_seconds(seconds)} for get_seqlen_balanced_partitions")
+    if reference_seconds is not None:
+        same = "" if same_result is None else f", same result: {'yes' if same_result else 'NO'}"
+        print(
+            f"pure-Python reference: {_format_seconds(reference_seconds)} "
+            f"({reference_seconds / max(seconds, 1e-9):.1f}x as long{same})"
+        )
+    return 0
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = width * done // total
+    bar = "#" * filled + "-" * (width - filled)
+    sys.stderr.write(f"\r[{bar}] {done}/{total} {label:<32}")
+    sys.stderr.flush()
+
+
+def _time_best(function: Callable[[], Any], repeat: int) -> tuple[Any, float]:
+    best = float("inf")
+    result = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = function()
+        best = min(best, time.perf_counter() - start)
+    return result, best
+
+
+def _check_plot_available() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InputError(
+            "--plot needs matplotlib; install it with: pip install 'seqbalance[plot]'"
+        ) from None
+
+
+def _write_plot(path: str, rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for k in sorted({row["k"] for row in rows}):
+        points = [(row["n"], row["speedup"]) for row in rows if row["k"] == k]
+        axes.plot(*zip(*points, strict=True), marker="o", label=f"k = {k}")
+    axes.set_xscale("log")
+    axes.set_xlabel("number of sequences n")
+    axes.set_ylabel("speed-up over the pure-Python reference")
+    axes.set_title("get_seqlen_balanced_partitions")
+    axes.legend()
+    figure.tight_layout()
+    try:
+        figure.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot write the plot ({exc})") from None
+    finally:
+        plt.close(figure)
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from . import get_seqlen_balanced_partitions
+
+    if args.plot:
+        _check_plot_available()
+    cells = [(n, k) for n in args.sizes for k in args.k if n >= k]
+    if not cells:
+        raise InputError("no grid cell has n >= k; choose larger --sizes or smaller -k")
+    rows = []
+    for done, (n, k) in enumerate(cells):
+        lengths = synthetic_rl_batch(n_prompts=-(-n // 16))[:n]
+        _progress(done, len(cells), f"n={n} k={k}: seqbalance")
+        native, native_seconds = _time_best(
+            lambda lengths=lengths, k=k: get_seqlen_balanced_partitions(
+                lengths, k, args.equal_size
+            ),
+            args.repeat,
+        )
+        _progress(done, len(cells), f"n={n} k={k}: reference")
+        slow, reference_seconds = _time_best(
+            lambda lengths=lengths, k=k: reference.get_seqlen_balanced_partitions(
+                lengths, k, args.equal_size
+            ),
+            args.repeat,
+        )
+        rows.append(
+            {
+                "n": n,
+                "k": k,
+                "seconds": native_seconds,
+                "reference_seconds": reference_seconds,
+                "speedup": reference_seconds / max(native_seconds, 1e-9),
+                "same": native == slow,
+            }
+        )
+    _progress(len(cells), len(cells), "done")
+    sys.stderr.write("\n")
+
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(
+            f"get_seqlen_balanced_partitions, equal_size={args.equal_size}, best of {args.repeat}"
+        )
+        print(f"{'n':>8} {'k':>5} {'seqbalance':>12} {'reference':>12} {'speed-up':>9}  same")
+        for row in rows:
+            print(
+                f"{row['n']:>8} {row['k']:>5} {_format_seconds(row['seconds']):>12} "
+                f"{_format_seconds(row['reference_seconds']):>12} {row['speedup']:>8.1f}x  "
+                f"{'yes' if row['same'] else 'NO'}"
+            )
+    if args.plot:
+        _write_plot(args.plot, rows)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return 0 if all(row["same"] for row in rows) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (``partition`` and ``bench`` sub-commands)."""
+    parser = _Parser(
+        prog="seqbalance",
+        description="Balance sequence lengths across data-parallel ranks. With no arguments: "
+        "partition the built-in synthetic RL batch and compare with the pure-Python reference.",
+    )
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    partition = commands.add_parser(
+        "partition",
+        help="balance lengths over k ranks and print the balance report",
+        description="Balance lengths over k ranks (get_seqlen_balanced_partitions) and print "
+        "the balance report against the naive contiguous split, and the time taken.",
+    )
+    partition.add_argument(
+        "file",
+        nargs="?",
+        help="lengths: one integer per line, a .npy file, or JSON Lines with --field "
+        "('-' reads stdin); default: the " + SYNTHETIC_DESCRIPTION,
+    )
+    partition.add_argument("-k", type=_int_at_least(1), default=8, help="partitions (default 8)")
+    partition.add_argument("--equal-size", action="store_true", help="equal item counts")
+    partition.add_argument(
+        "--group-size",
+        type=_int_at_least(1),
+        default=1,
+        metavar="N",
+        help="keep N consecutive samples together (e.g. the responses to one prompt)",
+    )
+    partition.add_argument("--refine", action="store_true", help="improve the split (refine=True)")
+    partition.add_argument(
+        "--field", metavar="NAME", help="JSON Lines field holding the length (or a token list)"
+    )
+    partition.add_argument("--json", action="store_true", help="machine-readable output")
+    partition.add_argument(
+        "--compare-reference",
+        action="store_true",
+        help="also time the pure-Python reference on the same call",
+    )
+    partition.set_defaults(run=_run_partition)
+
+    bench = commands.add_parser(
+        "bench",
+        help="time seqbalance against the pure-Python reference over a grid",
+        description="Time get_seqlen_balanced_partitions against seqbalance.reference on "
+        "synthetic RL lengths over a grid of sizes, and print a table of times and speed-ups.",
+    )
+    bench.add_argument(
+        "--sizes", type=_int_list, default=[1024, 4096, 16384], help="comma-separated n values"
+    )
+    bench.add_argument("-k", type=_int_list, default=[8, 32], help="comma-separated k values")
+    bench.add_argument("--equal-size", action="store_true", help="equal item counts")
+    bench.add_argument(
+        "--repeat", type=_int_at_least(1), default=3, help="best of this many runs of each"
+    )
+    bench.add_argument("--json", action="store_true", help="machine-readable output")
+    bench.add_argument(
+        "--plot", metavar="FILE.png", help="draw speed-up against n (needs matplotlib)"
+    )
+    bench.set_defaults(run=_run_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``seqbalance`` and ``python -m seqbalance``; returns the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments:
+        arguments = ["partition", "--compare-reference"]
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        parser.error("choose a command: partition or bench")
+    try:
+        return args.run(args)
+    except InputError as exc:
+        print(f"seqbalance {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, OverflowError) as exc:
+        # The library's own messages name the argument and the value; one line is enough.
+        print(f"seqbalance {args.command}: error: {exc}", file=sys.stderr)
+    return EXIT_USAGE

@@ -1,0 +1,90 @@
+"""Balancing whole groups (e.g. the responses to one prompt) across data-parallel ranks."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ._errors import PartitionError
+from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list
+from .metrics import calculate_workload
+
+__all__ = ["group_balanced_partitions", "uid_runs"]
+
+logger = logging.getLogger(__name__)
+
+
+def uid_runs(uid_list: Any) -> list[tuple[int, int]]:
+    """``(start, stop)`` of every maximal run of equal consecutive uids, in order."""
+    uids = uid_list.tolist() if isinstance(uid_list, np.ndarray) else list(uid_list)
+    runs = []
+    start = 0
+    for position in range(1, len(uids) + 1):
+        if position == len(uids) or uids[position] != uids[start]:
+            runs.append((start, position))
+            start = position
+    return runs if uids else []
+
+
+def group_balanced_partitions(
+    seqlen_list: Any, uid_list: Any, k_partitions: int
+) -> list[list[int]]:
+    """Balance groups of samples over ``k_partitions`` ranks, each group kept whole.
+
+    A group is a maximal run of consecutive samples with equal uid (GRPO-style: the responses to
+    one prompt). A group weighs the sum of :func:`seqbalance.calculate_workload` of its members,
+    as in verl; the groups are balanced with ``get_seqlen_balanced_partitions(...,
+    equal_size=True)``, so every partition gets the same number of groups.
+
+    Args:
+        seqlen_list: per-sample lengths (ints or a 1-D integer array).
+        uid_list: per-sample group ids, same length; any values comparable with ``==``.
+        k_partitions: number of partitions (ranks), an int >= 1.
+
+    Returns:
+        ``k_partitions`` lists of sample indexes, each ascending, heaviest partition first.
+
+    Raises:
+        PartitionError: fewer groups than ``k_partitions``, or a group count not divisible by it.
+        ValueError: ``uid_list`` and ``seqlen_list`` differ in length; the errors of the length
+            and ``k_partitions`` checks.
+
+    Example:
+        >>> uids = ["a", "a", "b", "b", "c", "c", "d", "d"]
+        >>> group_balanced_partitions([5, 5, 1, 1, 9, 9, 2, 2], uids, 2)
+        [[2, 3, 4, 5], [0, 1, 6, 7]]
+    """
+    # The partitioners live in the package top level; importing lazily avoids a cycle with it.
+    from . import get_seqlen_balanced_partitions
+
+    k = check_k_partitions(k_partitions)
+    lengths = lengths_as_list(seqlen_list)
+    if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
+        raise TypeError(f"uid_list must be a sequence of ids, got {type(uid_list).__name__}")
+    if len(uid_list) != len(lengths):
+        raise ValueError(f"uid_list has {len(uid_list)} entries but seqlen_list has {len(lengths)}")
+    runs = uid_runs(uid_list)
+    if len(runs) < k:
+        raise PartitionError(f"number of groups ({len(runs)}) is smaller than k_partitions ({k})")
+    if len(runs) % k != 0:
+        raise PartitionError(
+            f"number of groups ({len(runs)}) is not divisible by k_partitions ({k}); "
+            "every partition must get the same number of groups"
+        )
+    workloads = calculate_workload(lengths)
+    weights = []
+    for group, (start, stop) in enumerate(runs):
+        weight = sum(workloads[start:stop])
+        if weight > MAX_VALUE:
+            raise OverflowError(
+                f"workload of group {group} (samples {start}..{stop - 1}) is {weight}, "
+                "above 2**63 - 1"
+            )
+        weights.append(weight)
+    group_parts = get_seqlen_balanced_partitions(weights, k, True)
+    logger.debug("balanced %d groups of %d samples over %d partitions", len(runs), len(lengths), k)
+    return [
+        [index for group in sorted(part) for index in range(*runs[group])] for part in group_parts
+    ]

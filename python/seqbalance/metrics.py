@@ -1,0 +1,294 @@
+"""Workload estimates and balance metrics: how uneven a split is, before and after balancing."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ._errors import PartitionError
+from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list, normalize_lengths
+
+__all__ = [
+    "BalanceReport",
+    "LoadStats",
+    "balance_report",
+    "calculate_workload",
+    "log_seqlen_unbalance",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | np.ndarray:
+    """Attention-aware cost of a dense transformer per sequence: ``6 * hidden_size * s + s * s``.
+
+    The linear term is the per-token matmul cost and the square term the attention cost; with the
+    default ``hidden_size`` this is ``24576 * s + s**2``, the constant verl uses.
+
+    Args:
+        lengths: sequence lengths (list/tuple of ints, or a 1-D integer array).
+        hidden_size: model width, an int >= 1.
+
+    Returns:
+        A list of exact Python ints for list-like input; an ``int64`` array for NumPy input.
+
+    Raises:
+        TypeError, ValueError, OverflowError: bad lengths or ``hidden_size`` (see
+            :func:`seqbalance._inputs.normalize_lengths`); ``OverflowError`` also when a workload
+            of an array input would not fit in int64 (it is never wrapped around).
+
+    Example:
+        >>> calculate_workload([1, 100])
+        [24577, 2467600]
+    """
+    hidden = check_k_partitions(hidden_size, "hidden_size")
+    linear = 6 * hidden
+    values = normalize_lengths(lengths, "lengths")
+    if not isinstance(values, np.ndarray):
+        return [linear * s + s * s for s in values]
+    if values.size:
+        # The workload grows with s, so the longest sequence decides whether int64 suffices.
+        position = int(np.argmax(values))
+        longest = int(values[position])
+        if linear * longest + longest * longest > MAX_VALUE:
+            raise OverflowError(
+                f"workload of lengths[{position}] = {longest} with hidden_size={hidden} "
+                "does not fit in int64; pass a list to get exact Python ints"
+            )
+    return linear * values + values * values
+
+
+def _index_lists(partitions: Any, n_items: int) -> list[list[int]]:
+    """Check that ``partitions`` is a non-empty list of lists of valid indexes into n items."""
+    if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Sequence):
+        raise TypeError(
+            f"partitions must be a list of lists of indexes, got {type(partitions).__name__}"
+        )
+    if len(partitions) == 0:
+        raise ValueError("partitions must hold at least one partition, got []")
+    result = []
+    for p, partition in enumerate(partitions):
+        if isinstance(partition, (str, bytes)) or not isinstance(partition, (Sequence, np.ndarray)):
+            raise TypeError(
+                f"partitions[{p}] must be a list of indexes, got {type(partition).__name__}"
+            )
+        indexes = []
+        for index in partition:
+            if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+                raise TypeError(f"partitions[{p}] holds a non-integer index {index!r}")
+            if not 0 <= index < n_items:
+                raise IndexError(
+                    f"partitions[{p}] holds index {int(index)}, outside 0..{n_items - 1}"
+                )
+            indexes.append(int(index))
+        result.append(indexes)
+    return result
+
+
+def log_seqlen_unbalance(seqlen_list: Any, partitions: Any, prefix: str) -> dict[str, int | float]:
+    """verl's balance metrics, with the same keys, meaning and arithmetic.
+
+    ``{prefix}/min``, ``/max`` and ``/minmax_diff`` describe the split *before* balancing:
+    consecutive chunks of ``len(seqlen_list) // k`` items in input order (a short remainder chunk
+    counts as a chunk too, as in verl). ``/balanced_min`` and ``/balanced_max`` are the smallest
+    and largest sums over ``partitions``; ``/mean`` is the total length divided by ``k``, where
+    ``k = len(partitions)``.
+
+    Args:
+        seqlen_list: sequence lengths (ints or a 1-D integer array).
+        partitions: k lists of indexes into ``seqlen_list``.
+        prefix: key prefix, e.g. ``"global_seqlen"``.
+
+    Returns:
+        A dict of six metrics (ints, and a float for ``/mean``).
+
+    Raises:
+        PartitionError: fewer items than partitions (verl divides by zero there).
+        TypeError, ValueError, IndexError: bad lengths, partitions or indexes.
+
+    Example:
+        >>> log_seqlen_unbalance([1, 2, 3, 4], [[0, 3], [1, 2]], "s")["s/minmax_diff"]
+        4
+    """
+    values = lengths_as_list(seqlen_list)
+    parts = _index_lists(partitions, len(values))
+    k = len(parts)
+    if len(values) < k:
+        raise PartitionError(
+            f"number of items ({len(values)}) is smaller than the number of partitions ({k})"
+        )
+    chunk = len(values) // k
+    chunk_sums = [sum(values[start : start + chunk]) for start in range(0, len(values), chunk)]
+    balanced_sums = [sum(values[i] for i in part) for part in parts]
+    total = sum(chunk_sums)
+    return {
+        f"{prefix}/min": min(chunk_sums),
+        f"{prefix}/max": max(chunk_sums),
+        f"{prefix}/minmax_diff": max(chunk_sums) - min(chunk_sums),
+        f"{prefix}/balanced_min": min(balanced_sums),
+        f"{prefix}/balanced_max": max(balanced_sums),
+        f"{prefix}/mean": total / k,
+    }
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    """Loads of one split: per-partition sums and counts, and summary figures.
+
+    ``imbalance`` is ``max / mean`` (1.0 is perfect; an all-zero split counts as perfect),
+    ``spread`` is ``max - min`` and ``cv`` the coefficient of variation (population standard
+    deviation over mean, 0.0 when the mean is 0).
+    """
+
+    sums: tuple[int, ...]
+    counts: tuple[int, ...]
+    max: int
+    min: int
+    mean: float
+    imbalance: float
+    spread: int
+    cv: float
+
+    @classmethod
+    def of(cls, sums: Sequence[int], counts: Sequence[int]) -> LoadStats:
+        k = len(sums)
+        total = sum(sums)
+        mean = total / k
+        largest, smallest = max(sums), min(sums)
+        # Exact integer arithmetic for the variance: sums can exceed float precision.
+        variance = sum((s * k - total) ** 2 for s in sums) / (k**3)
+        return cls(
+            sums=tuple(sums),
+            counts=tuple(counts),
+            max=largest,
+            min=smallest,
+            mean=mean,
+            imbalance=largest / mean if total else 1.0,
+            spread=largest - smallest,
+            cv=math.sqrt(variance) / mean if total else 0.0,
+        )
+
+
+_BAR_CELLS = " ▏▎▍▌▋▊▉█"
+
+
+def _bar(value: int, scale: int, width: int) -> str:
+    """A bar of ``width`` cells for ``value / scale``, in eighths of a cell."""
+    eighths = round(8 * width * value / scale) if scale else 0
+    full, rest = divmod(eighths, 8)
+    bar = "█" * full + (_BAR_CELLS[rest] if rest else "")
+    return bar.ljust(width)
+
+
+@dataclass(frozen=True)
+class BalanceReport:
+    """How balanced a split is, next to the naive contiguous split of the same values.
+
+    ``balanced`` describes the given partitions and ``naive`` the k consecutive chunks in input
+    order whose sizes differ by at most one. ``str(report)`` draws one line per partition with a
+    bar for each load.
+    """
+
+    n_items: int
+    total: int
+    balanced: LoadStats
+    naive: LoadStats
+
+    @property
+    def k(self) -> int:
+        """Number of partitions."""
+        return len(self.balanced.sums)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-ready data (lists instead of tuples)."""
+        data = asdict(self)
+        for split in ("balanced", "naive"):
+            for key in ("sums", "counts"):
+                data[split][key] = list(data[split][key])
+        return data
+
+    def __str__(self) -> str:
+        width = 24
+        scale = max(self.balanced.max, self.naive.max)
+        sum_width = max(len(f"{scale:,}"), len("balanced"))
+        count_width = max(len(str(max(self.balanced.counts + self.naive.counts))), len("count"))
+        lines = [
+            f"balance report: {self.n_items:,} items, total {self.total:,}, {self.k} partitions",
+            f"{'part':>4}  {'balanced':>{sum_width}} {'count':>{count_width}} {'':{width}}  "
+            f"{'naive':>{sum_width}} {'count':>{count_width}}",
+        ]
+        for p in range(self.k):
+            lines.append(
+                f"{p:>4}  {self.balanced.sums[p]:>{sum_width},} "
+                f"{self.balanced.counts[p]:>{count_width}} "
+                f"{_bar(self.balanced.sums[p], scale, width)}  "
+                f"{self.naive.sums[p]:>{sum_width},} {self.naive.counts[p]:>{count_width}} "
+                f"{_bar(self.naive.sums[p], scale, width)}".rstrip()
+            )
+        for label, stats in (("naive   ", self.naive), ("balanced", self.balanced)):
+            lines.append(
+                f"{label}  max/mean {stats.imbalance:.4f}  spread {stats.spread:,}  "
+                f"cv {stats.cv:.4f}"
+            )
+        return "\n".join(lines)
+
+
+def naive_split(n_items: int, k: int) -> list[list[int]]:
+    """k consecutive chunks of ``range(n_items)``, the first ``n_items % k`` one item longer."""
+    base, extra = divmod(n_items, k)
+    chunks, start = [], 0
+    for p in range(k):
+        size = base + (1 if p < extra else 0)
+        chunks.append(list(range(start, start + size)))
+        start += size
+    return chunks
+
+
+def balance_report(values: Any, partitions: Any) -> BalanceReport:
+    """Summarise how evenly ``partitions`` split ``values``, against the naive contiguous split.
+
+    Args:
+        values: per-item loads (lengths, or workloads), ints or a 1-D integer array.
+        partitions: k lists of indexes that together hold every index exactly once.
+
+    Returns:
+        A frozen :class:`BalanceReport` (``.balanced`` and ``.naive`` :class:`LoadStats`).
+
+    Raises:
+        ValueError: an index appears twice or is missing; TypeError/IndexError: malformed
+            partitions; the errors of the length normalisation for bad values.
+
+    Example:
+        >>> balance_report([1, 2, 3, 4], [[0, 3], [1, 2]]).naive.imbalance
+        1.4
+    """
+    loads = lengths_as_list(values, "values")
+    parts = _index_lists(partitions, len(loads))
+    seen = [0] * len(loads)
+    for part in parts:
+        for index in part:
+            seen[index] += 1
+    for index, times in enumerate(seen):
+        if times != 1:
+            raise ValueError(
+                "partitions must hold every index exactly once; "
+                f"index {index} appears {times} times"
+            )
+    k = len(parts)
+
+    def stats(split: list[list[int]]) -> LoadStats:
+        return LoadStats.of(
+            [sum(loads[i] for i in part) for part in split], [len(p) for p in split]
+        )
+
+    return BalanceReport(
+        n_items=len(loads),
+        total=sum(loads),
+        balanced=stats(parts),
+        naive=stats(naive_split(len(loads), k)),
+    )

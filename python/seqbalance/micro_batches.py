@@ -1,0 +1,247 @@
+"""Micro-batches under a hard token cap, balanced by workload, in a pipeline-friendly order."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list
+from .metrics import calculate_workload
+
+__all__ = ["min_num_micro_batches_for", "plan_micro_batches"]
+
+logger = logging.getLogger(__name__)
+
+_ORDERS = ("bubble", "none")
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The validated request, at the level of groups (a group is ``force_group_size`` samples)."""
+
+    runs: list[tuple[int, int]]  # group -> (start, stop) sample range
+    tokens: list[int]  # group -> token sum
+    weights: list[int]  # group -> balancing weight (workload or tokens)
+    sample_workloads: list[int]
+    cap: int
+    multiple: int
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _prepare(
+    lengths: Any,
+    max_token_len: Any,
+    force_group_size: Any,
+    num_micro_batches_multiple: Any,
+    balance_workload: bool,
+) -> _Problem:
+    values = lengths_as_list(lengths, "lengths")
+    cap = check_k_partitions(max_token_len, "max_token_len")
+    group_size = check_k_partitions(force_group_size, "force_group_size")
+    multiple = (
+        1
+        if num_micro_batches_multiple is None
+        else check_k_partitions(num_micro_batches_multiple, "num_micro_batches_multiple")
+    )
+    if len(values) % group_size:
+        raise ValueError(
+            f"number of samples ({len(values)}) is not divisible by force_group_size ({group_size})"
+        )
+    runs = [(start, start + group_size) for start in range(0, len(values), group_size)]
+    tokens = [sum(values[start:stop]) for start, stop in runs]
+    for group, total in enumerate(tokens):
+        if total > cap:
+            start, stop = runs[group]
+            if group_size == 1:
+                raise ValueError(f"lengths[{start}] = {total} is longer than max_token_len ({cap})")
+            raise ValueError(
+                f"group {group} (lengths[{start}:{stop}]) holds {total} tokens, "
+                f"more than max_token_len ({cap})"
+            )
+    workloads = calculate_workload(values)
+    if balance_workload:
+        weights = [sum(workloads[start:stop]) for start, stop in runs]
+        for group, weight in enumerate(weights):
+            if weight > MAX_VALUE:
+                raise OverflowError(
+                    f"workload of group {group} is {weight}, above 2**63 - 1; "
+                    "pass balance_workload=False to balance by tokens"
+                )
+    else:
+        weights = tokens
+    return _Problem(runs, tokens, weights, workloads, cap, multiple)
+
+
+def _balanced_split(problem: _Problem, count: int) -> list[list[int]]:
+    """``count`` lists of group indexes; extra lists are empty when there are fewer groups."""
+    from . import get_seqlen_balanced_partitions
+
+    filled = min(count, len(problem.weights))
+    parts = get_seqlen_balanced_partitions(problem.weights, filled, False) if filled else []
+    return parts + [[] for _ in range(count - filled)]
+
+
+def _fits(problem: _Problem, parts: list[list[int]]) -> bool:
+    return all(sum(problem.tokens[g] for g in part) <= problem.cap for part in parts)
+
+
+def _own_plan(problem: _Problem) -> tuple[int, list[list[int]]]:
+    """The first count from ``ceil(total / cap)``, in steps of the multiple, whose split fits."""
+    if not problem.tokens:
+        return 0, []
+    lower_bound = max(1, -(-sum(problem.tokens) // problem.cap))
+    count = _round_up(lower_bound, problem.multiple)
+    while True:
+        parts = _balanced_split(problem, count)
+        # Terminates: once count >= number of groups each part holds one group, which fits.
+        if _fits(problem, parts):
+            return count, parts
+        logger.debug("%d micro-batches exceed the token cap %d; trying more", count, problem.cap)
+        count += problem.multiple
+
+
+def _split_further(problem: _Problem, parts: list[list[int]], count: int) -> list[list[int]]:
+    """Grow a fitting split to ``count`` parts by halving the heaviest divisible part.
+
+    Halving never adds tokens to a part, so the cap still holds: this is what makes a count
+    agreed across ranks (at least each rank's own count) always achievable.
+    """
+    from . import get_seqlen_balanced_partitions
+
+    filled = [part for part in parts if part]
+    target = min(count, len(problem.weights))
+    while len(filled) < target:
+        candidates = [p for p, part in enumerate(filled) if len(part) >= 2]
+        heaviest = max(candidates, key=lambda p: (sum(problem.weights[g] for g in filled[p]), -p))
+        part = filled[heaviest]
+        halves = get_seqlen_balanced_partitions([problem.weights[g] for g in part], 2, False)
+        filled[heaviest : heaviest + 1] = [[part[i] for i in half] for half in halves]
+    return filled + [[] for _ in range(count - len(filled))]
+
+
+def _check_min_count(min_num_micro_batches: Any) -> int:
+    if min_num_micro_batches is None:
+        return 0
+    # 0 is allowed: it is what the all-reduce gives when every rank has no samples.
+    if (
+        isinstance(min_num_micro_batches, (int, np.integer))
+        and not isinstance(min_num_micro_batches, (bool, np.bool_))
+        and min_num_micro_batches < 1
+    ):
+        if min_num_micro_batches == 0:
+            return 0
+        raise ValueError(f"min_num_micro_batches must be >= 0, got {int(min_num_micro_batches)}")
+    return check_k_partitions(min_num_micro_batches, "min_num_micro_batches")
+
+
+def plan_micro_batches(
+    lengths: Any,
+    max_token_len: int,
+    *,
+    min_num_micro_batches: int | None = None,
+    num_micro_batches_multiple: int | None = None,
+    force_group_size: int = 1,
+    balance_workload: bool = True,
+    order: str = "bubble",
+) -> list[list[int]]:
+    """Split one rank's samples into micro-batches of at most ``max_token_len`` tokens each.
+
+    The cap is a hard guarantee. The count starts from the lower bound ``ceil(total / cap)``
+    (rounded up to ``num_micro_batches_multiple``) and grows until the balanced split fits; it is
+    then raised to ``min_num_micro_batches`` (rounded up to the multiple) if that is larger.
+
+    Data-parallel ranks must run the same number of micro-batches. Use two steps::
+
+        local = min_num_micro_batches_for(lengths, cap)        # this rank's own count
+        agreed = all_reduce_max(local)                         # e.g. dist.all_reduce(op=MAX)
+        micro_batches = plan_micro_batches(lengths, cap, min_num_micro_batches=agreed)
+
+    Pass the same ``force_group_size``, ``num_micro_batches_multiple`` and ``balance_workload`` to
+    both calls. Every rank then gets exactly ``agreed`` (rounded up to the multiple)
+    micro-batches: a count at least a rank's own is always reachable under the cap.
+
+    Args:
+        lengths: per-sample token counts (ints or a 1-D integer array).
+        max_token_len: token cap per micro-batch, an int >= 1.
+        min_num_micro_batches: lower bound on the count (an int >= 0), or None.
+        num_micro_batches_multiple: the count is a multiple of this (pipeline stages), or None.
+        force_group_size: this many consecutive samples always share a micro-batch; the sample
+            count must be divisible by it.
+        balance_workload: balance by :func:`calculate_workload` (True) or by raw tokens (False).
+        order: ``"bubble"`` sorts micro-batches by (workload, first index) descending and puts the
+            smaller ones at both ends (``mb[::2][::-1] + mb[1::2]``) to shrink pipeline warm-up
+            and cool-down bubbles; ``"none"`` keeps the partitioner's order.
+
+    Returns:
+        A list of micro-batches, each an ascending list of sample indexes; every index appears
+        exactly once. Micro-batches are empty only when the count constraints ask for more
+        micro-batches than there are samples (groups); the caller pads those.
+
+    Raises:
+        ValueError: a sample or forced group longer than the cap, a sample count not divisible
+            by ``force_group_size``, an unknown ``order``, an argument < 1.
+        TypeError: a non-integer argument. OverflowError: a workload above 2**63 - 1.
+
+    Example:
+        >>> plan_micro_batches([300, 200, 100, 400], 500, balance_workload=False)
+        [[2, 3], [0, 1]]
+    """
+    if order not in _ORDERS:
+        raise ValueError(f"order must be 'bubble' or 'none', got {order!r}")
+    problem = _prepare(
+        lengths, max_token_len, force_group_size, num_micro_batches_multiple, balance_workload
+    )
+    minimum = _round_up(_check_min_count(min_num_micro_batches), problem.multiple)
+    own_count, own_parts = _own_plan(problem)
+    parts = own_parts
+    if minimum > own_count:
+        parts = _balanced_split(problem, minimum)
+        if not _fits(problem, parts):
+            parts = _split_further(problem, own_parts, minimum)
+    micro_batches = [
+        sorted(index for g in part for index in range(*problem.runs[g])) for part in parts
+    ]
+    if order == "bubble":
+
+        def key(micro_batch: list[int]) -> tuple[int, int]:
+            workload = sum(problem.sample_workloads[i] for i in micro_batch)
+            return workload, (micro_batch[0] if micro_batch else -1)
+
+        micro_batches.sort(key=key, reverse=True)
+        micro_batches = micro_batches[::2][::-1] + micro_batches[1::2]
+    return micro_batches
+
+
+def min_num_micro_batches_for(
+    lengths: Any,
+    max_token_len: int,
+    *,
+    force_group_size: int = 1,
+    num_micro_batches_multiple: int | None = None,
+    balance_workload: bool = True,
+) -> int:
+    """The micro-batch count :func:`plan_micro_batches` would choose on its own for this rank.
+
+    All-reduce the MAX of it across data-parallel ranks and pass the result back as
+    ``min_num_micro_batches``, so every rank runs the same count::
+
+        local = min_num_micro_batches_for(lengths, cap)
+        t = torch.tensor([local]); dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        micro_batches = plan_micro_batches(lengths, cap, min_num_micro_batches=int(t))
+
+    Args and errors are those of :func:`plan_micro_batches`. Returns 0 for no samples.
+
+    Example:
+        >>> min_num_micro_batches_for([300, 200, 100, 400], 500, num_micro_batches_multiple=4)
+        4
+    """
+    problem = _prepare(
+        lengths, max_token_len, force_group_size, num_micro_batches_multiple, balance_workload
+    )
+    return _own_plan(problem)[0]

@@ -1,0 +1,142 @@
+"""Packing sequences into fixed-length packs, and the ranks x steps x packs plan built on it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from . import _native
+from ._errors import PartitionError
+from ._inputs import check_k_partitions
+from ._lengths import as_int64_array
+
+__all__ = ["ALGORITHMS", "pack_sequences", "plan_packed_steps"]
+
+logger = logging.getLogger(__name__)
+
+#: The packing rules :func:`pack_sequences` accepts.
+ALGORITHMS = ("next_fit", "first_fit", "ffd", "bfd")
+
+
+def _check_algorithm(algorithm: Any) -> str:
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+        raise ValueError(
+            f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, got {algorithm!r}"
+        )
+    return algorithm
+
+
+def _check_cap(lengths: np.ndarray, cap: int) -> None:
+    too_long = np.flatnonzero(lengths > cap)
+    if too_long.size:
+        first = int(too_long[0])
+        raise ValueError(
+            f"lengths[{first}] = {int(lengths[first])} is longer than pack_max_length ({cap})"
+        )
+
+
+def pack_sequences(
+    lengths: Any, pack_max_length: int, *, algorithm: str = "bfd"
+) -> list[list[int]]:
+    """Pack sequences into packs whose total length is at most ``pack_max_length``.
+
+    Algorithms (all deterministic):
+
+    - ``"next_fit"``: input order; close the pack when the next item does not fit.
+    - ``"first_fit"``: input order; the earliest opened pack the item fits in.
+    - ``"ffd"``: first fit over the items by length descending, ties by index ascending.
+    - ``"bfd"``: same order; the fitting pack with the least room left, ties to the earliest.
+
+    All run natively; first fit and the decreasing ones in O(n log n).
+
+    Args:
+        lengths: sequence lengths (ints or a 1-D integer array).
+        pack_max_length: the cap on a pack's total length, an int >= 1.
+        algorithm: one of ``"next_fit"``, ``"first_fit"``, ``"ffd"``, ``"bfd"``.
+
+    Returns:
+        Packs in the order they were opened, each a list of indexes in the order they were
+        placed; every index appears exactly once and no pack is empty.
+
+    Raises:
+        ValueError: a length above ``pack_max_length`` (naming its index), an unknown
+            algorithm, ``pack_max_length < 1``; the errors of the length normalisation.
+
+    Example:
+        >>> pack_sequences([5, 6, 2], 8)
+        [[1, 2], [0]]
+    """
+    cap = check_k_partitions(pack_max_length, "pack_max_length")
+    algorithm = _check_algorithm(algorithm)
+    values = as_int64_array(lengths)
+    _check_cap(values, cap)
+    return _native._pack(values, cap, algorithm)
+
+
+def plan_packed_steps(
+    lengths: Any, dp_size: int, optimizer_steps: int, pack_max_length: int
+) -> list[list[list[list[int]]]]:
+    """Plan ranks x optimizer steps x packs: ``plan[rank][step][pack] -> sample indexes``.
+
+    1. Balance the samples across ``dp_size`` ranks by tokens, then each rank's samples across
+       ``optimizer_steps`` steps (both with ``get_seqlen_balanced_partitions``).
+    2. Pack each (rank, step) bucket with best fit decreasing into packs of at most
+       ``pack_max_length`` tokens.
+    3. Pad with empty packs so every rank has the same number of packs in each step (the caller
+       fills them with padding tokens), so gradient-accumulation collectives line up.
+
+    A rank that receives fewer samples than ``optimizer_steps`` (one very long sample can take a
+    whole rank's share) gets empty buckets for its last steps, padded like any other.
+
+    Args:
+        lengths: per-sample token counts (ints or a 1-D integer array).
+        dp_size: number of data-parallel ranks, an int >= 1.
+        optimizer_steps: number of optimizer steps, an int >= 1.
+        pack_max_length: the cap on a pack's total length, an int >= 1.
+
+    Returns:
+        Nested lists ``[rank][step][pack]`` of sample indexes; no pack exceeds the cap, every
+        index appears exactly once, and ``len(plan[r][s])`` is the same for every rank ``r``.
+
+    Raises:
+        ValueError: fewer samples than ``dp_size * optimizer_steps`` (a
+            :class:`~seqbalance.PartitionError`), a sample above ``pack_max_length``, an argument
+            < 1; TypeError for non-integer arguments.
+
+    Example:
+        >>> plan_packed_steps([4, 4, 3, 3, 2, 2, 1, 1, 1], 2, 2, 5)
+        [[[[0, 6], [7]], [[2, 4]]], [[[3, 5], []], [[1, 8]]]]
+    """
+    from . import get_seqlen_balanced_partitions
+
+    ranks = check_k_partitions(dp_size, "dp_size")
+    steps = check_k_partitions(optimizer_steps, "optimizer_steps")
+    cap = check_k_partitions(pack_max_length, "pack_max_length")
+    values = as_int64_array(lengths)
+    if values.size < ranks * steps:
+        raise PartitionError(
+            f"number of samples ({values.size}) is smaller than dp_size * optimizer_steps "
+            f"({ranks} * {steps} = {ranks * steps})"
+        )
+    # Checked up front so the error names the index in ``lengths``, not in a bucket.
+    _check_cap(values, cap)
+    plan: list[list[list[list[int]]]] = []
+    for rank_samples in get_seqlen_balanced_partitions(values, ranks, False):
+        rank_samples = np.asarray(rank_samples, dtype=np.int64)
+        filled = min(steps, rank_samples.size)
+        step_parts = get_seqlen_balanced_partitions(values[rank_samples], filled, False)
+        rank_plan = []
+        for part in step_parts:
+            bucket = rank_samples[np.asarray(part, dtype=np.int64)]
+            packs = _native._pack(values[bucket], cap, "bfd")
+            rank_plan.append([bucket[pack].tolist() for pack in packs])
+        rank_plan.extend([] for _ in range(steps - filled))
+        plan.append(rank_plan)
+    for step in range(steps):
+        width = max(len(rank_plan[step]) for rank_plan in plan)
+        for rank_plan in plan:
+            rank_plan[step].extend([] for _ in range(width - len(rank_plan[step])))
+    logger.debug("planned %d samples over %d ranks x %d steps", values.size, ranks, steps)
+    return plan

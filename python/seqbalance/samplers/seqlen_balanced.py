@@ -1,0 +1,352 @@
+"""The sequence-length balanced sampler: whole prompt groups, split across ranks by token count.
+
+Policies (documented for users in the class docstring and the README):
+
+* **Uneven groups.** ``G = batch_size * dp_size / n`` groups over ``dp_size`` ranks. ``G`` a
+  multiple of ``dp_size``: equal group counts, balanced tokens (``equal_size=True``). ``G > dp_size``
+  otherwise: balanced tokens without the equal-count constraint (``equal_size=False``); every rank
+  gets at least one group, counts may differ. ``G < dp_size`` (``batch_size < n``): the selection
+  is rounded up to ``dp_size`` groups, one whole group per rank, so each rank gets ``n`` samples.
+  An empty share is never produced: a controller cannot tell an empty answer from "not ready yet"
+  and would retry it forever. Groups are never split; each selected index goes to exactly one
+  rank.
+* **Reservations.** Every index of a cached split stays reserved for that batch: it is never
+  selected for another batch, even though the controller still lists uncollected shares as ready
+  (only collected shares are marked consumed). Keeping collected shares reserved too protects
+  loops whose ready list was read before another rank's consumption was recorded. A batch is only
+  evicted from the cache once every rank has collected its share.
+* **Missing lengths.** A sample without ``total_lengths`` weighs 1 (as upstream); one warning per
+  batch gives the count.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from .base import DEFAULT_MAX_CACHED_BATCHES, _describe, check_batch_size, check_dp_rank, check_positive
+from .grpo import GRPOGroupNSampler, select_groups
+
+__all__ = ["SeqlenBalancedSampler", "equal_split", "split_groups"]
+
+logger = logging.getLogger(__name__)
+
+SplitKey = tuple[Hashable, Hashable, Hashable]
+
+
+def split_groups(group_weights: list[int], dp_size: int) -> list[list[int]]:
+    """Assign groups (by position) to ``dp_size`` ranks so token sums are balanced.
+
+    Args:
+        group_weights: token count of each group, >= 0.
+        dp_size: number of ranks, >= 1.
+
+    Returns:
+        ``dp_size`` ascending lists of group positions; rank 0 holds the heaviest share. Every
+        position appears exactly once; see the module docstring for the uneven-count policy.
+
+    Example:
+        >>> split_groups([10, 20, 30, 40], 2)
+        [[0, 3], [1, 2]]
+        >>> split_groups([5, 9], 3)
+        [[1], [0], []]
+    """
+    # Imported at call time so the samplers pick up the native core once the package provides it.
+    from seqbalance import get_seqlen_balanced_partitions
+
+    count = len(group_weights)
+    if count == 0:
+        return [[] for _ in range(dp_size)]
+    if count < dp_size:
+        heaviest_first = sorted(range(count), key=lambda g: (-group_weights[g], g))
+        return [[g] for g in heaviest_first] + [[] for _ in range(dp_size - count)]
+    equal_size = count % dp_size == 0
+    return get_seqlen_balanced_partitions(group_weights, dp_size, equal_size=equal_size)
+
+
+def equal_split(group_count: int, dp_size: int) -> list[list[int]]:
+    """Contiguous runs of groups, rank r before rank r+1; earlier ranks take the extra groups.
+
+    Example:
+        >>> equal_split(5, 2)
+        [[0, 1, 2], [3, 4]]
+    """
+    base, extra = divmod(group_count, dp_size)
+    shares: list[list[int]] = []
+    start = 0
+    for rank in range(dp_size):
+        size = base + (1 if rank < extra else 0)
+        shares.append(list(range(start, start + size)))
+        start += size
+    return shares
+
+
+_MISSING = object()
+
+
+def _total_length(index: int, entry: Any) -> int | None:
+    """The validated ``total_lengths`` of one sample, or ``None`` when it has none."""
+    if entry is None:
+        return None
+    # Runs once per selected sample: plain dicts and ints take the exact-type fast path, because
+    # the generic Mapping/__index__ checks cost more than the balancing itself at batch sizes of
+    # a few thousand.
+    if type(entry) is not dict and not isinstance(entry, Mapping):
+        raise ValueError(f"custom_meta of index {index} must be a dict, got {_describe(entry)}")
+    value = entry.get("total_lengths", _MISSING)
+    if value is _MISSING:
+        return None
+    if type(value) is not int:
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise ValueError(
+                f"total_lengths of index {index} must be a non-negative integer, got {_describe(value)}"
+            )
+        value = value.__index__()
+    if value < 0:
+        raise ValueError(f"total_lengths of index {index} must be a non-negative integer, got {value}")
+    return value
+
+
+class SeqlenBalancedSampler(GRPOGroupNSampler):
+    """Select whole prompt groups for the global batch and split them so ranks get equal tokens.
+
+    Each data-parallel rank calls :meth:`sample` with its own ``dp_rank``. The first call for a
+    ``(partition_id, task_name, batch_index)`` selects ``batch_size * dp_size`` samples as whole
+    groups (the :class:`GRPOGroupNSampler` rule), weighs each group by the sum of its samples'
+    ``total_lengths`` (from ``partition.get_custom_meta``), and balances the groups across ranks
+    with ``get_seqlen_balanced_partitions``; rank r gets share r (rank 0 the heaviest). The split
+    is cached for every rank, so the other ranks get their shares without looking at
+    ``ready_indexes``, and TransferQueue's polling check sees them.
+
+    Policies:
+        * Uneven groups: a group count that is a multiple of ``dp_size`` gives equal counts per
+          rank; any other count of at least ``dp_size`` balances tokens without the equal-count
+          constraint (every rank gets at least one group). When ``batch_size * dp_size`` covers
+          fewer groups than ranks (``batch_size < n``), the selection is rounded up to
+          ``dp_size`` groups: one whole group, ``n`` samples, per rank. No rank ever gets an empty
+          share, and groups are never split.
+        * No double assignment: the indexes of every cached split (in particular shares not yet
+          collected) are excluded from the selection of any other batch.
+        * Missing ``total_lengths`` weigh 1, with one warning per batch giving the count; a
+          negative or non-integer value raises ``ValueError`` naming the index.
+        * No ``partition`` object: a warning (once per sampler) and an equal split in order:
+          contiguous runs of whole groups, counts differing by at most one group, earlier ranks
+          taking the extra groups.
+        * Cache bound: the newest ``max_cached_batches`` batch indexes per
+          ``(partition_id, task_name)`` are kept (default 64, ``None`` for unbounded); an older
+          batch is dropped only once every rank has collected its share. A controller that reads its ready list without holding back
+          indexes it is about to mark consumed is protected while the batch is cached.
+
+    Thread safety: one lock per sampler; concurrent first calls for one batch compute one split.
+
+    Args:
+        n_samples_per_prompt: group size ``n``, > 0.
+        dp_size: number of data-parallel ranks, > 0.
+        max_cached_batches: keyword-only cache bound, see :class:`BaseSampler`.
+
+    Raises:
+        ValueError: ``n_samples_per_prompt <= 0`` or ``dp_size <= 0`` (checked in that order).
+
+    Example:
+        >>> class Partition:
+        ...     def get_custom_meta(self, indexes):
+        ...         return {i: {"total_lengths": 10 * (i + 1)} for i in indexes}
+        >>> sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
+        >>> sampler(list(range(8)), 4, dp_rank=0, batch_index=0, partition=Partition())
+        ([0, 1, 6, 7], [0, 1, 6, 7])
+        >>> sampler([], 4, dp_rank=1, batch_index=0, partition=Partition())
+        ([2, 3, 4, 5], [2, 3, 4, 5])
+    """
+
+    def __init__(
+        self,
+        n_samples_per_prompt: int = 1,
+        dp_size: int = 1,
+        *,
+        max_cached_batches: int | None = DEFAULT_MAX_CACHED_BATCHES,
+    ) -> None:
+        super().__init__(n_samples_per_prompt, max_cached_batches=max_cached_batches)
+        self.dp_size = check_positive(dp_size, "dp_size")
+        # (partition_id, task_name, batch_index) -> one ascending index list per rank.
+        self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
+        # Same key -> ranks that have not collected their share yet.
+        self._uncollected: dict[SplitKey, set[int]] = {}
+        # (partition_id, task_name) -> every index of that task's cached splits.
+        self._reserved: dict[tuple[Hashable, Hashable], set[int]] = {}
+        self._warned_no_partition = False
+        self._warned_round_up = False
+
+    def sample(
+        self,
+        ready_indexes: list[int],
+        batch_size: int,
+        task_name: Hashable = "",
+        partition_id: Hashable = "",
+        *args: Any,
+        **kwargs: Any,
+    ) -> tuple[list[int], list[int]]:
+        """Return this rank's share of the batch.
+
+        Args:
+            ready_indexes: ready global indexes (ignored once the batch's split is cached).
+            batch_size: **per-rank** size; ``batch_size * dp_size`` must be a multiple of
+                ``n_samples_per_prompt``.
+            task_name: the consuming task.
+            partition_id: the partition.
+            **kwargs: ``dp_rank`` (default 0), ``batch_index`` (default 0), ``partition`` (an
+                object with ``get_custom_meta(indexes) -> {index: dict}``).
+
+        Returns:
+            ``(sampled, consumed)``, equal ascending lists. ``([], [])`` when ``dp_rank >=
+            dp_size``, or when too few whole groups are ready outside other batches'
+            reservations (nothing is cached then).
+
+        Raises:
+            ValueError: negative ``dp_rank`` or ``batch_size``; a global size that is not a
+                multiple of ``n_samples_per_prompt``; a negative or non-integer ``total_lengths``.
+            TypeError: ``dp_rank`` or ``batch_size`` is not an int.
+        """
+        dp_rank = check_dp_rank(kwargs.get("dp_rank", 0))
+        batch_index = kwargs.get("batch_index", 0)
+        partition = kwargs.get("partition")
+        key = (partition_id, task_name, batch_index)
+        with self._lock:
+            if dp_rank >= self.dp_size:
+                return [], []
+            shares = self._balanced_cache.get(key)
+            if shares is None:
+                shares = self._compute_split(ready_indexes, batch_size, key, partition)
+                if shares is None:
+                    return [], []
+            self._collect(key, dp_rank)
+            share = shares[dp_rank]
+            return list(share), list(share)
+
+    def _compute_split(
+        self, ready_indexes: list[int], batch_size: int, key: SplitKey, partition: Any
+    ) -> list[list[int]] | None:
+        partition_id, task_name, batch_index = key
+        size = check_batch_size(batch_size)
+        global_size = size * self.dp_size
+        self._check_multiple(global_size, f"batch_size ({size}) * dp_size ({self.dp_size}) = {global_size}")
+        if global_size == 0:
+            return None
+        reserved = self._reserved.get((partition_id, task_name))
+        # At least one group per rank: an empty share would look like "not ready" to the caller.
+        groups_needed = global_size // self.n_samples_per_prompt
+        if groups_needed < self.dp_size:
+            groups_needed = self.dp_size
+            if not self._warned_round_up:
+                self._warned_round_up = True
+                logger.warning(
+                    "SeqlenBalancedSampler: batch_size %d is smaller than n_samples_per_prompt %d; each rank "
+                    "gets one whole group (%d samples) per batch instead",
+                    size,
+                    self.n_samples_per_prompt,
+                    self.n_samples_per_prompt,
+                )
+        groups = select_groups(ready_indexes, self.n_samples_per_prompt, groups_needed, exclude=reserved)
+        if groups is None:
+            return None
+
+        if partition is None:
+            if not self._warned_no_partition:
+                self._warned_no_partition = True
+                logger.warning(
+                    "SeqlenBalancedSampler: no partition object given, so no total_lengths to balance; "
+                    "splitting each batch into equal runs of whole groups instead"
+                )
+            group_split = equal_split(len(groups), self.dp_size)
+        else:
+            group_split = split_groups(self._group_weights(groups, partition, key), self.dp_size)
+
+        shares = [sorted(index for g in group_positions for index in groups[g]) for group_positions in group_split]
+        self._balanced_cache[key] = shares
+        self._reserved.setdefault((partition_id, task_name), set()).update(
+            index for group in groups for index in group
+        )
+        self._uncollected[key] = set(range(self.dp_size))
+        for rank, share in enumerate(shares):
+            self._store(partition_id, task_name, rank, batch_index, (share, list(share)))
+        self._remember_batch(partition_id, task_name, batch_index)
+        return shares
+
+    def _group_weights(self, groups: list[list[int]], partition: Any, key: SplitKey) -> list[int]:
+        selected = [index for group in groups for index in group]
+        custom_meta = partition.get_custom_meta(selected)
+        missing = 0
+        weights = []
+        for group in groups:
+            weight = 0
+            for index in group:
+                length = _total_length(index, custom_meta.get(index))
+                if length is None:
+                    missing += 1
+                    length = 1
+                weight += length
+            weights.append(weight)
+        if missing:
+            partition_id, task_name, batch_index = key
+            logger.warning(
+                "SeqlenBalancedSampler: %d of %d samples in batch %r (partition %r, task %r) have no "
+                "total_lengths in custom_meta; weighting each of them 1",
+                missing,
+                len(selected),
+                batch_index,
+                partition_id,
+                task_name,
+            )
+        return weights
+
+    def _collect(self, key: SplitKey, dp_rank: int) -> None:
+        pending = self._uncollected.get(key)
+        if pending and dp_rank in pending:
+            pending.discard(dp_rank)
+            if not pending:
+                # Batches held back by this one may now be evictable.
+                self._evict(key[0], key[1])
+
+    # ------------------------------------------------------------------ cache plumbing
+
+    def _may_evict(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> bool:
+        return not self._uncollected.get((partition_id, task_name, batch_index))
+
+    def _drop_batch(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> None:
+        super()._drop_batch(partition_id, task_name, batch_index)
+        key = (partition_id, task_name, batch_index)
+        shares = self._balanced_cache.pop(key, None)
+        self._uncollected.pop(key, None)
+        reserved = self._reserved.get((partition_id, task_name))
+        if shares and reserved:
+            for share in shares:
+                reserved.difference_update(share)
+
+    def clear_cache(self, partition_id: Hashable) -> None:
+        """Forget ``partition_id``: its cached results, its balanced splits and its reservations."""
+        with self._lock:
+            super().clear_cache(partition_id)
+            for key in [key for key in self._balanced_cache if key[0] == partition_id]:
+                del self._balanced_cache[key]
+                self._uncollected.pop(key, None)
+            for key in [key for key in self._reserved if key[0] == partition_id]:
+                del self._reserved[key]
+
+    def _checkpoint_fields(self) -> dict[str, Any]:
+        fields = super()._checkpoint_fields()
+        fields["_balanced_cache"] = self._balanced_cache
+        fields["_uncollected"] = self._uncollected
+        return fields
+
+    def _restore_fields(self, state: dict[str, Any]) -> None:
+        super()._restore_fields(state)
+        self._balanced_cache = state.get("_balanced_cache", {})
+        # Without collection records (an upstream checkpoint) nobody is known to owe anything.
+        self._uncollected = state.get("_uncollected", {})
+        self._reserved = {}
+        for (partition_id, task_name, batch_index), shares in self._balanced_cache.items():
+            order = self._batch_order.setdefault((partition_id, task_name), {})
+            order.setdefault(batch_index, None)
+            reserved = self._reserved.setdefault((partition_id, task_name), set())
+            for share in shares:
+                reserved.update(share)

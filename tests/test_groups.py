@@ -1,0 +1,103 @@
+"""group_balanced_partitions: whole groups, equal group counts, verl's weights, clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from seqbalance import PartitionError, group_balanced_partitions, karmarkar_karp
+from seqbalance.groups import uid_runs
+
+
+def test_golden_example():
+    lengths = [5, 5, 1, 1, 9, 9, 2, 2]
+    uids = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    # Group workloads: c > a > d > b; the two heavy groups go to different partitions.
+    assert group_balanced_partitions(lengths, uids, 2) == [[2, 3, 4, 5], [0, 1, 6, 7]]
+
+
+def test_groups_are_contiguous_runs_not_equal_ids():
+    # "a" appears in two separate runs: they are two groups.
+    assert uid_runs(["a", "a", "b", "a"]) == [(0, 2), (2, 3), (3, 4)]
+    assert uid_runs(np.array([7, 7, 7])) == [(0, 3)]
+    assert uid_runs([]) == []
+    result = group_balanced_partitions([1, 1, 100, 1], ["a", "a", "b", "a"], 3)
+    assert sorted(map(tuple, result)) == [(0, 1), (2,), (3,)]
+
+
+def test_weights_are_workloads_not_tokens():
+    # Groups: [100000], [1, 60000], [2], [50000, 50000]. By tokens the best equal-count split is
+    # {0, 1} / {2, 3} (160001 vs 100002); by workload (the square term dominates) the single
+    # 100000 weighs about as much as 60000 + 2 * 50000, so {0, 2} / {1, 3} balances.
+    lengths = [100000, 1, 60000, 2, 50000, 50000]
+    uids = [0, 1, 1, 2, 3, 3]
+    assert group_balanced_partitions(lengths, uids, 2) == [[1, 2, 4, 5], [0, 3]]
+
+
+@st.composite
+def grouped_batches(draw):
+    k = draw(st.integers(1, 4))
+    groups_per_partition = draw(st.integers(1, 4))
+    n_groups = k * groups_per_partition
+    sizes = draw(st.lists(st.integers(1, 4), min_size=n_groups, max_size=n_groups))
+    lengths = draw(st.lists(st.integers(0, 5000), min_size=sum(sizes), max_size=sum(sizes)))
+    uids = [group for group, size in enumerate(sizes) for _ in range(size)]
+    return lengths, uids, k
+
+
+@settings(max_examples=100, deadline=None)
+@given(grouped_batches())
+def test_group_guarantees(case):
+    lengths, uids, k = case
+    partitions = group_balanced_partitions(np.asarray(lengths), np.asarray(uids), k)
+    assert len(partitions) == k
+    assert sorted(i for p in partitions for i in p) == list(range(len(lengths)))
+    assert all(p == sorted(p) for p in partitions)
+    owner = {i: p for p, part in enumerate(partitions) for i in part}
+    runs = uid_runs(uids)
+    for start, stop in runs:
+        assert len({owner[i] for i in range(start, stop)}) == 1, "a group was split"
+    groups_each = [len({uids[i] for i in part}) for part in partitions]
+    assert len(set(groups_each)) == 1, "partitions hold different numbers of groups"
+
+
+@settings(max_examples=60, deadline=None)
+@given(grouped_batches())
+def test_matches_balancing_the_group_workloads(case):
+    lengths, uids, k = case
+    runs = uid_runs(uids)
+    weights = [sum(24576 * s + s * s for s in lengths[a:b]) for a, b in runs]
+    expected = [
+        sorted(i for g in part for i in range(*runs[g]))
+        for part in karmarkar_karp(weights, k, True)
+    ]
+    assert group_balanced_partitions(lengths, uids, k) == expected
+
+
+def test_errors_say_which_condition():
+    with pytest.raises(
+        PartitionError,
+        match=r"number of groups \(2\) is smaller than "
+        r"k_partitions \(3\)",
+    ):
+        group_balanced_partitions([1, 1, 1], ["a", "b", "b"], 3)
+    with pytest.raises(
+        PartitionError,
+        match=r"number of groups \(3\) is not divisible by "
+        r"k_partitions \(2\)",
+    ):
+        group_balanced_partitions([1, 1, 1], ["a", "b", "c"], 2)
+    with pytest.raises(ValueError, match=r"uid_list has 2 entries but seqlen_list has 3"):
+        group_balanced_partitions([1, 1, 1], ["a", "b"], 1)
+    with pytest.raises(TypeError, match="uid_list must be a sequence of ids"):
+        group_balanced_partitions([1], 5, 1)
+    with pytest.raises(ValueError, match="k_partitions must be >= 1, got 0"):
+        group_balanced_partitions([1], ["a"], 0)
+    with pytest.raises(ValueError, match=r"seqlen_list\[0\] must be >= 0"):
+        group_balanced_partitions([-1], ["a"], 1)
+    with pytest.raises(OverflowError, match=r"workload of group 0 \(samples 0..1\)"):
+        group_balanced_partitions([2**40, 2**40], ["a", "a"], 1)
+    # PartitionError is still an AssertionError for code written against verl's asserts.
+    with pytest.raises(AssertionError):
+        group_balanced_partitions([], [], 1)

@@ -1,0 +1,262 @@
+"""plan_micro_batches and min_num_micro_batches_for: the hard cap and every count guarantee."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from seqbalance import (
+    calculate_workload,
+    get_seqlen_balanced_partitions,
+    min_num_micro_batches_for,
+    plan_micro_batches,
+)
+from seqbalance import micro_batches as mb_module
+
+
+@st.composite
+def micro_batch_cases(draw):
+    group_size = draw(st.integers(1, 3))
+    n_groups = draw(st.integers(0, 16))
+    cap = draw(st.integers(1, 400))
+    per_sample = max(cap // group_size, 0)
+    lengths = draw(
+        st.lists(
+            st.integers(0, per_sample),
+            min_size=n_groups * group_size,
+            max_size=n_groups * group_size,
+        )
+    )
+    minimum = draw(st.none() | st.integers(0, 20))
+    multiple = draw(st.none() | st.integers(1, 4))
+    balance_workload = draw(st.booleans())
+    order = draw(st.sampled_from(["bubble", "none"]))
+    return (
+        lengths,
+        cap,
+        dict(
+            min_num_micro_batches=minimum,
+            num_micro_batches_multiple=multiple,
+            force_group_size=group_size,
+            balance_workload=balance_workload,
+            order=order,
+        ),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(micro_batch_cases())
+def test_every_guarantee(case):
+    lengths, cap, options = case
+    plan = plan_micro_batches(lengths, cap, **options)
+    group_size = options["force_group_size"]
+    multiple = options["num_micro_batches_multiple"] or 1
+    minimum = options["min_num_micro_batches"] or 0
+    n_groups = len(lengths) // group_size
+    # The hard cap.
+    assert all(sum(lengths[i] for i in batch) <= cap for batch in plan)
+    # Every index exactly once, ascending inside a micro-batch.
+    assert sorted(i for batch in plan for i in batch) == list(range(len(lengths)))
+    assert all(batch == sorted(batch) for batch in plan)
+    # Count: at least the minimum, a multiple, at least the token lower bound.
+    assert len(plan) >= minimum and len(plan) % multiple == 0
+    if lengths:
+        assert len(plan) >= math.ceil(sum(lengths) / cap)
+    # Forced groups stay whole.
+    owner = {i: b for b, batch in enumerate(plan) for i in batch}
+    for start in range(0, len(lengths), group_size):
+        assert len({owner[i] for i in range(start, start + group_size)}) == 1
+    # Empty micro-batches only when the count exceeds the number of groups.
+    assert sum(1 for batch in plan if batch) == min(len(plan), n_groups)
+
+
+@settings(max_examples=150, deadline=None)
+@given(micro_batch_cases())
+def test_own_count_is_what_the_planner_chooses(case):
+    lengths, cap, options = case
+    options = {**options, "min_num_micro_batches": None}
+    plan = plan_micro_batches(lengths, cap, **options)
+    count = min_num_micro_batches_for(
+        lengths,
+        cap,
+        force_group_size=options["force_group_size"],
+        num_micro_batches_multiple=options["num_micro_batches_multiple"],
+        balance_workload=options["balance_workload"],
+    )
+    assert len(plan) == count
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 400).flatmap(
+        lambda cap: st.tuples(
+            st.just(cap),
+            st.lists(st.lists(st.integers(0, cap), max_size=12), min_size=1, max_size=4),
+            st.none() | st.integers(1, 3),
+        )
+    )
+)
+def test_two_step_agreement_gives_every_rank_the_same_count(case):
+    cap, ranks, multiple = case
+    local = [min_num_micro_batches_for(r, cap, num_micro_batches_multiple=multiple) for r in ranks]
+    agreed = max(local)
+    plans = [
+        plan_micro_batches(
+            r, cap, min_num_micro_batches=agreed, num_micro_batches_multiple=multiple
+        )
+        for r in ranks
+    ]
+    assert {len(plan) for plan in plans} == {agreed}
+    for plan, lengths in zip(plans, ranks, strict=True):
+        assert all(sum(lengths[i] for i in batch) <= cap for batch in plan)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 300).flatmap(
+        lambda cap: st.tuples(st.just(cap), st.lists(st.integers(0, cap), min_size=1, max_size=20))
+    )
+)
+def test_count_is_the_first_from_the_lower_bound_whose_balanced_split_fits(case):
+    cap, lengths = case
+    count = min_num_micro_batches_for(lengths, cap, balance_workload=False)
+    lower_bound = max(1, math.ceil(sum(lengths) / cap))
+
+    def fits(k: int) -> bool:
+        k = min(k, len(lengths))
+        parts = get_seqlen_balanced_partitions(lengths, k, False)
+        return all(sum(lengths[i] for i in part) <= cap for part in parts)
+
+    assert count >= lower_bound
+    assert fits(count)
+    assert not any(fits(k) for k in range(lower_bound, count))
+    # With tokens as weights and no reordering, the plan is the partitioner's split.
+    plan = plan_micro_batches(lengths, cap, balance_workload=False, order="none")
+    if count <= len(lengths):
+        assert plan == get_seqlen_balanced_partitions(lengths, count, False)
+
+
+def bubble(batches: list[list[int]], workloads: list[int]) -> list[list[int]]:
+    """The spec's ordering, written out independently."""
+    keyed = sorted(
+        batches,
+        key=lambda b: (sum(workloads[i] for i in b), b[0] if b else -1),
+        reverse=True,
+    )
+    return keyed[::2][::-1] + keyed[1::2]
+
+
+@settings(max_examples=100, deadline=None)
+@given(micro_batch_cases())
+def test_bubble_order_is_the_documented_permutation(case):
+    lengths, cap, options = case
+    unordered = plan_micro_batches(lengths, cap, **{**options, "order": "none"})
+    ordered = plan_micro_batches(lengths, cap, **{**options, "order": "bubble"})
+    assert ordered == bubble(unordered, calculate_workload(lengths))
+
+
+def test_golden_bubble_order_puts_small_batches_at_both_ends():
+    lengths = [100, 200, 300, 400, 500]
+    plan = plan_micro_batches(lengths, 500, min_num_micro_batches=5, balance_workload=False)
+    # One sample each; by workload descending 4, 3, 2, 1, 0 -> [0, 2, 4][::-1] + [3, 1].
+    assert plan == [[0], [2], [4], [3], [1]]
+    assert plan_micro_batches(lengths, 500, min_num_micro_batches=5, order="none") == [
+        [4],
+        [3],
+        [2],
+        [1],
+        [0],
+    ]
+
+
+def test_golden_cap_is_hard_where_the_lower_bound_does_not_fit():
+    # ceil(92 / 27) = 4 micro-batches cannot hold these lengths under the cap: 5 are needed,
+    # where a ceil(total / cap) count (verl) would overflow a micro-batch.
+    lengths = [6, 15, 17, 16, 18, 20]
+    parts = get_seqlen_balanced_partitions(lengths, 4, False)
+    assert max(sum(lengths[i] for i in p) for p in parts) > 27
+    plan = plan_micro_batches(lengths, 27, balance_workload=False)
+    assert len(plan) == 5
+    assert max(sum(lengths[i] for i in b) for b in plan) <= 27
+
+
+def test_golden_docstring_example_and_padding():
+    assert plan_micro_batches([300, 200, 100, 400], 500, balance_workload=False) == [[2, 3], [0, 1]]
+    # More micro-batches than samples: the extra ones are empty, for the caller to pad.
+    assert plan_micro_batches([5, 7], 10, min_num_micro_batches=4, order="none") == [
+        [1],
+        [0],
+        [],
+        [],
+    ]
+    assert plan_micro_batches([], 10) == []
+    assert plan_micro_batches([], 10, min_num_micro_batches=2) == [[], []]
+    assert min_num_micro_batches_for([], 10) == 0
+    assert min_num_micro_batches_for([300, 200, 100, 400], 500, num_micro_batches_multiple=4) == 4
+
+
+def test_numpy_input():
+    lengths = np.array([30, 20, 10, 40], dtype=np.int32)
+    assert plan_micro_batches(lengths, 50) == plan_micro_batches(lengths.tolist(), 50)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 6).flatmap(
+        lambda target: st.tuples(
+            st.just(target),
+            st.lists(st.integers(0, 50), min_size=target, max_size=target + 10),
+        )
+    )
+)
+def test_splitting_a_fitting_plan_further_keeps_the_cap(case):
+    # The fallback behind the agreement guarantee, exercised directly: it is only reached when
+    # the partitioner's split at the agreed count would break the cap.
+    target, lengths = case
+    problem = mb_module._prepare(lengths, 60, 1, None, True)
+    own_count, own_parts = mb_module._own_plan(problem)
+    parts = mb_module._split_further(problem, own_parts, max(target, own_count))
+    assert len(parts) == max(target, own_count)
+    assert sorted(g for part in parts for g in part) == list(range(len(lengths)))
+    assert all(part for part in parts)
+    assert all(sum(lengths[g] for g in part) <= 60 for part in parts)
+
+
+def test_errors():
+    with pytest.raises(
+        ValueError, match=r"lengths\[1\] = 600 is longer than max_token_len \(500\)"
+    ):
+        plan_micro_batches([1, 600], 500)
+    with pytest.raises(
+        ValueError,
+        match=r"group 1 \(lengths\[2:4\]\) holds 600 tokens, more "
+        r"than max_token_len \(500\)",
+    ):
+        plan_micro_batches([1, 1, 300, 300], 500, force_group_size=2)
+    with pytest.raises(
+        ValueError,
+        match=r"number of samples \(3\) is not divisible by "
+        r"force_group_size \(2\)",
+    ):
+        plan_micro_batches([1, 1, 1], 500, force_group_size=2)
+    with pytest.raises(ValueError, match="order must be 'bubble' or 'none', got 'random'"):
+        plan_micro_batches([1], 500, order="random")
+    with pytest.raises(ValueError, match="max_token_len must be >= 1, got 0"):
+        plan_micro_batches([1], 0)
+    with pytest.raises(ValueError, match="min_num_micro_batches must be >= 0, got -1"):
+        plan_micro_batches([1], 5, min_num_micro_batches=-1)
+    with pytest.raises(TypeError, match="min_num_micro_batches must be an int"):
+        plan_micro_batches([1], 5, min_num_micro_batches=2.0)
+    with pytest.raises(ValueError, match="num_micro_batches_multiple must be >= 1, got 0"):
+        plan_micro_batches([1], 5, num_micro_batches_multiple=0)
+    with pytest.raises(ValueError, match="force_group_size must be >= 1, got 0"):
+        min_num_micro_batches_for([1], 5, force_group_size=0)
+    with pytest.raises(ValueError, match=r"lengths\[0\] must be >= 0, got -1"):
+        min_num_micro_batches_for([-1], 5)
+    with pytest.raises(OverflowError, match="balance_workload=False"):
+        plan_micro_batches([2**32], 2**40)
+    # Balancing by tokens has no workload to overflow.
+    assert plan_micro_batches([2**32], 2**40, balance_workload=False) == [[0]]
