@@ -19,6 +19,8 @@ pub mod sort;
 
 mod bind_packing;
 mod packing;
+mod bind_refine;
+mod refine;
 
 use error::CoreError;
 use parts::Partition;
@@ -230,5 +232,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition_ids, m)?)?;
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
     bind_packing::register(m)?;
+    bind_refine::register(m)?;
     Ok(())
 }

@@ -39,6 +39,7 @@ from .samplers import (
     SeqlenBalancedSampler,
     SequentialSampler,
 )
+from .refine import refine_partitions
 
 try:
     __version__ = version("seqbalance")
@@ -68,4 +69,5 @@ __all__ = [
     "pack_sequences",
     "plan_micro_batches",
     "plan_packed_steps",
+    "refine_partitions",
 ]

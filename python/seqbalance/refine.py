@@ -1,0 +1,121 @@
+"""Refinement of a partition: exchange items between partitions to lower the heaviest load.
+
+The largest differencing method (what :func:`seqbalance.get_seqlen_balanced_partitions` computes)
+is fast and close to balanced, but with ``equal_size=True`` and few items per partition its
+heaviest partition often ends up several percent above the best possible. The native engine
+(``rust/refine.rs``) starts from such an answer and improves it:
+
+* ``refine=True``: local search. Pairs of partitions exchange up to two items each way (plain
+  moves too when counts are free) whenever that brings the pair closer together; the maximum load
+  never grows. Work is bounded by a budget proportional to the number of items, so the answer is
+  deterministic and the cost stays a small multiple of the partitioning itself.
+* ``refine="exact"``: the local answer, then for at most 32 items a complete branch and bound
+  under a node budget; when that budget runs out, the best answer found so far is kept.
+
+Guarantees, for every input: the maximum load is never above the given partition's; with
+``equal_size`` every partition keeps its item count (as a multiset: partitions are reordered); no
+partition is emptied; every index appears exactly once; partitions come heaviest first (equal
+loads: the one with the smaller smallest index first) with indexes ascending inside; the output
+depends only on the input.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ._inputs import normalize_lengths
+from ._native import _refine
+
+__all__ = ["apply_refine", "check_refine", "refine_partitions"]
+
+logger = logging.getLogger(__name__)
+
+#: The accepted values of the ``refine`` keyword.
+REFINE_CHOICES = (False, True, "exact")
+
+
+def check_refine(refine: Any) -> bool | str:
+    """Return ``refine`` as ``False``, ``True`` or ``"exact"``, or raise.
+
+    ``bool`` and NumPy bools are accepted as themselves; the string ``"exact"`` selects the exact
+    mode. Any other string raises ``ValueError``, any other type ``TypeError``; both messages name
+    ``refine`` and the value.
+
+    >>> check_refine("exact")
+    'exact'
+    """
+    if isinstance(refine, (bool, np.bool_)):
+        return bool(refine)
+    if isinstance(refine, str):
+        if refine == "exact":
+            return "exact"
+        raise ValueError(f"refine must be False, True or 'exact', got {refine!r}")
+    raise TypeError(
+        f"refine must be False, True or 'exact', got {refine!r} ({type(refine).__name__})"
+    )
+
+
+def _as_int64(values: list[int] | np.ndarray) -> np.ndarray:
+    # normalize_lengths has already checked the range, so this conversion cannot overflow.
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def apply_refine(
+    values: list[int] | np.ndarray,
+    partitions: list[list[int]],
+    equal_size: bool,
+    refine: bool | str,
+) -> list[list[int]]:
+    """Refine ``partitions`` of already-normalised ``values`` (internal: the partitioners call it).
+
+    ``refine`` must come from :func:`check_refine`. ``False`` returns ``partitions`` unchanged.
+    Invalid ``partitions`` raise ``ValueError``/``TypeError`` naming ``partitions``.
+    """
+    if not refine:
+        return partitions
+    array = _as_int64(values)
+    return _refine(array, partitions, bool(equal_size), refine == "exact")
+
+
+def refine_partitions(
+    seqlen_list: Any,
+    partitions: Any,
+    *,
+    equal_size: bool = False,
+    refine: bool | str = True,
+) -> list[list[int]]:
+    """Improve a partition of ``seqlen_list`` so its heaviest partition is lighter.
+
+    Args:
+        seqlen_list: the item lengths, as accepted by
+            :func:`seqbalance.get_seqlen_balanced_partitions` (list, tuple or 1-D integer array).
+        partitions: a list of lists of indexes into ``seqlen_list``, every index exactly once, no
+            partition empty (for example the output of ``get_seqlen_balanced_partitions``).
+        equal_size: keep every partition's item count (only swaps); otherwise items may also move.
+        refine: ``True`` for the local search, ``"exact"`` for the exact search on small inputs
+            (at most 32 items), ``False`` to only validate and put the partitions in the output
+            order below.
+
+    Returns:
+        ``len(partitions)`` lists of indexes, ascending inside, heaviest partition first (equal
+        loads: smaller smallest index first). Its maximum load is never above the input's.
+
+    Raises:
+        TypeError / ValueError / OverflowError: bad ``seqlen_list`` (as the partitioners),
+        a ``refine`` other than ``False``, ``True``, ``"exact"``, or ``partitions`` that are not
+        lists of ints covering every index exactly once with no partition empty.
+
+    Example:
+        >>> refine_partitions([10, 9, 1, 2], [[0, 1], [2, 3]], equal_size=True)
+        [[0, 2], [1, 3]]
+    """
+    mode = check_refine(refine)
+    values = normalize_lengths(seqlen_list)
+    # Zero effort still validates, sorts and orders the partitions, but exchanges nothing.
+    effort = 0 if mode is False else None
+    refined = _refine(_as_int64(values), partitions, bool(equal_size), mode == "exact", effort)
+    logger.debug("refined %d partitions of %d items (mode %r)", len(refined), len(values), mode)
+    return refined
