@@ -27,5 +27,7 @@ report: install  ## the benchmark report (terminal table + bench-report.json)
 	$(PYTHON) benches/report.py
 
 lint:
+	$(PYTHON) -m pip install ".[dev]"
+	ruff check python tests benches
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings

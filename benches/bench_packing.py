@@ -10,6 +10,7 @@ import bisect
 
 import numpy as np
 import pytest
+
 from seqbalance import pack_sequences
 
 N = 100_000

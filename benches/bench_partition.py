@@ -12,7 +12,6 @@ import pytest
 
 import seqbalance
 from seqbalance import reference
-
 from workloads import lengths, reference_is_affordable
 
 GRID = [
@@ -29,7 +28,7 @@ def _case_id(case):
     return f"n={n}-k={k}-{'equal' if equal_size else 'free'}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reference_answer(n, k, equal_size):
     return reference.karmarkar_karp(lengths(n).tolist(), k, equal_size)
 
@@ -40,7 +39,9 @@ def test_native(benchmark, case):
     values = lengths(n).tolist()
     benchmark.group = _case_id(case)
     if reference_is_affordable(n, k, equal_size) and (n * k <= 300_000 or benchmark.enabled):
-        assert seqbalance.karmarkar_karp(values, k, equal_size) == _reference_answer(n, k, equal_size)
+        assert seqbalance.karmarkar_karp(values, k, equal_size) == _reference_answer(
+            n, k, equal_size
+        )
     result = benchmark(seqbalance.karmarkar_karp, values, k, equal_size)
     assert len(result) == k
 
@@ -55,5 +56,7 @@ def test_reference(benchmark, case):
     values = lengths(n).tolist()
     benchmark.group = _case_id(case)
     rounds = 3 if n * k > 100_000 else 10
-    result = benchmark.pedantic(reference.karmarkar_karp, args=(values, k, equal_size), rounds=rounds)
+    result = benchmark.pedantic(
+        reference.karmarkar_karp, args=(values, k, equal_size), rounds=rounds
+    )
     assert result == seqbalance.karmarkar_karp(values, k, equal_size)

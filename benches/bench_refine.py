@@ -17,8 +17,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from seqbalance import get_seqlen_balanced_partitions, refine_partitions  # noqa: E402
 from refine_report import max_load, optimum, rl_batch  # noqa: E402
+from seqbalance import get_seqlen_balanced_partitions, refine_partitions  # noqa: E402
 
 #: (items per rank, ranks, equal_size)
 SHAPES = [(4, 8, True), (12, 16, True), (8, 16, False), (32, 64, True), (16384, 64, True)]

@@ -30,7 +30,15 @@ CAP = 32_768
 SMALL_SHAPES = [(2, 4), (2, 8), (3, 4), (4, 2), (4, 3), (4, 4), (6, 2), (8, 2)]
 #: (items per rank, ranks) compared against the reference only.
 LARGE_SHAPES = [
-    (4, 8), (8, 8), (12, 8), (4, 16), (8, 16), (12, 16), (32, 64), (256, 64), (16384, 64)
+    (4, 8),
+    (8, 8),
+    (12, 8),
+    (4, 16),
+    (8, 16),
+    (12, 16),
+    (32, 64),
+    (256, 64),
+    (16384, 64),
 ]
 
 
@@ -166,7 +174,7 @@ def large_table(cases: int, equal_size: bool) -> list[dict]:
 
 def print_small(rows: list[dict], equal_size: bool) -> None:
     print(f"\nMean excess of the maximum load over the exact optimum (equal_size={equal_size})\n")
-    print("| items/rank x ranks | reference | refine=True | refine=\"exact\" |")
+    print('| items/rank x ranks | reference | refine=True | refine="exact" |')
     print("|---|---|---|---|")
     for row in rows:
         per_rank, ranks = row["shape"]
@@ -188,7 +196,7 @@ def print_large(rows: list[dict], equal_size: bool) -> None:
     )
     print(
         "| items/rank x ranks | cases | refine=True: reduction (lower in) | "
-        "refine=\"exact\": reduction (lower in) | partition ms | +refine ms | +exact ms |"
+        'refine="exact": reduction (lower in) | partition ms | +refine ms | +exact ms |'
     )
     print("|---|---|---|---|---|---|---|")
     for row in rows:

@@ -52,9 +52,14 @@ def machine():
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "seqbalance": seqbalance.__version__,
-            "build": _native.build_profile()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "seqbalance": seqbalance.__version__,
+        "build": _native.build_profile(),
+    }
 
 
 def speedup_grid(ns, ks, progress):
@@ -66,14 +71,21 @@ def speedup_grid(ns, ks, progress):
                     continue
                 values = lengths(n).tolist()
                 native_s = best_time(seqbalance.karmarkar_karp, values, k, equal_size, repeat=20)
-                row = {"n": n, "k": k, "equal_size": equal_size, "native_s": native_s,
-                       "reference_s": None, "speedup": None}
+                row = {
+                    "n": n,
+                    "k": k,
+                    "equal_size": equal_size,
+                    "native_s": native_s,
+                    "reference_s": None,
+                    "speedup": None,
+                }
                 if reference_is_affordable(n, k, equal_size):
                     expected = reference.karmarkar_karp(values, k, equal_size)
                     if seqbalance.karmarkar_karp(values, k, equal_size) != expected:
                         raise SystemExit(f"native differs from reference at n={n} k={k}")
-                    row["reference_s"] = best_time(reference.karmarkar_karp, values, k, equal_size,
-                                                   repeat=3, budget=5.0)
+                    row["reference_s"] = best_time(
+                        reference.karmarkar_karp, values, k, equal_size, repeat=3, budget=5.0
+                    )
                     row["speedup"] = row["reference_s"] / native_s
                 rows.append(row)
                 progress(row)
@@ -100,17 +112,27 @@ def large_case(n, k):
 
 def two_threads(n=2**18, k=256):
     a, b = lengths(n, seed=2), lengths(n, seed=3)
-    serial = best_time(lambda: (seqbalance.karmarkar_karp(a, k, False), seqbalance.karmarkar_karp(b, k, False)))
+    serial = best_time(
+        lambda: (seqbalance.karmarkar_karp(a, k, False), seqbalance.karmarkar_karp(b, k, False))
+    )
 
     def together():
-        threads = [threading.Thread(target=seqbalance.karmarkar_karp, args=(x, k, False)) for x in (a, b)]
+        threads = [
+            threading.Thread(target=seqbalance.karmarkar_karp, args=(x, k, False)) for x in (a, b)
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
 
     concurrent = best_time(together)
-    return {"n": n, "k": k, "serial_s": serial, "threads_s": concurrent, "ratio": concurrent / serial}
+    return {
+        "n": n,
+        "k": k,
+        "serial_s": serial,
+        "threads_s": concurrent,
+        "ratio": concurrent / serial,
+    }
 
 
 def scaling(k=1024, exponents=range(14, 21)):
@@ -123,8 +145,16 @@ def scaling(k=1024, exponents=range(14, 21)):
         for name, values in (("uniform", uniform), ("one-huge", adversarial)):
             for equal_size in (False, True):
                 t = best_time(seqbalance.karmarkar_karp, values, k, equal_size)
-                rows.append({"input": name, "n": n, "k": k, "equal_size": equal_size, "seconds": t,
-                             "ns_per_item": t / n * 1e9})
+                rows.append(
+                    {
+                        "input": name,
+                        "n": n,
+                        "k": k,
+                        "equal_size": equal_size,
+                        "seconds": t,
+                        "ns_per_item": t / n * 1e9,
+                    }
+                )
     return rows
 
 
@@ -151,39 +181,55 @@ def main(argv=None):
 
     ns = (64, 1024, 8192) if args.quick else (64, 256, 1024, 4096, 8192, 32768)
     ks = (8, 64) if args.quick else (8, 64, 256)
-    print(f"\n| n | k | equal_size | native | reference | speed-up |\n|---|---|---|---|---|---|")
+    print("\n| n | k | equal_size | native | reference | speed-up |\n|---|---|---|---|---|---|")
 
     def progress(row):
         speedup = f"{row['speedup']:.0f}×" if row["speedup"] else "—"
-        print(f"| {row['n']} | {row['k']} | {row['equal_size']} | {fmt_time(row['native_s'])} | "
-              f"{fmt_time(row['reference_s'])} | {speedup} |", flush=True)
+        print(
+            f"| {row['n']} | {row['k']} | {row['equal_size']} | {fmt_time(row['native_s'])} | "
+            f"{fmt_time(row['reference_s'])} | {speedup} |",
+            flush=True,
+        )
 
     report["grid"] = speedup_grid(ns, ks, progress)
-    target = [r["speedup"] for r in report["grid"]
-              if r["n"] in (64, 1024, 8192) and r["k"] in (8, 64) and r["speedup"]]
+    target = [
+        r["speedup"]
+        for r in report["grid"]
+        if r["n"] in (64, 1024, 8192) and r["k"] in (8, 64) and r["speedup"]
+    ]
     report["target_grid_geomean"] = geometric_mean(target)
     report["target_grid_min"] = min(target)
-    print(f"\nn∈{{64,1024,8192}} × k∈{{8,64}} × both modes: geometric-mean speed-up "
-          f"{report['target_grid_geomean']:.0f}×, lowest {report['target_grid_min']:.0f}×")
+    print(
+        f"\nn∈{{64,1024,8192}} × k∈{{8,64}} × both modes: geometric-mean speed-up "
+        f"{report['target_grid_geomean']:.0f}×, lowest {report['target_grid_min']:.0f}×"
+    )
 
     if not args.quick:
         big = large_case(2**20, 1024)
         report["large"] = big
-        print(f"\nn=2^20 uniform 1..32767 int64, k=1024: numpy.sort {fmt_time(big['numpy_sort_s'])}, "
-              f"sort+tolist {fmt_time(big['sort_tolist_s'])}")
+        print(
+            f"\nn=2^20 uniform 1..32767 int64, k=1024: numpy.sort {fmt_time(big['numpy_sort_s'])}, "
+            f"sort+tolist {fmt_time(big['sort_tolist_s'])}"
+        )
         for mode in ("equal", "free"):
-            print(f"  {mode:5}: lists {fmt_time(big[f'lists_{mode}_s'])} "
-                  f"({big[f'lists_{mode}_vs_sort_tolist']:.2f}× sort+tolist), ids "
-                  f"{fmt_time(big[f'ids_{mode}_s'])} ({big[f'ids_{mode}_vs_sort']:.2f}× sort)")
+            print(
+                f"  {mode:5}: lists {fmt_time(big[f'lists_{mode}_s'])} "
+                f"({big[f'lists_{mode}_vs_sort_tolist']:.2f}× sort+tolist), ids "
+                f"{fmt_time(big[f'ids_{mode}_s'])} ({big[f'ids_{mode}_vs_sort']:.2f}× sort)"
+            )
         threads = two_threads()
         report["two_threads"] = threads
-        print(f"\ntwo threads, n=2^18 each, k=256, free: serial {fmt_time(threads['serial_s'])}, "
-              f"together {fmt_time(threads['threads_s'])} (ratio {threads['ratio']:.2f})")
+        print(
+            f"\ntwo threads, n=2^18 each, k=256, free: serial {fmt_time(threads['serial_s'])}, "
+            f"together {fmt_time(threads['threads_s'])} (ratio {threads['ratio']:.2f})"
+        )
         report["scaling"] = scaling()
         print("\n| input | n | equal_size | time | ns/item |\n|---|---|---|---|---|")
         for row in report["scaling"]:
-            print(f"| {row['input']} | 2^{int(math.log2(row['n']))} | {row['equal_size']} | "
-                  f"{fmt_time(row['seconds'])} | {row['ns_per_item']:.0f} |")
+            print(
+                f"| {row['input']} | 2^{int(math.log2(row['n']))} | {row['equal_size']} | "
+                f"{fmt_time(row['seconds'])} | {row['ns_per_item']:.0f} |"
+            )
 
     Path(args.json).write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.json}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 import seqbalance
 from seqbalance.__main__ import main
 from seqbalance._cli_io import synthetic_rl_batch
@@ -106,21 +107,14 @@ def test_partition_group_size_keeps_groups_whole():
         assert len({owner[i] for i in range(start, start + 16)}) == 1, "a prompt group was split"
 
 
-def test_refine_is_passed_through_or_refused_clearly(lengths_file: Path):
-    import inspect
-
+def test_refine_is_passed_through(lengths_file: Path):
     result = run("partition", str(lengths_file), "-k", "2", "--refine", "--json")
-    try:
-        accepts = (
-            "refine" in inspect.signature(seqbalance.get_seqlen_balanced_partitions).parameters
-        )
-    except (TypeError, ValueError):
-        accepts = result.returncode == 0
-    if accepts:
-        assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["refine"] is True
-    else:
-        assert_one_line_error(result, "--refine needs", "refine=")
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert output["refine"] is True
+    lengths = [int(line) for line in lengths_file.read_text().split()]
+    expected = seqbalance.get_seqlen_balanced_partitions(lengths, 2, False, refine=True)
+    assert output["partitions"] == expected
 
 
 @pytest.mark.parametrize(

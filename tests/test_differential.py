@@ -156,9 +156,13 @@ def test_array_likes_tuples_and_numpy_scalars(request):
 
 def test_bools_count_as_zero_and_one():
     values = [True, False, 3, True]
-    assert seqbalance.karmarkar_karp(values, 2, True) == reference.karmarkar_karp([1, 0, 3, 1], 2, True)
+    assert seqbalance.karmarkar_karp(values, 2, True) == reference.karmarkar_karp(
+        [1, 0, 3, 1], 2, True
+    )
     as_array = np.array([True, False, True, True])
-    assert seqbalance.karmarkar_karp(as_array, 2, False) == reference.karmarkar_karp([1, 0, 1, 1], 2, False)
+    assert seqbalance.karmarkar_karp(as_array, 2, False) == reference.karmarkar_karp(
+        [1, 0, 1, 1], 2, False
+    )
 
 
 @pytest.mark.parametrize("truthy", [1, "yes", [0], np.bool_(True)])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-import pytest
 
 import seqbalance
 from seqbalance import PartitionError, reference
@@ -26,14 +26,43 @@ CASES = [
     ([1, 2], None, False, TypeError, r"^k_partitions must be an int, got None \(NoneType\)$"),
     # shape
     ([], 1, False, PartitionError, r"^number of items \(0\) is smaller than k_partitions \(1\)$"),
-    ([1, 2, 3], 5, True, PartitionError, r"^number of items \(3\) is smaller than k_partitions \(5\)$"),
-    ([1, 2, 3], 10**30, False, PartitionError, r"smaller than k_partitions \(1000000000000000000000000000000\)$"),
-    ([1, 2, 3], 2, True, PartitionError,
-     r"^number of items \(3\) is not divisible by k_partitions \(2\) with equal_size=True$"),
+    (
+        [1, 2, 3],
+        5,
+        True,
+        PartitionError,
+        r"^number of items \(3\) is smaller than k_partitions \(5\)$",
+    ),
+    (
+        [1, 2, 3],
+        10**30,
+        False,
+        PartitionError,
+        r"smaller than k_partitions \(1000000000000000000000000000000\)$",
+    ),
+    (
+        [1, 2, 3],
+        2,
+        True,
+        PartitionError,
+        r"^number of items \(3\) is not divisible by k_partitions \(2\) with equal_size=True$",
+    ),
     # values in a list
     ([1, -2, 3], 1, False, ValueError, r"^seqlen_list\[1\] must be >= 0, got -2$"),
-    ([-(2**70)], 1, False, ValueError, r"^seqlen_list\[0\] must be >= 0, got -1180591620717411303424$"),
-    ([1, 2**63], 1, False, OverflowError, r"^seqlen_list\[1\] must be <= 2\*\*63 - 1, got 9223372036854775808$"),
+    (
+        [-(2**70)],
+        1,
+        False,
+        ValueError,
+        r"^seqlen_list\[0\] must be >= 0, got -1180591620717411303424$",
+    ),
+    (
+        [1, 2**63],
+        1,
+        False,
+        OverflowError,
+        r"^seqlen_list\[1\] must be <= 2\*\*63 - 1, got 9223372036854775808$",
+    ),
     ([1, 2.5], 1, False, TypeError, r"^seqlen_list\[1\] must be an integer, got 2\.5 \(float\)$"),
     ([1, 2.0], 1, False, TypeError, r"^seqlen_list\[1\] must be an integer, got 2\.0 \(float\)$"),
     (["3"], 1, False, TypeError, r"^seqlen_list\[0\] must be an integer, got '3' \(str\)$"),
@@ -41,18 +70,66 @@ CASES = [
     ([1j], 1, False, TypeError, r"^seqlen_list\[0\] must be an integer, got 1j \(complex\)$"),
     ((4, -1), 1, False, ValueError, r"^seqlen_list\[1\] must be >= 0, got -1$"),
     # arrays
-    (np.array([1, -5, -6], dtype=np.int8), 1, False, ValueError, r"^seqlen_list\[1\] must be >= 0, got -5$"),
-    (np.array([2**63], dtype=np.uint64), 1, False, OverflowError, r"^seqlen_list\[0\] must be <= 2\*\*63 - 1"),
-    (np.array([1.0, 2.0]), 1, False, TypeError, r"^seqlen_list must hold integers, got an array of dtype float64$"),
+    (
+        np.array([1, -5, -6], dtype=np.int8),
+        1,
+        False,
+        ValueError,
+        r"^seqlen_list\[1\] must be >= 0, got -5$",
+    ),
+    (
+        np.array([2**63], dtype=np.uint64),
+        1,
+        False,
+        OverflowError,
+        r"^seqlen_list\[0\] must be <= 2\*\*63 - 1",
+    ),
+    (
+        np.array([1.0, 2.0]),
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list must hold integers, got an array of dtype float64$",
+    ),
     (np.array([1 + 0j]), 1, False, TypeError, r"dtype complex128$"),
     (np.array(["a"]), 1, False, TypeError, r"must hold integers, got an array of dtype <U1$"),
-    (np.array([[1, 2], [3, 4]]), 1, False, ValueError, r"^seqlen_list must be 1-D, got an array of shape \(2, 2\)$"),
+    (
+        np.array([[1, 2], [3, 4]]),
+        1,
+        False,
+        ValueError,
+        r"^seqlen_list must be 1-D, got an array of shape \(2, 2\)$",
+    ),
     (np.array(5), 1, False, ValueError, r"^seqlen_list must be 1-D, got an array of shape \(\)$"),
-    (np.array([1, 2.5], dtype=object), 1, False, TypeError, r"^seqlen_list\[1\] must be an integer"),
+    (
+        np.array([1, 2.5], dtype=object),
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list\[1\] must be an integer",
+    ),
     # not a sequence at all
-    ("123", 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers, got '123' \(str\)$"),
-    (None, 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers, got None"),
-    (7, 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers, got 7 \(int\)$"),
+    (
+        "123",
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list must be a sequence or 1-D array of integers, got '123' \(str\)$",
+    ),
+    (
+        None,
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list must be a sequence or 1-D array of integers, got None",
+    ),
+    (
+        7,
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list must be a sequence or 1-D array of integers, got 7 \(int\)$",
+    ),
     ({1: 2}, 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers"),
     # k is checked before the values, the values before the shape (as the reference does)
     ([-1], 0, False, ValueError, r"^k_partitions must be >= 1, got 0$"),
@@ -109,7 +186,9 @@ junk_items = st.one_of(
     st.none(),
     st.complex_numbers(allow_nan=False),
 )
-junk_k = st.one_of(st.integers(-3, 12), st.booleans(), st.floats(0, 5), st.none(), st.integers(2**62, 2**70))
+junk_k = st.one_of(
+    st.integers(-3, 12), st.booleans(), st.floats(0, 5), st.none(), st.integers(2**62, 2**70)
+)
 
 
 @given(st.lists(junk_items, max_size=12), junk_k, st.booleans())

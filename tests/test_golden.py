@@ -37,7 +37,9 @@ def test_golden(impl, values, k, equal_size, expected_kk, expected_balanced):
     "function", ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
 )
 def test_more_partitions_than_items(impl, function):
-    with pytest.raises(PartitionError, match=r"number of items \(3\) is smaller than k_partitions \(5\)"):
+    with pytest.raises(
+        PartitionError, match=r"number of items \(3\) is smaller than k_partitions \(5\)"
+    ):
         getattr(impl, function)([1, 2, 3], 5, False)
 
 

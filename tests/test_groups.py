@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from seqbalance import PartitionError, group_balanced_partitions, karmarkar_karp
 from seqbalance.groups import uid_runs
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from seqbalance import (
     calculate_workload,
     get_seqlen_balanced_partitions,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import seqbalance
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import seqbalance
 from seqbalance import PartitionError, pack_sequences, plan_packed_steps
 from seqbalance.packing import ALGORITHMS
 

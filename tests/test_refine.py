@@ -34,7 +34,7 @@ def assert_refined(values, before, after, equal_size):
     assert all(part == sorted(part) for part in after)
     assert all(isinstance(i, int) for part in after for i in part)
     sums = loads(values, after)
-    keys = [(-s, part[0]) for s, part in zip(sums, after)]
+    keys = [(-s, part[0]) for s, part in zip(sums, after, strict=True)]
     assert keys == sorted(keys), "not heaviest first (equal loads: smallest index first)"
     assert max(sums) <= max_load(values, before)
     if equal_size:
@@ -94,8 +94,9 @@ def test_refining_any_partition_keeps_every_guarantee(case, refine):
     values, partitions, equal_size = case
     refined = refine_partitions(values, partitions, equal_size=equal_size, refine=refine)
     assert_refined(values, partitions, refined, equal_size)
-    again = refine_partitions(values, [list(p) for p in partitions], equal_size=equal_size,
-                              refine=refine)
+    again = refine_partitions(
+        values, [list(p) for p in partitions], equal_size=equal_size, refine=refine
+    )
     assert again == refined
 
 
@@ -189,8 +190,9 @@ def test_apply_refine_is_what_the_partitioners_call():
     values = [100, 90, 50, 10, 5, 1, 70, 30]
     start = get_seqlen_balanced_partitions(values, 2, True)
     assert apply_refine(values, start, True, False) is start
-    assert apply_refine(values, start, True, True) == refine_partitions(values, start,
-                                                                       equal_size=True)
+    assert apply_refine(values, start, True, True) == refine_partitions(
+        values, start, equal_size=True
+    )
     assert apply_refine(np.asarray(values), start, True, "exact") == refine_partitions(
         values, start, equal_size=True, refine="exact"
     )
@@ -208,8 +210,15 @@ def test_check_refine_accepts(refine):
 
 @pytest.mark.parametrize(
     ("refine", "error"),
-    [("fast", ValueError), ("EXACT", ValueError), ("", ValueError), (1, TypeError),
-     (None, TypeError), (0.5, TypeError), ([True], TypeError)],
+    [
+        ("fast", ValueError),
+        ("EXACT", ValueError),
+        ("", ValueError),
+        (1, TypeError),
+        (None, TypeError),
+        (0.5, TypeError),
+        ([True], TypeError),
+    ],
 )
 def test_check_refine_rejects(refine, error):
     with pytest.raises(error, match="refine must be False, True or 'exact', got") as info:
@@ -299,8 +308,9 @@ def test_concurrent_calls_agree_with_serial_ones():
         jobs.append((values, get_seqlen_balanced_partitions(values, ranks, equal_size), equal_size))
     serial = [refine_partitions(v, s, equal_size=e) for v, s, e in jobs]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        threaded = list(pool.map(lambda job: refine_partitions(job[0], job[1], equal_size=job[2]),
-                                 jobs))
+        threaded = list(
+            pool.map(lambda job: refine_partitions(job[0], job[1], equal_size=job[2]), jobs)
+        )
     assert threaded == serial
 
 

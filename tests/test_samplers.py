@@ -15,7 +15,13 @@ from seqbalance.samplers.grpo import select_groups
 
 
 def test_exported_from_package_top_level():
-    for name in ["BaseSampler", "SequentialSampler", "GRPOGroupNSampler", "RankAwareSampler", "SeqlenBalancedSampler"]:
+    for name in [
+        "BaseSampler",
+        "SequentialSampler",
+        "GRPOGroupNSampler",
+        "RankAwareSampler",
+        "SeqlenBalancedSampler",
+    ]:
         assert name in seqbalance.__all__
         assert getattr(seqbalance, name) is getattr(seqbalance.samplers, name)
 
@@ -133,7 +139,10 @@ def test_sequential_property_matches_slice(ready, size):
 def test_grpo_documented_examples():
     sampler = GRPOGroupNSampler(n_samples_per_prompt=3)
     assert sampler([0, 1, 3, 4, 6, 7], 6) == ([], [])
-    assert sampler([0, 1, 3, 4, 5, 6, 7, 9, 10, 11], 6) == ([3, 4, 5, 9, 10, 11], [3, 4, 5, 9, 10, 11])
+    assert sampler([0, 1, 3, 4, 5, 6, 7, 9, 10, 11], 6) == (
+        [3, 4, 5, 9, 10, 11],
+        [3, 4, 5, 9, 10, 11],
+    )
 
 
 def test_grpo_runs_need_not_be_aligned_and_input_is_sorted():
@@ -162,7 +171,9 @@ def test_grpo_rejects_non_int_group_size():
 
 def test_grpo_batch_size_must_be_multiple():
     sampler = GRPOGroupNSampler(n_samples_per_prompt=4)
-    with pytest.raises(ValueError, match=r"batch_size \(6\) must be a multiple of n_samples_per_prompt \(4\)"):
+    with pytest.raises(
+        ValueError, match=r"batch_size \(6\) must be a multiple of n_samples_per_prompt \(4\)"
+    ):
         sampler(list(range(16)), 6)
 
 
@@ -299,7 +310,10 @@ def test_rank_aware_first_call_caches_plain_list():
     sampler = RankAwareSampler()
     assert sampler([5, 6, 7], 2, 0, 0, "t", "p") == ([5, 6], [5, 6])
     assert sampler._states == {"p": {"t": {0: {0: [5, 6]}}}}
-    assert sampler([9, 10], 2, dp_rank=0, batch_index=0, task_name="t", partition_id="p") == ([5, 6], [5, 6])
+    assert sampler([9, 10], 2, dp_rank=0, batch_index=0, task_name="t", partition_id="p") == (
+        [5, 6],
+        [5, 6],
+    )
     assert sampler([9, 10], 2, 1, 0, "t", "p") == ([9, 10], [9, 10])
 
 

@@ -59,7 +59,12 @@ class MiniController:
 
     def fetch(self, rank, batch, batch_size):
         """One rank's request; returns its indexes, or None when it must retry later."""
-        config = {"dp_rank": rank, "batch_index": batch, "task_name": self.task, "partition_id": self.partition_id}
+        config = {
+            "dp_rank": rank,
+            "batch_index": batch,
+            "task_name": self.task,
+            "partition_id": self.partition_id,
+        }
         with self.lock:
             ready = sorted(self.produced - self.consumed)
         cached = self.sampler.has_cached_result(self.partition_id, self.task, config)
@@ -91,12 +96,14 @@ def check_invariants(ctrl, lengths, n, dp_size, complete_batches=None):
         # groups whole and on one rank
         for index in share:
             start = index - index % n
-            assert set(range(start, start + n)) <= set(share), f"group of {index} split in {key}: {share}"
+            assert set(range(start, start + n)) <= set(share), (
+                f"group of {index} split in {key}: {share}"
+            )
     # each fully collected batch is the balanced split of its groups
     batches = defaultdict(dict)
     for (rank, batch), share in first.items():
         batches[batch][rank] = share
-    for batch, by_rank in batches.items():
+    for by_rank in batches.values():
         if len(by_rank) < dp_size:
             continue
         selected = sorted(i for share in by_rank.values() for i in share)
@@ -219,7 +226,9 @@ def test_any_interleaving_keeps_invariants(n, dp_size, per_rank, batches, seed, 
         if ctrl.fetch(rank, next_batch[rank], per_rank) is not None:
             next_batch[rank] += 1
         elif produced == total and all(
-            not ctrl.sampler.has_cached_result("p0", "train", {"dp_rank": r, "batch_index": next_batch[r]})
+            not ctrl.sampler.has_cached_result(
+                "p0", "train", {"dp_rank": r, "batch_index": next_batch[r]}
+            )
             for r in range(dp_size)
             if next_batch[r] < batches
         ):
@@ -316,7 +325,9 @@ def test_sixteen_free_running_ranks_with_a_producer():
 
 
 @pytest.mark.usefixtures("busy_switching")
-@pytest.mark.parametrize("make", [lambda: GRPOGroupNSampler(2), lambda: RankAwareSampler()], ids=["grpo", "rank-aware"])
+@pytest.mark.parametrize(
+    "make", [lambda: GRPOGroupNSampler(2), lambda: RankAwareSampler()], ids=["grpo", "rank-aware"]
+)
 def test_replicas_of_one_rank_agree_under_threads(make):
     for repetition in range(20):
         sampler = make()
@@ -324,9 +335,13 @@ def test_replicas_of_one_rank_agree_under_threads(make):
         barrier = threading.Barrier(16)
         results = [None] * 16
 
-        def replica(i, sampler=sampler, ready=ready, barrier=barrier, results=results, batch=repetition):
+        def replica(
+            i, sampler=sampler, ready=ready, barrier=barrier, results=results, batch=repetition
+        ):
             barrier.wait()
-            results[i] = sampler(ready, 8, dp_rank=3, batch_index=batch, task_name="t", partition_id="p")
+            results[i] = sampler(
+                ready, 8, dp_rank=3, batch_index=batch, task_name="t", partition_id="p"
+            )
 
         threads = [threading.Thread(target=replica, args=(i,)) for i in range(16)]
         for t in threads:

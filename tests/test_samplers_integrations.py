@@ -34,17 +34,29 @@ def test_missing_transfer_queue_raises_clear_import_error(monkeypatch):
 
 def test_integration_classes_are_transfer_queue_samplers():
     tq_sampler = pytest.importorskip(
-        "transfer_queue.sampler", reason="transferqueue is not installed (pip install transferqueue)"
+        "transfer_queue.sampler",
+        reason="transferqueue is not installed (pip install transferqueue)",
     )
     module = importlib.import_module(MODULE)
     import seqbalance
 
-    for name in ["SequentialSampler", "GRPOGroupNSampler", "RankAwareSampler", "SeqlenBalancedSampler"]:
+    for name in [
+        "SequentialSampler",
+        "GRPOGroupNSampler",
+        "RankAwareSampler",
+        "SeqlenBalancedSampler",
+    ]:
         cls = getattr(module, name)
         assert issubclass(cls, tq_sampler.BaseSampler)
         assert issubclass(cls, getattr(seqbalance, name))
         # seqbalance's methods win over TransferQueue's
-        for method in ["sample", "has_cached_result", "clear_cache", "save_checkpoint", "load_checkpoint"]:
+        for method in [
+            "sample",
+            "has_cached_result",
+            "clear_cache",
+            "save_checkpoint",
+            "load_checkpoint",
+        ]:
             assert getattr(cls, method) is getattr(getattr(seqbalance, name), method)
     sampler = module.SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2, max_cached_batches=3)
     assert isinstance(sampler, tq_sampler.BaseSampler)

@@ -33,7 +33,15 @@ def lengths_partition(lengths):
 
 
 def call(sampler, ready, batch_size, rank, batch=0, partition=None, task="t", pid="p"):
-    return sampler(ready, batch_size, task_name=task, partition_id=pid, dp_rank=rank, batch_index=batch, partition=partition)
+    return sampler(
+        ready,
+        batch_size,
+        task_name=task,
+        partition_id=pid,
+        dp_rank=rank,
+        batch_index=batch,
+        partition=partition,
+    )
 
 
 # ---------------------------------------------------------------- constructor
@@ -159,7 +167,14 @@ def test_fewer_groups_than_ranks_rounds_up_to_one_group_per_rank(caplog):
     part = lengths_partition(lengths)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         shares = [call(sampler, list(range(20)), 2, r, partition=part)[0] for r in range(4)]
-        call(sampler, [16, 17, 18, 19] + list(range(20, 32)), 2, 0, batch=1, partition=lengths_partition([1] * 32))
+        call(
+            sampler,
+            [16, 17, 18, 19] + list(range(20, 32)),
+            2,
+            0,
+            batch=1,
+            partition=lengths_partition([1] * 32),
+        )
     assert shares == [[4, 5, 6, 7], [12, 13, 14, 15], [8, 9, 10, 11], [0, 1, 2, 3]]
     assert sampler._uncollected[("p", "t", 0)] == set()
     messages = [r.getMessage() for r in caplog.records]
@@ -256,7 +271,9 @@ def test_non_int_dp_rank(bad):
 def test_numpy_dp_rank_is_fine():
     sampler = SeqlenBalancedSampler(1, 2)
     part = lengths_partition([1, 2])
-    assert call(sampler, [0, 1], 1, np.int64(1), partition=part) == call(sampler, [], 1, 1, partition=part)
+    assert call(sampler, [0, 1], 1, np.int64(1), partition=part) == call(
+        sampler, [], 1, 1, partition=part
+    )
 
 
 def test_global_size_must_be_multiple_of_n():
@@ -293,7 +310,9 @@ def test_bad_total_lengths_names_the_index(value, shown):
     meta = {i: {"total_lengths": 3} for i in range(4)}
     meta[2] = {"total_lengths": value}
     sampler = SeqlenBalancedSampler(1, 2)
-    with pytest.raises(ValueError, match=f"total_lengths of index 2 must be a non-negative integer, got {shown}"):
+    with pytest.raises(
+        ValueError, match=f"total_lengths of index 2 must be a non-negative integer, got {shown}"
+    ):
         call(sampler, list(range(4)), 2, 0, partition=Partition(meta))
     # nothing half-cached: a corrected partition works afterwards
     meta[2] = {"total_lengths": 3}
@@ -429,7 +448,14 @@ def test_clear_cache_drops_split_states_and_reservations():
     assert "p" not in sampler._states
     assert ("p", "t") not in sampler._reserved
     # batch 0 of "p" is computed afresh from what is ready now
-    assert call(sampler, [4, 5, 6, 7], 2, 1, pid="p", partition=part)[0] in ([4, 5], [6, 7], [4, 6], [5, 7], [4, 7], [5, 6])
+    assert call(sampler, [4, 5, 6, 7], 2, 1, pid="p", partition=part)[0] in (
+        [4, 5],
+        [6, 7],
+        [4, 6],
+        [5, 7],
+        [4, 7],
+        [5, 6],
+    )
     sampler.clear_cache("never-seen")
 
 
@@ -444,7 +470,9 @@ def test_checkpoint_round_trip_answers_like_the_original():
     restored = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=4, max_cached_batches=8)
     restored.load_checkpoint(state)
     for rank in range(4):
-        assert call(restored, [], 4, rank, batch=0, partition=part) == call(original, [], 4, rank, batch=0, partition=part)
+        assert call(restored, [], 4, rank, batch=0, partition=part) == call(
+            original, [], 4, rank, batch=0, partition=part
+        )
     # reservations survive: the next batch avoids batch 0's indexes in both
     nxt_o = call(original, list(range(64)), 4, 0, batch=1, partition=part)
     nxt_r = call(restored, list(range(64)), 4, 0, batch=1, partition=part)
@@ -473,5 +501,10 @@ def test_loads_an_upstream_format_checkpoint():
     part = lengths_partition([1] * 8)
     assert call(sampler, [], 2, 1, partition=part) == ([2, 3], [2, 3])
     # batch 0's indexes stay reserved for it
-    assert call(sampler, list(range(8)), 2, 0, batch=1, partition=part)[0] in ([4, 5], [6, 7], [4, 7], [5, 6])
+    assert call(sampler, list(range(8)), 2, 0, batch=1, partition=part)[0] in (
+        [4, 5],
+        [6, 7],
+        [4, 7],
+        [5, 6],
+    )
     assert not set(sampler._balanced_cache[("p", "t", 1)][1]) & {0, 1, 2, 3}

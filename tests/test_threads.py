@@ -35,7 +35,9 @@ def test_two_threads_get_the_answers_of_serial_calls():
     arrays = _inputs(2, 200_000, seed=1)
     expected = [seqbalance.karmarkar_karp(a, 256, False) for a in arrays]
     for _ in range(3):
-        got = _run_concurrently([lambda a=a: seqbalance.karmarkar_karp(a, 256, False) for a in arrays])
+        got = _run_concurrently(
+            [lambda a=a: seqbalance.karmarkar_karp(a, 256, False) for a in arrays]
+        )
         assert got == expected
 
 
@@ -44,7 +46,9 @@ def test_many_threads_match_the_reference():
     jobs = []
     for i, a in enumerate(arrays):
         k, equal_size = (2 ** (i + 2), i % 2 == 0)
-        jobs.append(lambda a=a, k=k, e=equal_size: seqbalance.get_seqlen_balanced_partitions(a, k, e))
+        jobs.append(
+            lambda a=a, k=k, e=equal_size: seqbalance.get_seqlen_balanced_partitions(a, k, e)
+        )
     got = _run_concurrently(jobs)
     for i, a in enumerate(arrays):
         k, equal_size = (2 ** (i + 2), i % 2 == 0)

@@ -60,7 +60,9 @@ def transfer_queue_system():
 
 
 def _rank_client(conf, rank):
-    client = TransferQueueClient(client_id=f"seqbalance_rank_{rank}", controller_info=conf.controller.zmq_info)
+    client = TransferQueueClient(
+        client_id=f"seqbalance_rank_{rank}", controller_info=conf.controller.zmq_info
+    )
     backend = conf.backend.storage_backend
     client.initialize_storage_manager(manager_type=backend, config=conf.backend[backend])
     return client
@@ -72,7 +74,11 @@ def _fetch(client, rank, batch, deadline_s=60.0):
     deadline = time.monotonic() + deadline_s
     while True:
         meta = client.get_meta(
-            data_fields=[FIELD], batch_size=PER_RANK, partition_id=PARTITION, task_name=TASK, sampling_config=config
+            data_fields=[FIELD],
+            batch_size=PER_RANK,
+            partition_id=PARTITION,
+            task_name=TASK,
+            sampling_config=config,
         )
         if meta.size:
             data = client.get_data(meta)
@@ -89,10 +95,14 @@ def test_ranks_fetch_balanced_whole_groups_exactly_once(transfer_queue_system):
     lengths = [(index * 7919) % 997 + 1 for index in range(total)]
 
     # Producer: insert the samples and their token counts, as a rollout worker would.
-    meta = producer.get_meta(data_fields=[FIELD], batch_size=total, partition_id=PARTITION, mode="insert")
+    meta = producer.get_meta(
+        data_fields=[FIELD], batch_size=total, partition_id=PARTITION, mode="insert"
+    )
     index_of_row = list(meta.global_indexes)
     meta.update_custom_meta([{"total_lengths": lengths[row]} for row in range(total)])
-    producer.put(data=TensorDict({FIELD: torch.arange(total).unsqueeze(1)}, batch_size=total), metadata=meta)
+    producer.put(
+        data=TensorDict({FIELD: torch.arange(total).unsqueeze(1)}, batch_size=total), metadata=meta
+    )
     row_of_index = {index: row for row, index in enumerate(index_of_row)}
 
     clients = [_rank_client(conf, rank) for rank in range(DP_SIZE)]
@@ -133,7 +143,9 @@ def test_ranks_fetch_balanced_whole_groups_exactly_once(transfer_queue_system):
         groups = [selected[g : g + N_PER_PROMPT] for g in range(0, len(selected), N_PER_PROMPT)]
         assert all(group[-1] - group[0] == N_PER_PROMPT - 1 for group in groups)
         weights = [sum(lengths[row_of_index[i]] for i in group) for group in groups]
-        expected = [sorted(i for g in part for i in groups[g]) for part in split_groups(weights, DP_SIZE)]
+        expected = [
+            sorted(i for g in part for i in groups[g]) for part in split_groups(weights, DP_SIZE)
+        ]
         assert [sorted(indexes) for indexes, _, _ in shares] == expected
     assert seen == set(index_of_row)
 
@@ -143,14 +155,22 @@ def test_controller_checkpoint_round_trip_keeps_the_split(transfer_queue_system,
     partition = "train_ckpt"
     total = PER_RANK * DP_SIZE
     lengths = [(index * 104729) % 499 + 1 for index in range(total)]
-    meta = producer.get_meta(data_fields=[FIELD], batch_size=total, partition_id=partition, mode="insert")
+    meta = producer.get_meta(
+        data_fields=[FIELD], batch_size=total, partition_id=partition, mode="insert"
+    )
     meta.update_custom_meta([{"total_lengths": length} for length in lengths])
-    producer.put(data=TensorDict({FIELD: torch.arange(total).unsqueeze(1)}, batch_size=total), metadata=meta)
+    producer.put(
+        data=TensorDict({FIELD: torch.arange(total).unsqueeze(1)}, batch_size=total), metadata=meta
+    )
 
     def fetch(rank):
         config = {"dp_rank": rank, "batch_index": 0, "task_name": TASK, "partition_id": partition}
         got = producer.get_meta(
-            data_fields=[FIELD], batch_size=PER_RANK, partition_id=partition, task_name=TASK, sampling_config=config
+            data_fields=[FIELD],
+            batch_size=PER_RANK,
+            partition_id=partition,
+            task_name=TASK,
+            sampling_config=config,
         )
         return sorted(got.global_indexes)
 

@@ -15,12 +15,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from ._errors import PartitionError
-from .partition import (
-    get_seqlen_balanced_partitions,
-    greedy_partition,
-    karmarkar_karp,
-    partition_ids,
-)
+
 # Planning toolkit (after the partitioners: these modules look them up in the package top level).
 from .groups import group_balanced_partitions
 from .metrics import (
@@ -32,6 +27,13 @@ from .metrics import (
 )
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
 from .packing import pack_sequences, plan_packed_steps
+from .partition import (
+    get_seqlen_balanced_partitions,
+    greedy_partition,
+    karmarkar_karp,
+    partition_ids,
+)
+from .refine import refine_partitions
 from .samplers import (
     BaseSampler,
     GRPOGroupNSampler,
@@ -39,7 +41,6 @@ from .samplers import (
     SeqlenBalancedSampler,
     SequentialSampler,
 )
-from .refine import refine_partitions
 
 try:
     __version__ = version("seqbalance")

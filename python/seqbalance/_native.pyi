@@ -14,3 +14,13 @@ def partition_ids(
     seqlen_list: Any, k_partitions: Any, equal_size: Any
 ) -> npt.NDArray[np.int64]: ...
 def build_profile() -> str: ...
+def _pack(
+    lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str
+) -> list[list[int]]: ...
+def _refine(
+    values: npt.NDArray[np.int64],
+    partitions: Any,
+    equal_size: bool,
+    exact: bool,
+    effort: int | None = None,
+) -> list[list[int]]: ...

@@ -8,7 +8,6 @@ Every user error ends with one line on stderr and exit status 2, never a traceba
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 import time
@@ -60,38 +59,14 @@ def _format_seconds(seconds: float) -> str:
     return f"{seconds:.2f} s"
 
 
-def _accepts_refine(function: Callable[..., Any]) -> bool | None:
-    """True/False when the signature tells; None when it cannot be inspected (native code)."""
-    try:
-        return "refine" in inspect.signature(function).parameters
-    except (TypeError, ValueError):
-        return None
-
-
 def _partition(
     weights: np.ndarray, k: int, equal_size: bool, refine: bool
 ) -> tuple[list[list[int]], float]:
-    """Call the public partitioner once and time it; ``refine`` only when asked for."""
+    """Call the public partitioner once and time it."""
     from . import get_seqlen_balanced_partitions
 
-    kwargs: dict[str, Any] = {}
-    if refine:
-        if _accepts_refine(get_seqlen_balanced_partitions) is False:
-            raise InputError(
-                "--refine needs a seqbalance whose get_seqlen_balanced_partitions accepts "
-                "refine=; this build does not"
-            )
-        kwargs["refine"] = True
     start = time.perf_counter()
-    try:
-        parts = get_seqlen_balanced_partitions(weights, k, equal_size, **kwargs)
-    except TypeError as exc:
-        if refine and "refine" in str(exc):
-            raise InputError(
-                "--refine needs a seqbalance whose get_seqlen_balanced_partitions accepts "
-                "refine=; this build does not"
-            ) from None
-        raise
+    parts = get_seqlen_balanced_partitions(weights, k, equal_size, refine=refine)
     return parts, time.perf_counter() - start
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from ._errors import PartitionError
 from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list
 from .metrics import calculate_workload
+from .refine import check_refine
 
 __all__ = ["group_balanced_partitions", "uid_runs"]
 
@@ -29,7 +30,7 @@ def uid_runs(uid_list: Any) -> list[tuple[int, int]]:
 
 
 def group_balanced_partitions(
-    seqlen_list: Any, uid_list: Any, k_partitions: int
+    seqlen_list: Any, uid_list: Any, k_partitions: int, *, refine: bool | str = False
 ) -> list[list[int]]:
     """Balance groups of samples over ``k_partitions`` ranks, each group kept whole.
 
@@ -42,6 +43,7 @@ def group_balanced_partitions(
         seqlen_list: per-sample lengths (ints or a 1-D integer array).
         uid_list: per-sample group ids, same length; any values comparable with ``==``.
         k_partitions: number of partitions (ranks), an int >= 1.
+        refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`; group counts stay equal.
 
     Returns:
         ``k_partitions`` lists of sample indexes, each ascending, heaviest partition first.
@@ -60,6 +62,7 @@ def group_balanced_partitions(
     from . import get_seqlen_balanced_partitions
 
     k = check_k_partitions(k_partitions)
+    refine = check_refine(refine)
     lengths = lengths_as_list(seqlen_list)
     if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
         raise TypeError(f"uid_list must be a sequence of ids, got {type(uid_list).__name__}")
@@ -83,7 +86,7 @@ def group_balanced_partitions(
                 "above 2**63 - 1"
             )
         weights.append(weight)
-    group_parts = get_seqlen_balanced_partitions(weights, k, True)
+    group_parts = get_seqlen_balanced_partitions(weights, k, True, refine=refine)
     logger.debug("balanced %d groups of %d samples over %d partitions", len(runs), len(lengths), k)
     return [
         [index for group in sorted(part) for index in range(*runs[group])] for part in group_parts

@@ -10,6 +10,7 @@ import numpy as np
 
 from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list
 from .metrics import calculate_workload
+from .refine import check_refine
 
 __all__ = ["min_num_micro_batches_for", "plan_micro_batches"]
 
@@ -28,6 +29,7 @@ class _Problem:
     sample_workloads: list[int]
     cap: int
     multiple: int
+    refine: bool | str
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -40,7 +42,9 @@ def _prepare(
     force_group_size: Any,
     num_micro_batches_multiple: Any,
     balance_workload: bool,
+    refine: Any = False,
 ) -> _Problem:
+    refine = check_refine(refine)
     values = lengths_as_list(lengths, "lengths")
     cap = check_k_partitions(max_token_len, "max_token_len")
     group_size = check_k_partitions(force_group_size, "force_group_size")
@@ -75,7 +79,7 @@ def _prepare(
                 )
     else:
         weights = tokens
-    return _Problem(runs, tokens, weights, workloads, cap, multiple)
+    return _Problem(runs, tokens, weights, workloads, cap, multiple, refine)
 
 
 def _balanced_split(problem: _Problem, count: int) -> list[list[int]]:
@@ -83,7 +87,11 @@ def _balanced_split(problem: _Problem, count: int) -> list[list[int]]:
     from . import get_seqlen_balanced_partitions
 
     filled = min(count, len(problem.weights))
-    parts = get_seqlen_balanced_partitions(problem.weights, filled, False) if filled else []
+    parts = (
+        get_seqlen_balanced_partitions(problem.weights, filled, False, refine=problem.refine)
+        if filled
+        else []
+    )
     return parts + [[] for _ in range(count - filled)]
 
 
@@ -149,6 +157,7 @@ def plan_micro_batches(
     force_group_size: int = 1,
     balance_workload: bool = True,
     order: str = "bubble",
+    refine: bool | str = False,
 ) -> list[list[int]]:
     """Split one rank's samples into micro-batches of at most ``max_token_len`` tokens each.
 
@@ -177,6 +186,9 @@ def plan_micro_batches(
         order: ``"bubble"`` sorts micro-batches by (workload, first index) descending and puts the
             smaller ones at both ends (``mb[::2][::-1] + mb[1::2]``) to shrink pipeline warm-up
             and cool-down bubbles; ``"none"`` keeps the partitioner's order.
+        refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`: refine each balanced
+            split, which never raises its heaviest micro-batch by the balancing weight (with
+            ``balance_workload=False``, by tokens, so a count can only fit sooner).
 
     Returns:
         A list of micro-batches, each an ascending list of sample indexes; every index appears
@@ -195,7 +207,12 @@ def plan_micro_batches(
     if order not in _ORDERS:
         raise ValueError(f"order must be 'bubble' or 'none', got {order!r}")
     problem = _prepare(
-        lengths, max_token_len, force_group_size, num_micro_batches_multiple, balance_workload
+        lengths,
+        max_token_len,
+        force_group_size,
+        num_micro_batches_multiple,
+        balance_workload,
+        refine,
     )
     minimum = _round_up(_check_min_count(min_num_micro_batches), problem.multiple)
     own_count, own_parts = _own_plan(problem)
@@ -225,6 +242,7 @@ def min_num_micro_batches_for(
     force_group_size: int = 1,
     num_micro_batches_multiple: int | None = None,
     balance_workload: bool = True,
+    refine: bool | str = False,
 ) -> int:
     """The micro-batch count :func:`plan_micro_batches` would choose on its own for this rank.
 
@@ -235,13 +253,19 @@ def min_num_micro_batches_for(
         t = torch.tensor([local]); dist.all_reduce(t, op=dist.ReduceOp.MAX)
         micro_batches = plan_micro_batches(lengths, cap, min_num_micro_batches=int(t))
 
-    Args and errors are those of :func:`plan_micro_batches`. Returns 0 for no samples.
+    Args and errors are those of :func:`plan_micro_batches` (pass the same ``refine`` to both).
+    Returns 0 for no samples.
 
     Example:
         >>> min_num_micro_batches_for([300, 200, 100, 400], 500, num_micro_batches_multiple=4)
         4
     """
     problem = _prepare(
-        lengths, max_token_len, force_group_size, num_micro_batches_multiple, balance_workload
+        lengths,
+        max_token_len,
+        force_group_size,
+        num_micro_batches_multiple,
+        balance_workload,
+        refine,
     )
     return _own_plan(problem)[0]

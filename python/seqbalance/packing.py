@@ -11,6 +11,7 @@ from . import _native
 from ._errors import PartitionError
 from ._inputs import check_k_partitions
 from ._lengths import as_int64_array
+from .refine import check_refine
 
 __all__ = ["ALGORITHMS", "pack_sequences", "plan_packed_steps"]
 
@@ -76,7 +77,12 @@ def pack_sequences(
 
 
 def plan_packed_steps(
-    lengths: Any, dp_size: int, optimizer_steps: int, pack_max_length: int
+    lengths: Any,
+    dp_size: int,
+    optimizer_steps: int,
+    pack_max_length: int,
+    *,
+    refine: bool | str = False,
 ) -> list[list[list[list[int]]]]:
     """Plan ranks x optimizer steps x packs: ``plan[rank][step][pack] -> sample indexes``.
 
@@ -95,6 +101,7 @@ def plan_packed_steps(
         dp_size: number of data-parallel ranks, an int >= 1.
         optimizer_steps: number of optimizer steps, an int >= 1.
         pack_max_length: the cap on a pack's total length, an int >= 1.
+        refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`, for both balancing steps.
 
     Returns:
         Nested lists ``[rank][step][pack]`` of sample indexes; no pack exceeds the cap, every
@@ -114,6 +121,7 @@ def plan_packed_steps(
     ranks = check_k_partitions(dp_size, "dp_size")
     steps = check_k_partitions(optimizer_steps, "optimizer_steps")
     cap = check_k_partitions(pack_max_length, "pack_max_length")
+    refine = check_refine(refine)
     values = as_int64_array(lengths)
     if values.size < ranks * steps:
         raise PartitionError(
@@ -123,10 +131,12 @@ def plan_packed_steps(
     # Checked up front so the error names the index in ``lengths``, not in a bucket.
     _check_cap(values, cap)
     plan: list[list[list[list[int]]]] = []
-    for rank_samples in get_seqlen_balanced_partitions(values, ranks, False):
+    for rank_samples in get_seqlen_balanced_partitions(values, ranks, False, refine=refine):
         rank_samples = np.asarray(rank_samples, dtype=np.int64)
         filled = min(steps, rank_samples.size)
-        step_parts = get_seqlen_balanced_partitions(values[rank_samples], filled, False)
+        step_parts = get_seqlen_balanced_partitions(
+            values[rank_samples], filled, False, refine=refine
+        )
         rank_plan = []
         for part in step_parts:
             bucket = rank_samples[np.asarray(part, dtype=np.int64)]

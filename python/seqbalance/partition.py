@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from . import _native
+from ._inputs import normalize_lengths
+from .refine import apply_refine, check_refine
 
 __all__ = [
     "karmarkar_karp",
@@ -48,8 +50,16 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
     return _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
 
 
+def _values_array(seqlen_list: Any) -> np.ndarray:
+    """``seqlen_list`` (already accepted by the native core) as an int64 array."""
+    try:
+        return np.asarray(seqlen_list, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.asarray(normalize_lengths(seqlen_list), dtype=np.int64)
+
+
 def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: int, equal_size: bool
+    seqlen_list: Any, k_partitions: int, equal_size: bool, *, refine: bool | str = False
 ) -> list[list[int]]:
     """Balanced partition of item indexes, each part sorted ascending, heaviest part first.
 
@@ -57,10 +67,24 @@ def get_seqlen_balanced_partitions(
     order (samplers hand part ``r`` to data-parallel rank ``r``), with each part's indexes sorted.
     Arguments and errors as in :func:`karmarkar_karp`.
 
+    Args:
+        refine: ``False`` (default) returns exactly the reference's answer. ``True`` improves it
+            by a bounded local search (item exchanges between parts, keeping every part's count
+            under ``equal_size``), so the heaviest part is never heavier and usually lighter;
+            ``"exact"`` adds a complete search for small inputs (at most 32 items). Refined parts
+            still come heaviest first, indexes ascending inside. See
+            :func:`seqbalance.refine_partitions`.
+
     >>> get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
     [[0, 3], [1, 2]]
     """
-    return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
+    if refine is False:
+        return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
+    mode = check_refine(refine)
+    parts = _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
+    if not mode:
+        return parts
+    return apply_refine(_values_array(seqlen_list), parts, bool(equal_size), mode)
 
 
 def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
@@ -76,11 +100,18 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     return _native.greedy_partition(seqlen_list, k_partitions, equal_size)
 
 
-def partition_ids(seqlen_list: Any, k_partitions: int, *, equal_size: bool = False) -> np.ndarray:
+def partition_ids(
+    seqlen_list: Any,
+    k_partitions: int,
+    *,
+    equal_size: bool = False,
+    refine: bool | str = False,
+) -> np.ndarray:
     """For every item, the number of its part, numbered as :func:`get_seqlen_balanced_partitions`.
 
     The fast path for large inputs and for indexing tensors: no Python object per item.
-    Arguments and errors as in :func:`karmarkar_karp`.
+    Arguments and errors as in :func:`karmarkar_karp`; ``refine`` as in
+    :func:`get_seqlen_balanced_partitions` (the refined parts, numbered heaviest first).
 
     Returns:
         A 1-D ``int64`` array of length ``len(seqlen_list)`` with values in ``[0, k_partitions)``.
@@ -88,4 +119,13 @@ def partition_ids(seqlen_list: Any, k_partitions: int, *, equal_size: bool = Fal
     >>> partition_ids([10, 20, 30, 40], 2, equal_size=True).tolist()
     [0, 1, 1, 0]
     """
-    return _native.partition_ids(seqlen_list, k_partitions, equal_size)
+    if refine is False:
+        return _native.partition_ids(seqlen_list, k_partitions, equal_size)
+    mode = check_refine(refine)
+    if not mode:
+        return _native.partition_ids(seqlen_list, k_partitions, equal_size)
+    parts = get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size, refine=mode)
+    ids = np.empty(sum(map(len, parts)), dtype=np.int64)
+    for number, part in enumerate(parts):
+        ids[part] = number
+    return ids

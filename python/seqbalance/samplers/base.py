@@ -253,7 +253,9 @@ class BaseSampler(ABC):
         tasks = self._states.setdefault(partition_id, {})
         tasks.setdefault(task_name, {}).setdefault(dp_rank, {})[batch_index] = result
 
-    def _remember_batch(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> None:
+    def _remember_batch(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> None:
         """Record ``batch_index`` as cached, then evict old batches beyond the bound."""
         order = self._batch_order.setdefault((partition_id, task_name), {})
         order.setdefault(batch_index, None)
@@ -270,10 +272,14 @@ class BaseSampler(ABC):
                 del order[batch_index]
                 self._drop_batch(partition_id, task_name, batch_index)
 
-    def _may_evict(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> bool:
+    def _may_evict(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> bool:
         return True
 
-    def _drop_batch(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> None:
+    def _drop_batch(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> None:
         per_rank = self._states.get(partition_id, {}).get(task_name, {})
         for batches in per_rank.values():
             batches.pop(batch_index, None)

@@ -140,7 +140,9 @@ class GRPOGroupNSampler(BaseSampler):
                     return list(result[0]), list(result[1])
             size = check_batch_size(batch_size)
             self._check_multiple(size, f"batch_size ({size})")
-            groups = select_groups(ready_indexes, self.n_samples_per_prompt, size // self.n_samples_per_prompt)
+            groups = select_groups(
+                ready_indexes, self.n_samples_per_prompt, size // self.n_samples_per_prompt
+            )
             if not groups:
                 return [], []
             sampled = [index for group in groups for index in group]

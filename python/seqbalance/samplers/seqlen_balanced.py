@@ -25,7 +25,14 @@ import logging
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from .base import DEFAULT_MAX_CACHED_BATCHES, _describe, check_batch_size, check_dp_rank, check_positive
+from ..refine import check_refine
+from .base import (
+    DEFAULT_MAX_CACHED_BATCHES,
+    _describe,
+    check_batch_size,
+    check_dp_rank,
+    check_positive,
+)
 from .grpo import GRPOGroupNSampler, select_groups
 
 __all__ = ["SeqlenBalancedSampler", "equal_split", "split_groups"]
@@ -35,12 +42,15 @@ logger = logging.getLogger(__name__)
 SplitKey = tuple[Hashable, Hashable, Hashable]
 
 
-def split_groups(group_weights: list[int], dp_size: int) -> list[list[int]]:
+def split_groups(
+    group_weights: list[int], dp_size: int, refine: bool | str = False
+) -> list[list[int]]:
     """Assign groups (by position) to ``dp_size`` ranks so token sums are balanced.
 
     Args:
         group_weights: token count of each group, >= 0.
         dp_size: number of ranks, >= 1.
+        refine: passed to ``get_seqlen_balanced_partitions``.
 
     Returns:
         ``dp_size`` ascending lists of group positions; rank 0 holds the heaviest share. Every
@@ -62,7 +72,9 @@ def split_groups(group_weights: list[int], dp_size: int) -> list[list[int]]:
         heaviest_first = sorted(range(count), key=lambda g: (-group_weights[g], g))
         return [[g] for g in heaviest_first] + [[] for _ in range(dp_size - count)]
     equal_size = count % dp_size == 0
-    return get_seqlen_balanced_partitions(group_weights, dp_size, equal_size=equal_size)
+    return get_seqlen_balanced_partitions(
+        group_weights, dp_size, equal_size=equal_size, refine=refine
+    )
 
 
 def equal_split(group_count: int, dp_size: int) -> list[list[int]]:
@@ -104,7 +116,9 @@ def _total_length(index: int, entry: Any) -> int | None:
             )
         value = value.__index__()
     if value < 0:
-        raise ValueError(f"total_lengths of index {index} must be a non-negative integer, got {value}")
+        raise ValueError(
+            f"total_lengths of index {index} must be a non-negative integer, got {value}"
+        )
     return value
 
 
@@ -144,6 +158,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         n_samples_per_prompt: group size ``n``, > 0.
         dp_size: number of data-parallel ranks, > 0.
         max_cached_batches: keyword-only cache bound, see :class:`BaseSampler`.
+        refine: keyword-only; ``True`` or ``"exact"`` refines each split (see
+            :func:`seqbalance.get_seqlen_balanced_partitions`), so the heaviest rank's share is
+            never heavier and usually lighter. Default ``False``: upstream's split exactly.
 
     Raises:
         ValueError: ``n_samples_per_prompt <= 0`` or ``dp_size <= 0`` (checked in that order).
@@ -165,9 +182,12 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         dp_size: int = 1,
         *,
         max_cached_batches: int | None = DEFAULT_MAX_CACHED_BATCHES,
+        refine: bool | str = False,
     ) -> None:
         super().__init__(n_samples_per_prompt, max_cached_batches=max_cached_batches)
         self.dp_size = check_positive(dp_size, "dp_size")
+        # Passed to get_seqlen_balanced_partitions: True or "exact" lowers the heaviest share.
+        self.refine = check_refine(refine)
         # (partition_id, task_name, batch_index) -> one ascending index list per rank.
         self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
         # Same key -> ranks that have not collected their share yet.
@@ -229,7 +249,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         partition_id, task_name, batch_index = key
         size = check_batch_size(batch_size)
         global_size = size * self.dp_size
-        self._check_multiple(global_size, f"batch_size ({size}) * dp_size ({self.dp_size}) = {global_size}")
+        self._check_multiple(
+            global_size, f"batch_size ({size}) * dp_size ({self.dp_size}) = {global_size}"
+        )
         if global_size == 0:
             return None
         reserved = self._reserved.get((partition_id, task_name))
@@ -246,7 +268,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                     self.n_samples_per_prompt,
                     self.n_samples_per_prompt,
                 )
-        groups = select_groups(ready_indexes, self.n_samples_per_prompt, groups_needed, exclude=reserved)
+        groups = select_groups(
+            ready_indexes, self.n_samples_per_prompt, groups_needed, exclude=reserved
+        )
         if groups is None:
             return None
 
@@ -259,9 +283,13 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 )
             group_split = equal_split(len(groups), self.dp_size)
         else:
-            group_split = split_groups(self._group_weights(groups, partition, key), self.dp_size)
+            weights = self._group_weights(groups, partition, key)
+            group_split = split_groups(weights, self.dp_size, self.refine)
 
-        shares = [sorted(index for g in group_positions for index in groups[g]) for group_positions in group_split]
+        shares = [
+            sorted(index for g in group_positions for index in groups[g])
+            for group_positions in group_split
+        ]
         self._balanced_cache[key] = shares
         self._reserved.setdefault((partition_id, task_name), set()).update(
             index for group in groups for index in group
@@ -309,10 +337,14 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
     # ------------------------------------------------------------------ cache plumbing
 
-    def _may_evict(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> bool:
+    def _may_evict(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> bool:
         return not self._uncollected.get((partition_id, task_name, batch_index))
 
-    def _drop_batch(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> None:
+    def _drop_batch(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> None:
         super()._drop_batch(partition_id, task_name, batch_index)
         key = (partition_id, task_name, batch_index)
         shares = self._balanced_cache.pop(key, None)
