@@ -29,5 +29,8 @@ report: install  ## the benchmark report (terminal table + bench-report.json)
 lint:
 	$(PYTHON) -m pip install ".[dev]"
 	ruff check python tests benches
+	ruff format --check python tests benches
+	$(PYTHON) -m mypy
+	$(PYTHON) -m mypy.stubtest seqbalance._native
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings

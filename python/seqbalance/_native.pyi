@@ -5,6 +5,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "_pack",
+    "_refine",
+    "build_profile",
+    "get_seqlen_balanced_partitions",
+    "greedy_partition",
+    "karmarkar_karp",
+    "partition_ids",
+]
+
 def karmarkar_karp(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]: ...
 def get_seqlen_balanced_partitions(
     seqlen_list: Any, k_partitions: Any, equal_size: Any

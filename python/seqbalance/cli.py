@@ -8,6 +8,7 @@ Every user error ends with one line on stderr and exit status 2, never a traceba
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -213,15 +214,13 @@ def _run_bench(args: argparse.Namespace) -> int:
         lengths = synthetic_rl_batch(n_prompts=-(-n // 16))[:n]
         _progress(done, len(cells), f"n={n} k={k}: seqbalance")
         native, native_seconds = _time_best(
-            lambda lengths=lengths, k=k: get_seqlen_balanced_partitions(
-                lengths, k, args.equal_size
-            ),
+            functools.partial(get_seqlen_balanced_partitions, lengths, k, args.equal_size),
             args.repeat,
         )
         _progress(done, len(cells), f"n={n} k={k}: reference")
         slow, reference_seconds = _time_best(
-            lambda lengths=lengths, k=k: reference.get_seqlen_balanced_partitions(
-                lengths, k, args.equal_size
+            functools.partial(
+                reference.get_seqlen_balanced_partitions, lengths, k, args.equal_size
             ),
             args.repeat,
         )

@@ -26,7 +26,7 @@ class _Problem:
     runs: list[tuple[int, int]]  # group -> (start, stop) sample range
     tokens: list[int]  # group -> token sum
     weights: list[int]  # group -> balancing weight (workload or tokens)
-    sample_workloads: list[int]
+    sample_workloads: list[int] | np.ndarray
     cap: int
     multiple: int
     refine: bool | str

@@ -131,13 +131,13 @@ def plan_packed_steps(
     # Checked up front so the error names the index in ``lengths``, not in a bucket.
     _check_cap(values, cap)
     plan: list[list[list[list[int]]]] = []
-    for rank_samples in get_seqlen_balanced_partitions(values, ranks, False, refine=refine):
-        rank_samples = np.asarray(rank_samples, dtype=np.int64)
+    for rank_part in get_seqlen_balanced_partitions(values, ranks, False, refine=refine):
+        rank_samples = np.asarray(rank_part, dtype=np.int64)
         filled = min(steps, rank_samples.size)
         step_parts = get_seqlen_balanced_partitions(
             values[rank_samples], filled, False, refine=refine
         )
-        rank_plan = []
+        rank_plan: list[list[list[int]]] = []
         for part in step_parts:
             bucket = rank_samples[np.asarray(part, dtype=np.int64)]
             packs = _native._pack(values[bucket], cap, "bfd")

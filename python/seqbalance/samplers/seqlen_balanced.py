@@ -358,11 +358,11 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         """Forget ``partition_id``: its cached results, its balanced splits and its reservations."""
         with self._lock:
             super().clear_cache(partition_id)
-            for key in [key for key in self._balanced_cache if key[0] == partition_id]:
-                del self._balanced_cache[key]
-                self._uncollected.pop(key, None)
-            for key in [key for key in self._reserved if key[0] == partition_id]:
-                del self._reserved[key]
+            for split_key in [key for key in self._balanced_cache if key[0] == partition_id]:
+                del self._balanced_cache[split_key]
+                self._uncollected.pop(split_key, None)
+            for task_key in [key for key in self._reserved if key[0] == partition_id]:
+                del self._reserved[task_key]
 
     def _checkpoint_fields(self) -> dict[str, Any]:
         fields = super()._checkpoint_fields()
