@@ -5,12 +5,13 @@
 //! `seqbalance._inputs`, which owns the validation and the wording of every error), runs the core
 //! with the GIL released, and builds the Python results. The public, documented functions are the
 //! thin wrappers in `seqbalance/partition.py`.
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods};
+use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyList, PyTuple};
+use pyo3::types::{PyInt, PyList};
 
+mod convert;
 pub mod error;
 pub mod greedy;
 pub mod ldm;
@@ -18,10 +19,11 @@ pub mod parts;
 pub mod sort;
 
 mod bind_packing;
-mod packing;
 mod bind_refine;
+mod packing;
 mod refine;
 
+use convert::{fast_values, nested_lists};
 use error::CoreError;
 use parts::Partition;
 
@@ -46,54 +48,6 @@ fn core_error(py: Python<'_>, error: CoreError) -> PyErr {
             }
         }
     }
-}
-
-fn item_value(item: &Bound<'_, PyAny>) -> Option<u64> {
-    let value: i64 = item.extract().ok()?;
-    u64::try_from(value).ok()
-}
-
-macro_rules! array_fast_path {
-    ($obj:expr, $($signed:ty),* ; $($unsigned:ty),*) => {
-        $(
-            if let Ok(array) = $obj.cast::<PyArray1<$signed>>() {
-                let view = array.try_readonly().ok()?;
-                return view.as_array().iter().map(|&v| u64::try_from(v).ok()).collect();
-            }
-        )*
-        $(
-            if let Ok(array) = $obj.cast::<PyArray1<$unsigned>>() {
-                let view = array.try_readonly().ok()?;
-                return view
-                    .as_array()
-                    .iter()
-                    .map(|&v| (v as u64 <= i64::MAX as u64).then_some(v as u64))
-                    .collect();
-            }
-        )*
-    };
-}
-
-/// Values of input that is certainly valid, without a Python object per array item; `None`
-/// sends the input through the full normalisation (which raises the precise error).
-fn fast_values(obj: &Bound<'_, PyAny>) -> Option<Vec<u64>> {
-    // Collecting into `Option<Vec<_>>` would not know the length and regrow the vector.
-    if let Ok(list) = obj.cast::<PyList>() {
-        let mut values = Vec::with_capacity(list.len());
-        for item in list.iter() {
-            values.push(item_value(&item)?);
-        }
-        return Some(values);
-    }
-    if let Ok(tuple) = obj.cast::<PyTuple>() {
-        let mut values = Vec::with_capacity(tuple.len());
-        for item in tuple.iter() {
-            values.push(item_value(&item)?);
-        }
-        return Some(values);
-    }
-    array_fast_path!(obj, i64, i32, i16, i8; u64, u32, u16, u8);
-    None
 }
 
 fn values_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
@@ -136,11 +90,6 @@ fn arguments(
             Err(PyValueError::new_err("k_partitions is out of range"))
         }
     }
-}
-
-fn nested_lists<'py>(py: Python<'py>, partition: &Partition) -> PyResult<Bound<'py, PyList>> {
-    // Each `&[u32]` converts to a list of ints.
-    PyList::new(py, partition.parts())
 }
 
 /// Below this many items the core takes a few microseconds, about what releasing and re-taking
@@ -226,6 +175,7 @@ fn build_profile() -> &'static str {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    convert::init_shared_indexes(m.py())?;
     m.add_function(wrap_pyfunction!(karmarkar_karp, m)?)?;
     m.add_function(wrap_pyfunction!(get_seqlen_balanced_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(greedy_partition, m)?)?;
