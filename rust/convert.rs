@@ -9,7 +9,7 @@
 //! * result lists reuse one shared int object per index below `SHARED_INDEXES` (ints are
 //!   immutable, so sharing is invisible), created once when the module is imported: building a
 //!   list is then a reference increment per item instead of an allocation.
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
@@ -84,8 +84,14 @@ fn list_values(list: &Bound<'_, PyList>) -> Option<Vec<u64>> {
     Some(values)
 }
 
+// Only exact, aligned ndarrays: subclasses (a masked array's data includes its masked values)
+// and unaligned views (which Rust may not read through references) take the careful path.
 macro_rules! array_fast_path {
     ($obj:expr, $($signed:ty),* ; $($unsigned:ty),*) => {
+        match $obj.cast::<PyUntypedArray>() {
+            Ok(array) if $obj.is_exact_instance_of::<PyUntypedArray>() && array.is_aligned() => {}
+            _ => return None,
+        }
         $(
             if let Ok(array) = $obj.cast::<PyArray1<$signed>>() {
                 let view = array.try_readonly().ok()?;

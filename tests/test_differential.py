@@ -170,3 +170,17 @@ def test_equal_size_is_taken_by_truthiness(truthy):
     values = [4, 1, 3, 3, 2, 9]
     assert seqbalance.karmarkar_karp(values, 2, truthy) == reference.karmarkar_karp(values, 2, True)
     assert seqbalance.karmarkar_karp(values, 2, 0) == reference.karmarkar_karp(values, 2, False)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint16, np.int32])
+def test_unaligned_arrays_are_read_correctly(dtype):
+    values = list(range(40, 0, -1)) + [7, 7, 0, 3]
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.zeros(len(values) * itemsize + 1, dtype=np.uint8)
+    view = np.ndarray(len(values), dtype=dtype, buffer=raw, offset=1)
+    view[:] = values
+    assert not view.flags.aligned and view.tolist() == values
+    for k, equal_size in [(4, True), (5, False)]:
+        assert seqbalance.karmarkar_karp(view, k, equal_size) == reference.karmarkar_karp(
+            values, k, equal_size
+        )

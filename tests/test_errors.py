@@ -131,6 +131,27 @@ CASES = [
         r"^seqlen_list must be a sequence or 1-D array of integers, got 7 \(int\)$",
     ),
     ({1: 2}, 1, False, TypeError, r"^seqlen_list must be a sequence or 1-D array of integers"),
+    (
+        np.ma.array([1, 1000, 2], mask=[0, 1, 0]),
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list is a masked array; pass seqlen_list\.compressed\(\)",
+    ),
+    (
+        bytearray(b"\x05\x01"),
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list must be a sequence or 1-D array of integers, got bytearray",
+    ),
+    (
+        memoryview(b"\x05\x01"),
+        1,
+        False,
+        TypeError,
+        r"^seqlen_list must be a sequence or 1-D array of integers, got <memory",
+    ),
     # k is checked before the values, the values before the shape (as the reference does)
     ([-1], 0, False, ValueError, r"^k_partitions must be >= 1, got 0$"),
     ([-1], 5, False, ValueError, r"^seqlen_list\[0\] must be >= 0, got -1$"),

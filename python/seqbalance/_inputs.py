@@ -109,7 +109,14 @@ def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] 
     """
     if isinstance(seqlen_list, (list, tuple)):
         return [_check_item(i, item, name) for i, item in enumerate(seqlen_list)]
-    if isinstance(seqlen_list, (str, bytes, dict, set, frozenset)) or seqlen_list is None:
+    if isinstance(seqlen_list, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} is a masked array; pass {name}.compressed() or {name}.filled(0) instead"
+        )
+    if (
+        isinstance(seqlen_list, (str, bytes, bytearray, memoryview, dict, set, frozenset))
+        or seqlen_list is None
+    ):
         raise TypeError(
             f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
         )
@@ -131,7 +138,9 @@ def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] 
         if seqlen_list.ndim != 1:
             raise ValueError(f"{name} must be 1-D, got an array of shape {seqlen_list.shape}")
         return [_check_item(i, item, name) for i, item in enumerate(seqlen_list.tolist())]
-    return _check_array(seqlen_list, name)
+    checked = _check_array(seqlen_list, name)
+    # The native core reads aligned memory only; an unaligned view is copied once here.
+    return checked if checked.flags.aligned else checked.copy()
 
 
 def lengths_as_list(seqlen_list: Any, name: str = "seqlen_list") -> list[int]:
