@@ -29,6 +29,14 @@ def test_exported_from_package_top_level():
 # ---------------------------------------------------------------- BaseSampler
 
 
+def test_samplers_reuse_the_input_module_error_wording():
+    from seqbalance import _inputs
+    from seqbalance.samplers import base, seqlen_balanced
+
+    assert base._describe is _inputs._describe
+    assert seqlen_balanced._describe is _inputs._describe
+
+
 def test_base_sampler_is_abstract():
     with pytest.raises(TypeError):
         BaseSampler()

@@ -325,6 +325,61 @@ def test_custom_meta_entry_must_be_a_dict():
         call(SeqlenBalancedSampler(1, 2), [0, 1], 1, 0, partition=Partition(meta))
 
 
+def test_total_lengths_above_int64_names_the_sample_index():
+    meta = {i: {"total_lengths": 3} for i in range(4)}
+    meta[2] = {"total_lengths": 2**63}
+    with pytest.raises(
+        OverflowError,
+        match=r"total_lengths of index 2 must be <= 2\*\*63 - 1, got 9223372036854775808",
+    ):
+        call(SeqlenBalancedSampler(1, 2), list(range(4)), 2, 0, partition=Partition(meta))
+
+
+def test_largest_int64_total_length_is_accepted():
+    meta = {0: {"total_lengths": 2**63 - 1}, 1: {"total_lengths": 5}}
+    sampler = SeqlenBalancedSampler(1, 2)
+    assert call(sampler, [0, 1], 1, 0, partition=Partition(meta))[0] == [0]
+    assert call(sampler, [], 1, 1, partition=Partition(meta))[0] == [1]
+
+
+def test_group_sum_above_int64_names_the_group_indexes():
+    meta = {i: {"total_lengths": 2**62} for i in range(4, 8)}
+    sampler = SeqlenBalancedSampler(2, 1)
+    with pytest.raises(
+        OverflowError,
+        match=r"total_lengths of the group at indexes \[4, 5\] sum to 9223372036854775808, "
+        r"above 2\*\*63 - 1",
+    ):
+        call(sampler, [4, 5, 6, 7], 4, 0, partition=Partition(meta))
+    assert sampler._balanced_cache == {} and sampler._states == {}
+
+
+class _MetaReturns:
+    def __init__(self, value):
+        self.value = value
+
+    def get_custom_meta(self, indexes):
+        return self.value
+
+
+@pytest.mark.parametrize(
+    "returned, shown",
+    [
+        (None, r"None \(NoneType\)"),
+        ([{"total_lengths": 1}], r"\[\{'total_lengths': 1\}\] \(list\)"),
+    ],
+)
+def test_get_custom_meta_must_return_a_mapping(returned, shown):
+    sampler = SeqlenBalancedSampler(1, 2)
+    with pytest.raises(
+        TypeError,
+        match=r"partition.get_custom_meta\(indexes\) must return a mapping \{index: dict\}, got "
+        + shown,
+    ):
+        call(sampler, [0, 1], 1, 0, partition=_MetaReturns(returned))
+    assert sampler._balanced_cache == {}
+
+
 def test_numpy_total_lengths_are_accepted():
     meta = {i: {"total_lengths": np.int32(v)} for i, v in enumerate([5, 1, 1, 5])}
     sampler = SeqlenBalancedSampler(1, 2)

@@ -16,23 +16,35 @@ import operator
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping
+from numbers import Integral
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_CACHED_BATCHES", "BaseSampler", "SequentialSampler"]
+from .._inputs import _describe
+
+__all__ = [
+    "DEFAULT_MAX_CACHED_BATCHES",
+    "EVICTED_RECORD_SIZE",
+    "BaseSampler",
+    "SequentialSampler",
+]
 
 #: Default for ``max_cached_batches``: how many batch indexes a caching sampler remembers per
 #: ``(partition_id, task_name)``. Ranks rarely run more than a few batches apart, and 64 batches of
 #: cached index lists stay small even for large global batches.
 DEFAULT_MAX_CACHED_BATCHES = 64
 
+#: How many evicted batch indexes a caching sampler remembers exactly, per
+#: ``(partition_id, task_name)``, so that a repeat request for one of them is refused rather than
+#: answered with new indexes. Older int batch indexes are still refused through a per-rank
+#: high-water mark; see :class:`BaseSampler`.
+EVICTED_RECORD_SIZE = 1024
+
 BatchKey = tuple[Hashable, Hashable]
 
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
+# Ranks that held a result for an evicted batch; None stands for "every rank" (the balanced sampler
+# caches a share for each rank). The usual case, ranks 0..k-1, is kept as range(k): a set of all
+# ranks for each of EVICTED_RECORD_SIZE batches would cost far more than the cache itself.
+EvictedRanks = frozenset[int] | range | None
 
 
 def _as_int(value: Any, name: str) -> int:
@@ -92,6 +104,18 @@ class BaseSampler(ABC):
             cache can exceed the bound while shares are outstanding. ``None`` keeps everything,
             as upstream does. Default :data:`DEFAULT_MAX_CACHED_BATCHES` (64).
 
+    Evicted batches: a caller that repeats a request for a batch after it was evicted (typically
+    a tensor- or pipeline-parallel peer of a ``dp_rank`` lagging more than
+    ``max_cached_batches`` batches behind) gets a ``ValueError`` from :meth:`sample`, never a
+    fresh selection: fresh indexes would differ from the ones its peers got. So peers of one
+    ``dp_rank`` must not lag by more than ``max_cached_batches`` batches; raise the bound (or
+    pass ``None``) if they do. To recognise such requests the sampler keeps, per
+    ``(partition_id, task_name)``, the last :data:`EVICTED_RECORD_SIZE` (1024) evicted batch
+    indexes with the ranks that held them, and, for int batch indexes pushed out of that record,
+    a high-water mark per rank. Batch indexes are therefore expected to grow and must not be
+    reused for new data within one ``(partition_id, task_name)``; :meth:`clear_cache` forgets the
+    record along with the cache.
+
     Raises:
         TypeError: instantiating ``BaseSampler`` itself (it is abstract), or a non-int bound.
         ValueError: ``max_cached_batches <= 0``.
@@ -105,6 +129,12 @@ class BaseSampler(ABC):
         self.max_cached_batches = _check_cache_bound(max_cached_batches)
         # Insertion-ordered: (partition_id, task_name) -> {batch_index: None}, oldest first.
         self._batch_order: dict[BatchKey, dict[Hashable, None]] = {}
+        # Insertion-ordered: (partition_id, task_name) -> {evicted batch_index: ranks}, oldest
+        # first, at most EVICTED_RECORD_SIZE entries each.
+        self._evicted: dict[BatchKey, dict[Hashable, EvictedRanks]] = {}
+        # (partition_id, task_name) -> {rank (None: every rank): largest int batch_index pushed
+        # out of _evicted}. Bounded by the number of ranks, so the record stays small forever.
+        self._evicted_floor: dict[BatchKey, dict[int | None, int]] = {}
         self._lock = threading.RLock()
 
     @abstractmethod
@@ -160,8 +190,9 @@ class BaseSampler(ABC):
         """Forget everything cached for ``partition_id``; an unknown partition is a no-op."""
         with self._lock:
             self._states.pop(partition_id, None)
-            for key in [key for key in self._batch_order if key[0] == partition_id]:
-                del self._batch_order[key]
+            for table in (self._batch_order, self._evicted, self._evicted_floor):
+                for key in [key for key in table if key[0] == partition_id]:
+                    del table[key]
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -203,6 +234,8 @@ class BaseSampler(ABC):
         return {
             "_states": self._states,
             "_batch_order": {key: list(order) for key, order in self._batch_order.items()},
+            "_evicted": self._evicted,
+            "_evicted_floor": self._evicted_floor,
         }
 
     def _restore_fields(self, state: dict[str, Any]) -> None:
@@ -217,6 +250,9 @@ class BaseSampler(ABC):
                     for batches in ranks.values():
                         seen.extend(b for b in batches if b not in seen)
         self._batch_order = {key: dict.fromkeys(batches) for key, batches in order.items()}
+        # Checkpoints from upstream or from older seqbalance versions have no eviction record.
+        self._evicted = state.get("_evicted", {})
+        self._evicted_floor = state.get("_evicted_floor", {})
 
     # ------------------------------------------------------------------ pickling
 
@@ -270,7 +306,77 @@ class BaseSampler(ABC):
         for batch_index in list(order)[: len(order) - bound]:
             if self._may_evict(partition_id, task_name, batch_index):
                 del order[batch_index]
+                ranks = self._ranks_holding(partition_id, task_name, batch_index)
                 self._drop_batch(partition_id, task_name, batch_index)
+                self._record_eviction(partition_id, task_name, batch_index, ranks)
+
+    def _ranks_holding(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> EvictedRanks:
+        """The ranks with a cached result for ``batch_index`` (None: every rank)."""
+        per_rank = self._states.get(partition_id, {}).get(task_name, {})
+        return _compact_ranks(
+            frozenset(rank for rank, batches in per_rank.items() if batch_index in batches)
+        )
+
+    def _record_eviction(
+        self,
+        partition_id: Hashable,
+        task_name: Hashable,
+        batch_index: Hashable,
+        ranks: EvictedRanks,
+    ) -> None:
+        key = (partition_id, task_name)
+        record = self._evicted.setdefault(key, {})
+        if batch_index in record:
+            # Evicted before, then cached again for other ranks: both sets of ranks are owed
+            # their old answer. Re-inserting moves the entry to the newest end.
+            earlier = record.pop(batch_index)
+            if earlier is None or ranks is None:
+                ranks = None
+            else:
+                ranks = _compact_ranks(frozenset(earlier) | frozenset(ranks))
+        record[batch_index] = ranks
+        while len(record) > EVICTED_RECORD_SIZE:
+            oldest = next(iter(record))
+            oldest_ranks = record.pop(oldest)
+            position = _int_index(oldest)
+            if position is not None:
+                floors = self._evicted_floor.setdefault(key, {})
+                for rank in (None,) if oldest_ranks is None else oldest_ranks:
+                    floors[rank] = max(floors.get(rank, position), position)
+
+    def _was_evicted(
+        self, partition_id: Hashable, task_name: Hashable, dp_rank: int, batch_index: Hashable
+    ) -> bool:
+        """Whether ``dp_rank`` already got a result for ``batch_index`` that has been evicted."""
+        key = (partition_id, task_name)
+        record = self._evicted.get(key)
+        if record and batch_index in record:
+            ranks = record[batch_index]
+            if ranks is None or dp_rank in ranks:
+                return True
+        floors = self._evicted_floor.get(key)
+        position = _int_index(batch_index)
+        if floors and position is not None:
+            for rank in (None, dp_rank):
+                if rank in floors and position <= floors[rank]:
+                    return True
+        return False
+
+    def _refuse_if_evicted(
+        self, partition_id: Hashable, task_name: Hashable, dp_rank: int, batch_index: Hashable
+    ) -> None:
+        """Raise ``ValueError`` when ``dp_rank`` repeats a request for an evicted batch."""
+        if self._was_evicted(partition_id, task_name, dp_rank, batch_index):
+            raise ValueError(
+                f"batch_index {batch_index!r} of partition_id {partition_id!r}, task_name "
+                f"{task_name!r} was already served to dp_rank {dp_rank} and has been evicted from "
+                f"the cache (max_cached_batches={self.max_cached_batches}); answering again would "
+                "hand this caller different indexes from its peers. A peer of this dp_rank lags "
+                "more than max_cached_batches batches behind: raise max_cached_batches (or pass "
+                "None to keep every batch)"
+            )
 
     def _may_evict(
         self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
@@ -283,6 +389,21 @@ class BaseSampler(ABC):
         per_rank = self._states.get(partition_id, {}).get(task_name, {})
         for batches in per_rank.values():
             batches.pop(batch_index, None)
+
+
+def _compact_ranks(ranks: frozenset[int]) -> frozenset[int] | range:
+    """``ranks`` as ``range(k)`` when it is exactly ``{0, ..., k-1}``, else unchanged."""
+    if ranks and min(ranks) == 0 and max(ranks) == len(ranks) - 1:
+        return range(len(ranks))
+    return ranks
+
+
+def _int_index(batch_index: Hashable) -> int | None:
+    """``batch_index`` as an int when it is an integer (NumPy ones too), else None."""
+    # A bool is a flag, not a position.
+    if isinstance(batch_index, Integral) and not isinstance(batch_index, bool):
+        return int(batch_index)
+    return None
 
 
 class SequentialSampler(BaseSampler):

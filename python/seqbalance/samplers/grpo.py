@@ -127,7 +127,9 @@ class GRPOGroupNSampler(BaseSampler):
 
         Raises:
             ValueError: ``batch_size`` is negative or not a multiple of ``n_samples_per_prompt``;
-                ``dp_rank`` is negative.
+                ``dp_rank`` is negative; this ``dp_rank`` already got ``batch_index`` and the
+                result has been evicted (a peer lagging more than ``max_cached_batches``
+                batches, see :class:`BaseSampler`).
             TypeError: ``batch_size`` or ``dp_rank`` is not an int.
         """
         dp_rank = kwargs.get("dp_rank")
@@ -138,6 +140,7 @@ class GRPOGroupNSampler(BaseSampler):
                 found, result = self._lookup(partition_id, task_name, dp_rank, batch_index)
                 if found:
                     return list(result[0]), list(result[1])
+                self._refuse_if_evicted(partition_id, task_name, dp_rank, batch_index)
             size = check_batch_size(batch_size)
             self._check_multiple(size, f"batch_size ({size})")
             groups = select_groups(
@@ -191,7 +194,9 @@ class RankAwareSampler(BaseSampler):
             (nothing cached).
 
         Raises:
-            ValueError: ``dp_rank`` is negative, or ``batch_size`` is negative.
+            ValueError: ``dp_rank`` is negative, or ``batch_size`` is negative; this ``dp_rank``
+                already got ``batch_index`` and the list has been evicted (a peer lagging more
+                than ``max_cached_batches`` batches, see :class:`BaseSampler`).
             TypeError: ``dp_rank`` or ``batch_size`` is not an int.
         """
         with self._lock:
@@ -199,6 +204,7 @@ class RankAwareSampler(BaseSampler):
             found, cached = self._lookup(partition_id, task_name, dp_rank, batch_index)
             if found:
                 return list(cached), list(cached)
+            self._refuse_if_evicted(partition_id, task_name, dp_rank, batch_index)
             size = check_batch_size(batch_size)
             sampled = list(ready_indexes[:size])
             if len(sampled) < size or not sampled:

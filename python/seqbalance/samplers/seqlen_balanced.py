@@ -14,9 +14,15 @@ Policies (documented for users in the class docstring and the README):
   selected for another batch, even though the controller still lists uncollected shares as ready
   (only collected shares are marked consumed). Keeping collected shares reserved too protects
   loops whose ready list was read before another rank's consumption was recorded. A batch is only
-  evicted from the cache once every rank has collected its share.
+  evicted from the cache once every rank has collected its share. A repeat request for an evicted
+  batch (a peer lagging more than ``max_cached_batches`` batches) raises ``ValueError`` instead of
+  building a second split of different samples.
 * **Missing lengths.** A sample without ``total_lengths`` weighs 1 (as upstream); one warning per
   batch gives the count.
+* **Bad metadata.** ``get_custom_meta`` must return a mapping; anything else (``None`` included)
+  is a bug in the partition object and raises ``TypeError`` rather than passing for "no lengths".
+  A ``total_lengths`` or a group sum above ``2**63 - 1`` raises ``OverflowError`` naming the sample
+  index or the group's indexes.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ import logging
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from .._inputs import MAX_VALUE, _describe
 from ..refine import check_refine
 from .base import (
     DEFAULT_MAX_CACHED_BATCHES,
-    _describe,
+    EvictedRanks,
     check_batch_size,
     check_dp_rank,
     check_positive,
@@ -119,6 +126,8 @@ def _total_length(index: int, entry: Any) -> int | None:
         raise ValueError(
             f"total_lengths of index {index} must be a non-negative integer, got {value}"
         )
+    if value > MAX_VALUE:
+        raise OverflowError(f"total_lengths of index {index} must be <= 2**63 - 1, got {value}")
     return value
 
 
@@ -143,14 +152,22 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         * No double assignment: the indexes of every cached split (in particular shares not yet
           collected) are excluded from the selection of any other batch.
         * Missing ``total_lengths`` weigh 1, with one warning per batch giving the count; a
-          negative or non-integer value raises ``ValueError`` naming the index.
+          negative or non-integer value raises ``ValueError`` naming the index, a value above
+          ``2**63 - 1`` ``OverflowError`` naming the index, and a group whose lengths sum above
+          ``2**63 - 1`` ``OverflowError`` naming the group's indexes. ``get_custom_meta``
+          returning anything but a mapping (``None`` included) raises ``TypeError``.
         * No ``partition`` object: a warning (once per sampler) and an equal split in order:
           contiguous runs of whole groups, counts differing by at most one group, earlier ranks
           taking the extra groups.
         * Cache bound: the newest ``max_cached_batches`` batch indexes per
           ``(partition_id, task_name)`` are kept (default 64, ``None`` for unbounded); an older
-          batch is dropped only once every rank has collected its share. A controller that reads its ready list without holding back
-          indexes it is about to mark consumed is protected while the batch is cached.
+          batch is dropped only once every rank has collected its share. A controller that
+          reads its ready list without holding back indexes it is about to mark consumed is
+          protected while the batch is cached.
+        * Evicted batches: a repeat request for a dropped batch (a tensor- or pipeline-parallel
+          peer lagging more than ``max_cached_batches`` batches) raises ``ValueError`` naming
+          the batch and the bound; it never builds a second split. Peers of one ``dp_rank`` must
+          therefore stay within ``max_cached_batches`` batches of each other.
 
     Thread safety: one lock per sampler; concurrent first calls for one batch compute one split.
 
@@ -224,8 +241,12 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
         Raises:
             ValueError: negative ``dp_rank`` or ``batch_size``; a global size that is not a
-                multiple of ``n_samples_per_prompt``; a negative or non-integer ``total_lengths``.
-            TypeError: ``dp_rank`` or ``batch_size`` is not an int.
+                multiple of ``n_samples_per_prompt``; a negative or non-integer
+                ``total_lengths``; a repeat request for a batch already evicted from the cache
+                (raise ``max_cached_batches``).
+            OverflowError: a ``total_lengths``, or the sum over one group, above ``2**63 - 1``.
+            TypeError: ``dp_rank`` or ``batch_size`` is not an int; ``get_custom_meta`` did not
+                return a mapping.
         """
         dp_rank = check_dp_rank(kwargs.get("dp_rank", 0))
         batch_index = kwargs.get("batch_index", 0)
@@ -236,6 +257,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 return [], []
             shares = self._balanced_cache.get(key)
             if shares is None:
+                self._refuse_if_evicted(partition_id, task_name, dp_rank, batch_index)
                 shares = self._compute_split(ready_indexes, batch_size, key, partition)
                 if shares is None:
                     return [], []
@@ -303,6 +325,13 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     def _group_weights(self, groups: list[list[int]], partition: Any, key: SplitKey) -> list[int]:
         selected = [index for group in groups for index in group]
         custom_meta = partition.get_custom_meta(selected)
+        if not isinstance(custom_meta, Mapping):
+            # Treating this as "no lengths" would hide a broken partition object behind a
+            # warning and an unbalanced split.
+            raise TypeError(
+                "partition.get_custom_meta(indexes) must return a mapping {index: dict}, got "
+                f"{_describe(custom_meta)}"
+            )
         missing = 0
         weights = []
         for group in groups:
@@ -313,6 +342,11 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                     missing += 1
                     length = 1
                 weight += length
+            if weight > MAX_VALUE:
+                raise OverflowError(
+                    f"total_lengths of the group at indexes {group} sum to {weight}, above "
+                    "2**63 - 1 (the largest weight the partitioner accepts)"
+                )
             weights.append(weight)
         if missing:
             partition_id, task_name, batch_index = key
@@ -341,6 +375,12 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
     ) -> bool:
         return not self._uncollected.get((partition_id, task_name, batch_index))
+
+    def _ranks_holding(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> EvictedRanks:
+        # Every rank got a share of a balanced split, so "every rank" is exact and costs nothing.
+        return None
 
     def _drop_batch(
         self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
