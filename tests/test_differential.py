@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import seqbalance
@@ -184,3 +184,16 @@ def test_unaligned_arrays_are_read_correctly(dtype):
         assert seqbalance.karmarkar_karp(view, k, equal_size) == reference.karmarkar_karp(
             values, k, equal_size
         )
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_k_near_half_of_n(data):
+    # Full states then keep absorbing partial states of a few sets: the core's heap path for
+    # merges of a full state with a partial one.
+    n = data.draw(st.integers(8, 240))
+    k = data.draw(st.integers(max(2, n // 4), n // 2 + 3))
+    values = data.draw(
+        st.lists(st.one_of(st.integers(0, 6), st.integers(0, 40_000)), min_size=n, max_size=n)
+    )
+    assert seqbalance.karmarkar_karp(values, k, False) == reference.karmarkar_karp(values, k, False)
