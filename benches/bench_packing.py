@@ -1,4 +1,5 @@
-"""pack_sequences(algorithm="bfd") on 100,000 lengths, against a plain-Python best-fit packer.
+"""pack_sequences(algorithm="bfd") on 100,000 lengths, against a plain-Python best-fit packer;
+and the micro-batch count search where every sample is just over half the cap.
 
 Run with ``pytest benches/bench_packing.py --benchmark-enable``. Each benchmark asserts its
 result first; speed is reported by pytest-benchmark, never asserted.
@@ -11,7 +12,7 @@ import bisect
 import numpy as np
 import pytest
 
-from seqbalance import pack_sequences
+from seqbalance import min_num_micro_batches_for, pack_sequences, plan_micro_batches
 
 N = 100_000
 PACK_MAX_LENGTH = 16_384
@@ -67,3 +68,15 @@ def test_bfd_100k_plain_python(benchmark, lengths):
     as_list = lengths.tolist()
     check(python_bfd(as_list, PACK_MAX_LENGTH), lengths)
     benchmark.pedantic(python_bfd, args=(as_list, PACK_MAX_LENGTH), rounds=1, iterations=1)
+
+
+@pytest.mark.parametrize("balance_workload", [False, True])
+def test_micro_batch_count_with_every_sample_just_over_half_the_cap(benchmark, balance_workload):
+    # No two samples share a micro-batch, but ceil(total / cap) is about n / 2: a scan from
+    # there made about n / 2 partition calls (review item 1); the bin-packing bound makes one.
+    n, cap = 20_000, 1_000
+    lengths = [cap // 2 + 1] * n
+    plan = plan_micro_batches(lengths, cap, balance_workload=balance_workload)
+    assert sorted(len(batch) for batch in plan) == [1] * n
+    assert min_num_micro_batches_for(lengths, cap, balance_workload=balance_workload) == n
+    benchmark(min_num_micro_batches_for, lengths, cap, balance_workload=balance_workload)

@@ -167,6 +167,15 @@ def test_bad_npy_and_binary_files(tmp_path: Path):
     assert_one_line_error(run("partition", str(binary), "-k", "1"), "not a UTF-8 text file")
 
 
+def test_a_directory_is_named_as_one(tmp_path: Path):
+    for name in ("lengths", "lengths.npy"):
+        folder = tmp_path / name
+        folder.mkdir()
+        result = run("partition", str(folder), "-k", "1")
+        assert_one_line_error(result, f"{folder}: is a directory")
+        assert "no such file" not in result.stderr
+
+
 def test_bad_arguments_and_shapes(lengths_file: Path, tmp_path: Path):
     assert_one_line_error(
         run("partition", str(tmp_path / "missing.txt")), "missing.txt: no such file"

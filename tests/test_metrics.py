@@ -52,6 +52,20 @@ def test_workload_of_an_array_raises_instead_of_wrapping():
     assert calculate_workload([3_100_000_000]) == [24576 * 3_100_000_000 + 3_100_000_000**2]
 
 
+def test_workload_of_an_array_names_a_hidden_size_too_big_for_int64():
+    largest = (2**63 - 1) // 6  # 6 * hidden_size still fits in int64
+    assert calculate_workload(np.array([0]), hidden_size=largest).tolist() == [0]
+    for hidden_size in (largest + 1, 2**62, 2**100):
+        for array in (np.array([0]), np.array([3, 1]), np.array([], dtype=np.int64)):
+            with pytest.raises(
+                OverflowError,
+                match=rf"6 \* hidden_size = {6 * hidden_size} \(hidden_size={hidden_size}\)",
+            ):
+                calculate_workload(array, hidden_size=hidden_size)
+        # The list path has no such limit: exact Python ints.
+        assert calculate_workload([0, 2], hidden_size=hidden_size) == [0, 12 * hidden_size + 4]
+
+
 def test_workload_errors():
     with pytest.raises(ValueError, match=r"lengths\[1\] must be >= 0, got -5"):
         calculate_workload([1, -5])

@@ -261,3 +261,159 @@ def test_errors():
         plan_micro_batches([2**32], 2**40)
     # Balancing by tokens has no workload to overflow.
     assert plan_micro_batches([2**32], 2**40, balance_workload=False) == [[0]]
+
+
+# ------------------------------------------------- the count search: bound, scan, gallop
+
+
+def linear_scan_count(lengths, cap, group_size, multiple, balance_workload) -> int:
+    """The search as it was before the lower bound: every count from ceil(total / cap)."""
+    problem = mb_module._prepare(lengths, cap, group_size, multiple, balance_workload)
+    if not problem.tokens:
+        return 0
+    multiple = multiple or 1
+    count = -(-max(1, math.ceil(sum(problem.tokens) / cap)) // multiple) * multiple
+    while not mb_module._fits(problem, mb_module._balanced_split(problem, count)):
+        count += multiple
+    return count
+
+
+def optimal_bin_count(sizes: list[int], cap: int) -> int:
+    """The fewest bins of ``cap`` holding ``sizes``, by trying every subset (small inputs only)."""
+    n = len(sizes)
+    fits = [sum(sizes[i] for i in range(n) if mask >> i & 1) <= cap for mask in range(1 << n)]
+    best = [0] + [n + 1] * ((1 << n) - 1)
+    for mask in range(1, 1 << n):
+        low = mask & -mask  # the lowest item opens the bin, so each bin is counted once
+        sub = mask
+        while sub:
+            if sub & low and fits[sub]:
+                best[mask] = min(best[mask], best[mask ^ sub] + 1)
+            sub = (sub - 1) & mask
+    return best[-1]
+
+
+def near_fractions(cap: int):
+    """Sizes just around cap / k, where the bounds differ most; and anything up to the cap."""
+    return st.integers(1, 6).flatmap(
+        lambda k: st.integers(max(0, cap // k - 2), min(cap, cap // k + 2))
+    ) | st.integers(0, cap)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 60).flatmap(
+        lambda cap: st.tuples(st.just(cap), st.lists(near_fractions(cap), min_size=1, max_size=8))
+    )
+)
+def test_the_lower_bound_never_exceeds_the_optimal_bin_count(case):
+    cap, sizes = case
+    bound = mb_module._bin_lower_bound(sizes, cap)
+    assert math.ceil(sum(sizes) / cap) <= bound <= optimal_bin_count(sizes, cap)
+
+
+def test_the_lower_bound_with_python_ints_above_int64():
+    cap = 2**70
+    assert mb_module._bin_lower_bound([cap // 2 + 1] * 5, cap) == 5
+    assert mb_module._bin_lower_bound([cap // 3 + 1] * 5, cap) == 3
+    assert mb_module._bin_lower_bound([cap, 1, 1], cap) == 2
+
+
+@st.composite
+def count_search_cases(draw):
+    group_size = draw(st.integers(1, 2))
+    cap = draw(st.integers(2, 500))
+    n_groups = draw(st.integers(0, 24))
+    # One group holds group_size samples; keep it under the cap with sizes near cap / k.
+    per_sample = cap // group_size
+    lengths = draw(
+        st.lists(
+            near_fractions(per_sample),
+            min_size=n_groups * group_size,
+            max_size=n_groups * group_size,
+        )
+    )
+    multiple = draw(st.none() | st.integers(1, 3))
+    return lengths, cap, group_size, multiple, draw(st.booleans())
+
+
+@settings(max_examples=250, deadline=None)
+@given(count_search_cases())
+def test_the_count_is_the_one_the_linear_scan_finds(case):
+    lengths, cap, group_size, multiple, balance_workload = case
+    options = dict(
+        force_group_size=group_size,
+        num_micro_batches_multiple=multiple,
+        balance_workload=balance_workload,
+    )
+    expected = linear_scan_count(lengths, cap, group_size, multiple, balance_workload)
+    assert min_num_micro_batches_for(lengths, cap, **options) == expected
+    assert len(plan_micro_batches(lengths, cap, **options)) == expected
+
+
+def count_partitions(monkeypatch) -> list[int]:
+    """Record the count of every balanced split the search makes."""
+    counts: list[int] = []
+    real = mb_module._balanced_split
+
+    def spy(problem, count):
+        counts.append(count)
+        return real(problem, count)
+
+    monkeypatch.setattr(mb_module, "_balanced_split", spy)
+    return counts
+
+
+@pytest.mark.parametrize(("length", "per_bin"), [(501, 1), (1000, 1), (334, 2), (251, 3), (201, 4)])
+def test_samples_just_over_a_fraction_of_the_cap_take_one_partition(monkeypatch, length, per_bin):
+    # Review item 1: [cap // 2 + 1] * n made the scan try about n / 2 counts.
+    counts = count_partitions(monkeypatch)
+    n = 600
+    assert min_num_micro_batches_for([length] * n, 1000, balance_workload=False) == n // per_bin
+    assert counts == [n // per_bin]
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3])
+@settings(max_examples=60, deadline=None)
+@given(case=count_search_cases())
+def test_past_the_step_budget_the_search_gallops_to_a_fitting_count(steps, case):
+    lengths, cap, group_size, multiple, balance_workload = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mb_module, "_SCAN_STEPS", steps)
+        counts = count_partitions(patch)
+        count = min_num_micro_batches_for(
+            lengths,
+            cap,
+            force_group_size=group_size,
+            num_micro_batches_multiple=multiple,
+            balance_workload=balance_workload,
+        )
+    assert count >= linear_scan_count(lengths, cap, group_size, multiple, balance_workload)
+    problem = mb_module._prepare(lengths, cap, group_size, multiple, balance_workload)
+    if lengths:
+        assert split_fits(problem, count)
+        # Locally first: the count before it fails, or is below the bound the search starts at.
+        start = mb_module._round_up(
+            mb_module._bin_lower_bound(problem.tokens, cap), problem.multiple
+        )
+        assert count == start or not split_fits(problem, count - problem.multiple)
+    assert len(counts) <= steps + 2 * max(1, len(problem.tokens)).bit_length() + 2
+
+
+def split_fits(problem, count: int) -> bool:
+    return mb_module._fits(problem, mb_module._balanced_split(problem, count))
+
+
+def test_a_search_past_the_budget_stays_logarithmic(monkeypatch):
+    # Balancing by workload, uniform lengths fit about 10% above the bound: > _SCAN_STEPS tries.
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 16_385, 1_000).tolist()
+    counts = count_partitions(monkeypatch)
+    count = min_num_micro_batches_for(lengths, 16_384)
+    assert counts[mb_module._SCAN_STEPS - 1] == counts[0] + mb_module._SCAN_STEPS - 1
+    assert len(counts) > mb_module._SCAN_STEPS  # the case does reach the gallop
+    assert len(counts) <= mb_module._SCAN_STEPS + 2 * (1_000).bit_length() + 2
+    plan = plan_micro_batches(lengths, 16_384, order="none")
+    assert len(plan) == count
+    assert all(sum(lengths[i] for i in batch) <= 16_384 for batch in plan)
+    assert not split_fits(mb_module._prepare(lengths, 16_384, 1, None, True), count - 1)

@@ -132,6 +132,40 @@ def test_large_values_are_exact():
     assert pack_sequences([big, 1, big - 1], big) == [[0], [2, 1]]
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths_and_cap(),
+    st.sampled_from(ALGORITHMS),
+    st.integers(2**64 - 1, 2**70) | st.sampled_from([2**64, 2**200]),
+)
+def test_a_cap_of_2_64_or_more_is_no_cap(case, algorithm, cap):
+    lengths, _ = case
+    packs = pack_sequences(lengths, cap, algorithm=algorithm)
+    assert packs == slow_pack(lengths, cap, algorithm)
+    assert len(packs) == (1 if lengths else 0)
+
+
+def test_a_huge_cap_with_lengths_near_2_63():
+    big = 2**63 - 1
+    # They sum to 2**64 - 2: one pack under any cap of at least that.
+    assert pack_sequences([big, big], 2**64) == [[0, 1]]
+    assert pack_sequences(np.array([big, 1, big]), 2**80, algorithm="next_fit") == [[0, 1, 2]]
+
+
+def test_a_huge_cap_with_a_sum_above_2_64_names_pack_max_length():
+    big = 2**63 - 1
+    for cap, call in (
+        (2**64, lambda cap: pack_sequences([big, big, 2], cap)),
+        (2**65, lambda cap: plan_packed_steps([big, big, 2], 1, 1, cap)),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=rf"pack_max_length \({cap}\) is above 2\*\*64 - 1 and the lengths sum to "
+            rf"{2 * big + 2}",
+        ):
+            call(cap)
+
+
 # ---------------------------------------------------------------- plan_packed_steps
 
 
@@ -185,6 +219,16 @@ def test_rank_with_fewer_samples_than_steps_gets_padded_steps():
     heavy = next(rank for rank in plan if [0] in rank[0])
     assert heavy[1] == [[]] * len(heavy[1]) and len(heavy[1]) >= 1
     assert all(len(plan[0][s]) == len(plan[1][s]) for s in range(2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(packed_step_cases(), st.integers(2**64, 2**70))
+def test_packed_steps_with_a_cap_of_2_64_or_more_put_each_bucket_in_one_pack(case, cap):
+    lengths, dp_size, steps, _ = case
+    plan = plan_packed_steps(lengths, dp_size, steps, cap)
+    # Packing does not change the balancing, and any cap >= the total holds a bucket whole.
+    assert plan == plan_packed_steps(lengths, dp_size, steps, max(1, sum(lengths)))
+    assert all(len(step) <= 1 for rank in plan for step in rank)
 
 
 def test_packed_steps_errors():

@@ -105,6 +105,13 @@ def _read_npy(path: Path) -> np.ndarray:
         raise InputError(str(exc)) from None
 
 
+def _check_is_file(path: Path) -> None:
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a file of lengths")
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+
+
 def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     """Read lengths from ``file``: ``.npy``, JSON Lines (with ``field``), or one integer per line.
 
@@ -115,16 +122,14 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     if file != "-" and path.suffix == ".npy":
         if field is not None:
             raise InputError(f"{path}: --field applies to JSON Lines files, not .npy")
-        if not path.is_file():
-            raise InputError(f"{path}: no such file")
+        _check_is_file(path)
         values = _read_npy(path)
     else:
         try:
             if file == "-":
                 text = sys.stdin.read()
-            elif not path.is_file():
-                raise InputError(f"{path}: no such file")
             else:
+                _check_is_file(path)
                 text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise InputError(f"{path}: not a UTF-8 text file (use .npy for binary input)") from None

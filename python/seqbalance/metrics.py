@@ -40,7 +40,8 @@ def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | 
     Raises:
         TypeError, ValueError, OverflowError: bad lengths or ``hidden_size`` (see
             :func:`seqbalance._inputs.normalize_lengths`); ``OverflowError`` also when a workload
-            of an array input would not fit in int64 (it is never wrapped around).
+            of an array input, or ``6 * hidden_size`` itself, would not fit in int64 (it is never
+            wrapped around).
 
     Example:
         >>> calculate_workload([1, 100])
@@ -51,6 +52,12 @@ def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | 
     values = normalize_lengths(lengths, "lengths")
     if not isinstance(values, np.ndarray):
         return [linear * s + s * s for s in values]
+    # NumPy cannot multiply by a factor above int64 at all, and the fault is hidden_size's.
+    if linear > MAX_VALUE:
+        raise OverflowError(
+            f"6 * hidden_size = {linear} (hidden_size={hidden}) does not fit in int64; "
+            "pass a list to get exact Python ints"
+        )
     if values.size:
         # The workload grows with s, so the longest sequence decides whether int64 suffices.
         position = int(np.argmax(values))

@@ -99,19 +99,101 @@ def _fits(problem: _Problem, parts: list[list[int]]) -> bool:
     return all(sum(problem.tokens[g] for g in part) <= problem.cap for part in parts)
 
 
+# The Fekete-Schepers bounds below use u_k for k = 2.._DFF_MAX: enough for items down to
+# cap / (_DFF_MAX + 1); the scan's step budget covers what the bounds miss.
+_DFF_MAX = 16
+
+# Counts tried one by one above the lower bound before the search gallops: each try is a full
+# partition, and the first fitting count is usually within a few steps of the bound.
+_SCAN_STEPS = 32
+
+
+def _bin_lower_bound(tokens: list[int], cap: int) -> int:
+    """A count below which no split of ``tokens`` into parts of at most ``cap`` exists.
+
+    Any fitting split is a bin packing, so every bin-packing lower bound holds for it; the
+    largest of these three is returned (each O(n) after one sort):
+
+    - ``ceil(total / cap)``;
+    - Martello-Toth L2: for a threshold ``a <= cap / 2``, items above ``cap - a`` and items in
+      ``(cap / 2, cap - a]`` each need a bin of their own (the latter share it only with
+      items below ``a``), and items in ``[a, cap / 2]`` fill the room those leave or open
+      new bins;
+    - Fekete-Schepers dual-feasible functions ``u_k``: an item ``s`` counts as ``s / cap`` of
+      a bin when ``(k + 1) * s`` is a multiple of ``cap``, else as ``floor((k + 1) * s / cap) / k``;
+      a bin's counts never add to more than one, so their ceiled sum is a bound (for k = 2:
+      no bin holds three items above ``cap / 3``).
+
+    Example: 10 items of 501 under a cap of 1000 need 10 bins, not ``ceil(5010 / 1000) = 6``.
+    """
+    n = len(tokens)
+    # Exact int64 arithmetic while no intermediate can pass 2**63 - 1; Python ints otherwise.
+    dtype: Any = np.int64 if (_DFF_MAX + 2) * max(n, 1) * cap <= MAX_VALUE else object
+    sizes = np.sort(np.asarray(tokens, dtype=dtype))
+    prefix = np.concatenate((np.zeros(1, dtype=dtype), np.cumsum(sizes, dtype=dtype)))
+    total = prefix[-1]
+    bound = max(1, -(-int(total) // cap))
+
+    half = int(np.searchsorted(sizes, cap // 2, side="right"))  # sizes[:half] have 2 * s <= cap
+    thresholds = np.concatenate((np.zeros(1, dtype=dtype), np.unique(sizes[:half])))
+    above = np.searchsorted(sizes, cap - thresholds, side="right")  # J1 = sizes[above:]
+    small = np.searchsorted(sizes, thresholds, side="left")  # J3 = sizes[small:half]
+    big_count = (above - half).astype(dtype)  # J2 = sizes[half:above]
+    room = big_count * cap - (prefix[above] - prefix[half])
+    overflow = prefix[half] - prefix[small] - room
+    l2 = (n - half) + np.maximum(0, -(-overflow // cap))
+    bound = max(bound, int(l2.max()))
+
+    for k in range(2, _DFF_MAX + 1):
+        scaled = (k + 1) * sizes
+        counts = np.where(scaled % cap == 0, k * sizes, (scaled // cap) * cap)
+        bound = max(bound, -(-int(counts.sum()) // (k * cap)))
+    return bound
+
+
 def _own_plan(problem: _Problem) -> tuple[int, list[list[int]]]:
-    """The first count from ``ceil(total / cap)``, in steps of the multiple, whose split fits."""
+    """The first count from the lower bound, in steps of the multiple, whose split fits.
+
+    The scan starts from :func:`_bin_lower_bound`, rounded up to the multiple: no smaller count
+    can fit, so this is the first fitting count from ``ceil(total / cap)``. After
+    ``_SCAN_STEPS`` failed counts it gallops (doubling the step) to a fitting count and
+    bisects back to one whose predecessor fails, so the work stays O(log n) partitions; in
+    that rare case the count can be above the first fitting one (it still fits the cap).
+    """
     if not problem.tokens:
         return 0, []
-    lower_bound = max(1, -(-sum(problem.tokens) // problem.cap))
-    count = _round_up(lower_bound, problem.multiple)
-    while True:
+    multiple = problem.multiple
+    count = _round_up(_bin_lower_bound(problem.tokens, problem.cap), multiple)
+    # Each group in a part of its own always fits (no group is above the cap).
+    ceiling = _round_up(len(problem.tokens), multiple)
+    for _ in range(_SCAN_STEPS):
         parts = _balanced_split(problem, count)
-        # Terminates: once count >= number of groups each part holds one group, which fits.
         if _fits(problem, parts):
             return count, parts
         logger.debug("%d micro-batches exceed the token cap %d; trying more", count, problem.cap)
-        count += problem.multiple
+        count += multiple
+    failed, jump = count - multiple, multiple
+    while True:
+        jump *= 2
+        count = min(failed + jump, ceiling)
+        parts = _balanced_split(problem, count)
+        if _fits(problem, parts):
+            break
+        failed = count
+    logger.debug(
+        "no fitting count within %d steps of the bound; bisecting in (%d, %d]",
+        _SCAN_STEPS,
+        failed,
+        count,
+    )
+    while count - failed > multiple:
+        middle = failed + (count - failed) // multiple // 2 * multiple
+        middle_parts = _balanced_split(problem, middle)
+        if _fits(problem, middle_parts):
+            count, parts = middle, middle_parts
+        else:
+            failed = middle
+    return count, parts
 
 
 def _split_further(problem: _Problem, parts: list[list[int]], count: int) -> list[list[int]]:
@@ -161,9 +243,14 @@ def plan_micro_batches(
 ) -> list[list[int]]:
     """Split one rank's samples into micro-batches of at most ``max_token_len`` tokens each.
 
-    The cap is a hard guarantee. The count starts from the lower bound ``ceil(total / cap)``
-    (rounded up to ``num_micro_batches_multiple``) and grows until the balanced split fits; it is
-    then raised to ``min_num_micro_batches`` (rounded up to the multiple) if that is larger.
+    The cap is a hard guarantee. The count is the first one from the lower bound
+    ``ceil(total / cap)``, in steps of ``num_micro_batches_multiple``, whose balanced split
+    fits; it is then raised to ``min_num_micro_batches`` (rounded up to the multiple) if that
+    is larger. The search skips the counts that bin-packing lower bounds rule out (samples
+    just over half the cap need one micro-batch each), so it usually costs a few partitions.
+    After 32 failed counts it gallops and bisects instead (O(log n) more partitions), and may
+    then settle a little above the first fitting count; the two-step pattern below is
+    unaffected, since both functions search the same way.
 
     Data-parallel ranks must run the same number of micro-batches. Use two steps::
 

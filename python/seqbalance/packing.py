@@ -29,6 +29,28 @@ def _check_algorithm(algorithm: Any) -> str:
     return algorithm
 
 
+# The native packer takes the cap as an unsigned 64-bit integer.
+_NATIVE_CAP_MAX = 2**64 - 1
+
+
+def _native_cap(lengths: np.ndarray, cap: int) -> int:
+    """``cap`` as the native packer takes it: a cap of 2**64 or more is clamped to 2**64 - 1.
+
+    Clamping changes nothing while the lengths sum to at most 2**64 - 1: both caps hold every
+    length in one pack. Above that (several lengths near 2**63) the clamp could split a pack
+    the real cap holds, so that case raises instead of answering differently.
+    """
+    if cap <= _NATIVE_CAP_MAX:
+        return cap
+    total = sum(lengths.tolist())
+    if total > _NATIVE_CAP_MAX:
+        raise ValueError(
+            f"pack_max_length ({cap}) is above 2**64 - 1 and the lengths sum to {total}, "
+            "also above it; the packer needs one of the two below 2**64"
+        )
+    return _NATIVE_CAP_MAX
+
+
 def _check_cap(lengths: np.ndarray, cap: int) -> None:
     too_long = np.flatnonzero(lengths > cap)
     if too_long.size:
@@ -54,7 +76,8 @@ def pack_sequences(
 
     Args:
         lengths: sequence lengths (ints or a 1-D integer array).
-        pack_max_length: the cap on a pack's total length, an int >= 1.
+        pack_max_length: the cap on a pack's total length, an int >= 1; a cap of 2**64 or
+            more acts as no cap at all (every length fits in one pack).
         algorithm: one of ``"next_fit"``, ``"first_fit"``, ``"ffd"``, ``"bfd"``.
 
     Returns:
@@ -63,7 +86,8 @@ def pack_sequences(
 
     Raises:
         ValueError: a length above ``pack_max_length`` (naming its index), an unknown
-            algorithm, ``pack_max_length < 1``; the errors of the length normalisation.
+            algorithm, ``pack_max_length < 1``, ``pack_max_length`` and the lengths' sum both
+            above 2**64 - 1; the errors of the length normalisation.
 
     Example:
         >>> pack_sequences([5, 6, 2], 8)
@@ -73,7 +97,7 @@ def pack_sequences(
     algorithm = _check_algorithm(algorithm)
     values = as_int64_array(lengths)
     _check_cap(values, cap)
-    return _native._pack(values, cap, algorithm)
+    return _native._pack(values, _native_cap(values, cap), algorithm)
 
 
 def plan_packed_steps(
@@ -100,7 +124,8 @@ def plan_packed_steps(
         lengths: per-sample token counts (ints or a 1-D integer array).
         dp_size: number of data-parallel ranks, an int >= 1.
         optimizer_steps: number of optimizer steps, an int >= 1.
-        pack_max_length: the cap on a pack's total length, an int >= 1.
+        pack_max_length: the cap on a pack's total length, an int >= 1 (as in
+            :func:`pack_sequences`, 2**64 or more is no cap).
         refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`, for both balancing steps.
 
     Returns:
@@ -110,7 +135,8 @@ def plan_packed_steps(
     Raises:
         ValueError: fewer samples than ``dp_size * optimizer_steps`` (a
             :class:`~seqbalance.PartitionError`), a sample above ``pack_max_length``, an argument
-            < 1; TypeError for non-integer arguments.
+            < 1, ``pack_max_length`` and the lengths' sum both above 2**64 - 1; TypeError for
+            non-integer arguments.
 
     Example:
         >>> plan_packed_steps([4, 4, 3, 3, 2, 2, 1, 1, 1], 2, 2, 5)
@@ -130,6 +156,8 @@ def plan_packed_steps(
         )
     # Checked up front so the error names the index in ``lengths``, not in a bucket.
     _check_cap(values, cap)
+    # Every bucket sums to at most the total, so one check covers all of them.
+    cap = _native_cap(values, cap)
     plan: list[list[list[list[int]]]] = []
     for rank_part in get_seqlen_balanced_partitions(values, ranks, False, refine=refine):
         rank_samples = np.asarray(rank_part, dtype=np.int64)
