@@ -16,6 +16,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import threading
 import time
@@ -145,6 +146,7 @@ def scaling(k=1024, exponents=range(14, 21)):
         for name, values in (("uniform", uniform), ("one-huge", adversarial)):
             for equal_size in (False, True):
                 t = best_time(seqbalance.karmarkar_karp, values, k, equal_size)
+                ids = best_time(seqbalance.partition_ids, values, k, equal_size=equal_size)
                 rows.append(
                     {
                         "input": name,
@@ -153,9 +155,38 @@ def scaling(k=1024, exponents=range(14, 21)):
                         "equal_size": equal_size,
                         "seconds": t,
                         "ns_per_item": t / n * 1e9,
+                        "ids_seconds": ids,
+                        "ids_ns_per_item": ids / n * 1e9,
                     }
                 )
     return rows
+
+
+_PEAK_SCRIPT = """
+import resource
+import numpy as np
+import seqbalance
+values = np.random.default_rng(1).integers(1, 32768, size=2**20, dtype=np.int64)
+seqbalance.karmarkar_karp(values[:4096], 8, False)  # imports and first-call costs
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+result = seqbalance.{call}
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) / 1024)
+"""
+
+
+def peak_memory_mb(function, equal_size):
+    """Extra peak resident memory (MB) of one call at n = 2^20, k = 1024, in a fresh process.
+
+    It includes the result itself (for lists: a million int objects and their lists).
+    """
+    if function == "partition_ids":
+        call = f"partition_ids(values, 1024, equal_size={equal_size})"
+    else:
+        call = f"{function}(values, 1024, {equal_size})"
+    code = _PEAK_SCRIPT.replace("{call}", call)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
 
 
 def fmt_time(seconds):
@@ -217,6 +248,15 @@ def main(argv=None):
                 f"({big[f'lists_{mode}_vs_sort_tolist']:.2f}× sort+tolist), ids "
                 f"{fmt_time(big[f'ids_{mode}_s'])} ({big[f'ids_{mode}_vs_sort']:.2f}× sort)"
             )
+        big["peak_mb"] = {
+            f"{function} {'equal' if equal_size else 'free'}": peak_memory_mb(function, equal_size)
+            for function in ("karmarkar_karp", "partition_ids")
+            for equal_size in (True, False)
+        }
+        print(
+            "  extra peak memory of one call (fresh process, result included): "
+            + ", ".join(f"{name} {mb:.0f} MB" for name, mb in big["peak_mb"].items())
+        )
         threads = two_threads()
         report["two_threads"] = threads
         print(
@@ -224,11 +264,15 @@ def main(argv=None):
             f"together {fmt_time(threads['threads_s'])} (ratio {threads['ratio']:.2f})"
         )
         report["scaling"] = scaling()
-        print("\n| input | n | equal_size | time | ns/item |\n|---|---|---|---|---|")
+        print(
+            "\n| input | n | equal_size | lists | ns/item | ids | ns/item |\n"
+            "|---|---|---|---|---|---|---|"
+        )
         for row in report["scaling"]:
             print(
                 f"| {row['input']} | 2^{int(math.log2(row['n']))} | {row['equal_size']} | "
-                f"{fmt_time(row['seconds'])} | {row['ns_per_item']:.0f} |"
+                f"{fmt_time(row['seconds'])} | {row['ns_per_item']:.0f} | "
+                f"{fmt_time(row['ids_seconds'])} | {row['ids_ns_per_item']:.0f} |"
             )
 
     Path(args.json).write_text(json.dumps(report, indent=2))
