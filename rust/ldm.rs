@@ -580,6 +580,23 @@ impl<'a, S: SumInt> Run<'a, S> {
         state.sets = vector;
     }
 
+    /// The composite state on top of the queue absorbs a one-item state, which came out of the
+    /// queue first (`single_first`: its item goes before the set it joins) or second.
+    fn top_absorbs_single(&mut self, single: Set<S>, single_first: bool) {
+        let k = self.k;
+        let id = self.queue.top_id();
+        self.materialise(id);
+        let state = &mut self.states[id as usize];
+        if state.sets.len() < k {
+            // The single lands on an empty position: it keeps a set of its own.
+            state.insert_set(single);
+        } else {
+            state.grow_smallest(single, single_first, &mut self.next);
+        }
+        let priority = state.priority(k);
+        self.queue.replace_top(priority, id);
+    }
+
     fn step(&mut self) {
         let k = self.k;
         if self.best_source(false) == Source::Single {
@@ -596,29 +613,11 @@ impl<'a, S: SumInt> Run<'a, S> {
                 self.queue.push(priority, id);
             } else {
                 // first's set 0 absorbs the composite's set k−1: empty unless it is full.
-                let id = self.queue.top_id();
-                self.materialise(id);
-                let state = &mut self.states[id as usize];
-                if state.sets.len() < k {
-                    state.insert_set(first);
-                } else {
-                    state.grow_smallest(first, true, &mut self.next);
-                }
-                let priority = state.priority(k);
-                self.queue.replace_top(priority, id);
+                self.top_absorbs_single(first, true);
             }
         } else if self.best_source(true) == Source::Single {
             let second = self.take_single();
-            let id = self.queue.top_id();
-            self.materialise(id);
-            let state = &mut self.states[id as usize];
-            if state.sets.len() < k {
-                state.insert_set(second);
-            } else {
-                state.grow_smallest(second, false, &mut self.next);
-            }
-            let priority = state.priority(k);
-            self.queue.replace_top(priority, id);
+            self.top_absorbs_single(second, false);
         } else {
             let first_id = self.queue.pop();
             let second_id = self.queue.top_id();

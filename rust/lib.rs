@@ -113,6 +113,21 @@ fn run_core(
     without_gil(py, values, core).map_err(|error| core_error(py, error))
 }
 
+type Core = fn(&[u64], usize, bool) -> Result<Partition, CoreError>;
+
+/// Validate, run `core` and return its partition as lists: the body of the three list functions.
+fn partition_lists<'py>(
+    py: Python<'py>,
+    seqlen_list: &Bound<'py, PyAny>,
+    k_partitions: &Bound<'py, PyAny>,
+    equal_size: &Bound<'py, PyAny>,
+    core: Core,
+) -> PyResult<Bound<'py, PyList>> {
+    let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
+    let partition = run_core(py, values, |v| core(v, k, equal_size))?;
+    nested_lists(py, &partition)
+}
+
 #[pyfunction]
 fn karmarkar_karp<'py>(
     py: Python<'py>,
@@ -120,9 +135,7 @@ fn karmarkar_karp<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let partition = run_core(py, values, |v| ldm::karmarkar_karp(v, k, equal_size))?;
-    nested_lists(py, &partition)
+    partition_lists(py, seqlen_list, k_partitions, equal_size, ldm::karmarkar_karp)
 }
 
 #[pyfunction]
@@ -132,9 +145,7 @@ fn get_seqlen_balanced_partitions<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let partition = run_core(py, values, |v| ldm::balanced_partitions(v, k, equal_size))?;
-    nested_lists(py, &partition)
+    partition_lists(py, seqlen_list, k_partitions, equal_size, ldm::balanced_partitions)
 }
 
 #[pyfunction]
@@ -144,9 +155,7 @@ fn greedy_partition<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let partition = run_core(py, values, |v| greedy::greedy_partition(v, k, equal_size))?;
-    nested_lists(py, &partition)
+    partition_lists(py, seqlen_list, k_partitions, equal_size, greedy::greedy_partition)
 }
 
 #[pyfunction]
