@@ -18,8 +18,8 @@ pub mod parts;
 pub mod sort;
 
 mod bind_packing;
-mod packing;
 mod bind_refine;
+mod packing;
 mod refine;
 
 use error::CoreError;

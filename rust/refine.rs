@@ -17,12 +17,14 @@
 //!   the budget runs out, the best answer found so far (never worse than the local one) is kept.
 //!
 //! Output order (the tie rule): partitions by load descending, equal loads by smallest index
-//! ascending; indexes ascending inside each partition. Sums are `u128`, exact for any input.
+//! ascending; indexes ascending inside each partition. Sums are exact: `u64` when the total is
+//! below 2^55, `u128` otherwise.
 //! Nothing depends on wall-clock time or hashing order, so the output is deterministic.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::{Add, AddAssign, BitAnd, BitOr, Shl, Shr, Sub, SubAssign};
 
 /// A multiplicative hash for the map of exhausted pairs (used for k above [`DENSE_PAIRS_MAX_K`]):
 /// SipHash dominated the pair loop. The map is only looked up, never iterated, so the output does
@@ -125,24 +127,40 @@ pub fn refine(
     effort: Option<u64>,
 ) -> Result<Vec<Vec<u32>>, RefineError> {
     validate(values.len(), &parts)?;
+    let total: u128 = values.iter().map(|&v| v as u128).sum();
+    // Same search either way; u64 sums halve the cost of the exchange scans when they fit.
+    Ok(if total < U64_SUMS_BELOW {
+        refine_with::<u64>(values, parts, equal_size, mode, effort)
+    } else {
+        refine_with::<u128>(values, parts, equal_size, mode, effort)
+    })
+}
+
+fn refine_with<S: Sum>(
+    values: &[u64],
+    parts: Vec<Vec<u32>>,
+    equal_size: bool,
+    mode: Mode,
+    effort: Option<u64>,
+) -> Vec<Vec<u32>> {
     let n = values.len();
     let local_effort = match mode {
         Mode::Local => effort.unwrap_or_else(|| local_budget(n)),
         Mode::Exact => local_budget(n),
     };
-    let mut search = LocalSearch::new(values, parts, equal_size);
+    let mut search = LocalSearch::<S>::new(values, parts, equal_size);
     search.run(local_effort);
     if mode == Mode::Exact && n <= EXACT_MAX_ITEMS {
         let nodes = effort.unwrap_or(EXACT_DEFAULT_NODES);
         let counts: Vec<usize> = search.parts.iter().map(Vec::len).collect();
-        let current_max = search.loads.iter().copied().max().unwrap_or(0);
+        let current_max = search.loads.iter().copied().max().map_or(0, Sum::to_u128);
         if let Some(better) = exact_search(values, &counts, equal_size, current_max, nodes) {
             // The exact search only cares about the maximum; polish the other loads too.
             search = LocalSearch::new(values, better, equal_size);
             search.run(local_budget(n));
         }
     }
-    Ok(search.into_output())
+    search.into_output()
 }
 
 fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> {
@@ -172,21 +190,89 @@ fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> {
     }
 }
 
+/// Below this total, loads, doubled differences and the packed two-item keys (a sum shifted left
+/// by 8 bits) all fit in a `u64`.
+const U64_SUMS_BELOW: u128 = 1 << 55;
+
+/// Load arithmetic of the local search: `u64` when the total allows it, else `u128` (exact for
+/// any input: at most 2^32 items below 2^63 each).
+trait Sum:
+    Copy
+    + Ord
+    + Default
+    + fmt::Debug
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + AddAssign
+    + SubAssign
+    + Shl<u32, Output = Self>
+    + Shr<u32, Output = Self>
+    + BitOr<Output = Self>
+    + BitAnd<Output = Self>
+{
+    fn from_u64(value: u64) -> Self;
+    fn to_u128(self) -> u128;
+    fn low_byte(self) -> u8;
+}
+
+impl Sum for u64 {
+    #[inline]
+    fn from_u64(value: u64) -> Self {
+        value
+    }
+    #[inline]
+    fn to_u128(self) -> u128 {
+        self as u128
+    }
+    #[inline]
+    fn low_byte(self) -> u8 {
+        self as u8
+    }
+}
+
+impl Sum for u128 {
+    #[inline]
+    fn from_u64(value: u64) -> Self {
+        value as u128
+    }
+    #[inline]
+    fn to_u128(self) -> u128 {
+        self
+    }
+    #[inline]
+    fn low_byte(self) -> u8 {
+        self as u8
+    }
+}
+
 /// A subset of at most two items of one partition, by position in its value-sorted item list.
 #[derive(Clone, Copy, Debug)]
 struct Subset {
-    sum: u128,
     len: u8,
     pos: [u32; 2],
 }
 
+impl Subset {
+    const EMPTY: Subset = Subset { len: 0, pos: [0, 0] };
+
+    fn single(position: usize) -> Self {
+        Subset { len: 1, pos: [position as u32, 0] }
+    }
+
+    /// The two positions packed in the low byte of a cached pair key.
+    fn pair<S: Sum>(key: S) -> Self {
+        let low = key.low_byte();
+        Subset { len: 2, pos: [(low >> 4) as u32, (low & 15) as u32] }
+    }
+}
+
 /// A candidate exchange between a heavy and a light partition.
 #[derive(Clone, Copy, Debug)]
-struct Exchange {
+struct Exchange<S> {
     from_heavy: Subset,
     from_light: Subset,
     /// `|2 d - D|`: smaller is a better balanced pair.
-    score: u128,
+    score: S,
 }
 
 /// Pairs `(heavy, light)` found to have no improving exchange, with the step of that check: a
@@ -235,26 +321,26 @@ fn pair_key(heavy: usize, light: usize) -> u64 {
     ((heavy as u64) << 32) | light as u64
 }
 
-struct LocalSearch {
+struct LocalSearch<S: Sum> {
     /// Each partition's `(value, index)` items, ascending; values inline to keep scans local.
     parts: Vec<Vec<(u64, u32)>>,
-    loads: Vec<u128>,
+    loads: Vec<S>,
     /// The step at which each partition last changed (0: never); `step` counts applied exchanges
     /// from 1. They date the exhausted-pair marks and the two-item sums.
     changed_at: Vec<u64>,
     step: u64,
     equal_size: bool,
     budget: u64,
-    heavy_subsets: Vec<Subset>,
-    light_subsets: Vec<Subset>,
-    /// Per partition: its two-item subsets sorted by sum, stamped with the partition's
-    /// `changed_at` plus one (0: none). Rebuilding them for every pair visited was most of the
-    /// search's time.
-    pair_cache: Vec<(u64, Vec<Subset>)>,
+    /// Per partition: its two-item subsets as packed keys `sum << 8 | p << 4 | q` (positions
+    /// below [`PAIR_EXCHANGE_MAX_ITEMS`] = 16), sorted, which is the order by `(sum, p, q)`;
+    /// stamped with the partition's `changed_at` plus one (0: none). Rebuilding them for every
+    /// pair visited was most of the search's time, and one-word keys sort and scan much faster
+    /// than structs.
+    pair_cache: Vec<(u64, Vec<S>)>,
     pair_cache_entries: usize,
 }
 
-impl LocalSearch {
+impl<S: Sum> LocalSearch<S> {
     fn new(values: &[u64], parts: Vec<Vec<u32>>, equal_size: bool) -> Self {
         let parts: Vec<Vec<(u64, u32)>> = parts
             .into_iter()
@@ -264,7 +350,10 @@ impl LocalSearch {
                 items
             })
             .collect();
-        let loads = parts.iter().map(|part| part.iter().map(|&(v, _)| v as u128).sum()).collect();
+        let loads = parts
+            .iter()
+            .map(|part| part.iter().fold(S::default(), |load, &(v, _)| load + S::from_u64(v)))
+            .collect();
         let k = parts.len();
         LocalSearch {
             parts,
@@ -273,8 +362,6 @@ impl LocalSearch {
             step: 1,
             equal_size,
             budget: 0,
-            heavy_subsets: Vec::new(),
-            light_subsets: Vec::new(),
             pair_cache: vec![(0, Vec::new()); k],
             pair_cache_entries: 0,
         }
@@ -346,28 +433,6 @@ impl LocalSearch {
         order.insert(to, part);
     }
 
-    fn fill_subsets(&self, part: usize, size: u8, out: &mut Vec<Subset>) {
-        out.clear();
-        let items = &self.parts[part];
-        match size {
-            0 => out.push(Subset { sum: 0, len: 0, pos: [0, 0] }),
-            1 => out.extend(items.iter().enumerate().map(|(p, &(v, _))| Subset {
-                sum: v as u128,
-                len: 1,
-                pos: [p as u32, 0],
-            })),
-            _ => {
-                out.reserve(items.len() * items.len().saturating_sub(1) / 2);
-                for (p, &(v, _)) in items.iter().enumerate() {
-                    for (q, &(w, _)) in items.iter().enumerate().skip(p + 1) {
-                        out.push(Subset { sum: v as u128 + w as u128, len: 2, pos: [p as u32, q as u32] });
-                    }
-                }
-                out.sort_unstable_by_key(|s| (s.sum, s.pos));
-            }
-        }
-    }
-
     /// Make `pair_cache[part]` hold the part's current two-item subsets.
     fn cache_pairs(&mut self, part: usize) {
         let stamp = self.changed_at[part] + 1;
@@ -385,23 +450,32 @@ impl LocalSearch {
             self.pair_cache_entries = 0;
         }
         let mut pairs = std::mem::take(&mut self.pair_cache[part].1);
-        self.fill_subsets(part, 2, &mut pairs);
-        // Sorting costs about log2(m^2) per entry.
+        pairs.clear();
+        // Positions must fit the 4 bits each of the packed key (callers check the size).
+        debug_assert!(m <= PAIR_EXCHANGE_MAX_ITEMS);
+        let items = &self.parts[part];
+        for (p, &(v, _)) in items.iter().enumerate() {
+            for (q, &(w, _)) in items.iter().enumerate().skip(p + 1) {
+                let sum = S::from_u64(v) + S::from_u64(w);
+                pairs.push((sum << 8) | S::from_u64(((p << 4) | q) as u64));
+            }
+        }
+        pairs.sort_unstable();
+        // The budget still charges what sorting subset structs cost (about log2(m^2) per entry),
+        // so that the answer under a given effort stays what it was.
         self.charge(needed * (usize::BITS - needed.leading_zeros()) as usize);
         self.pair_cache_entries += pairs.len();
         self.pair_cache[part] = (stamp, pairs);
     }
 
     /// The exchange between `heavy` and `light` that balances them best, if any improves them.
-    fn best_exchange(&mut self, heavy: usize, light: usize) -> Option<Exchange> {
+    fn best_exchange(&mut self, heavy: usize, light: usize) -> Option<Exchange<S>> {
         let gap = self.loads[heavy] - self.loads[light];
         let (heavy_len, light_len) = (self.parts[heavy].len(), self.parts[light].len());
         let pairs_ok = heavy_len.max(light_len) <= PAIR_EXCHANGE_MAX_ITEMS;
-        let mut best: Option<Exchange> = None;
+        let mut best: Option<Exchange<S>> = None;
         // Cheapest kinds first; the sizes given and taken by the heavy partition.
         const KINDS: [(u8, u8); 6] = [(1, 0), (1, 1), (2, 1), (1, 2), (2, 2), (2, 0)];
-        let mut heavy_subsets = std::mem::take(&mut self.heavy_subsets);
-        let mut light_subsets = std::mem::take(&mut self.light_subsets);
         for &(give, take) in &KINDS {
             // Two-item exchanges cost far more to enumerate; only pay for them when needed.
             if give + take > 2 && best.is_some() {
@@ -420,38 +494,41 @@ impl LocalSearch {
             if heavy_len + (take as usize) <= give as usize || light_len + (give as usize) <= take as usize {
                 continue;
             }
-            for (part, size, scratch) in
-                [(heavy, give, &mut heavy_subsets), (light, take, &mut light_subsets)]
-            {
-                if size == 2 {
-                    self.cache_pairs(part);
-                } else {
-                    self.fill_subsets(part, size, scratch);
-                }
+            if give == 2 {
+                self.cache_pairs(heavy);
             }
-            let xs: &[Subset] = if give == 2 { &self.pair_cache[heavy].1 } else { &heavy_subsets };
-            let ys: &[Subset] = if take == 2 { &self.pair_cache[light].1 } else { &light_subsets };
+            if take == 2 {
+                self.cache_pairs(light);
+            }
+            let xs = if give == 2 {
+                Side::Pairs(&self.pair_cache[heavy].1)
+            } else {
+                Side::Singles(&self.parts[heavy])
+            };
+            let ys = match take {
+                0 => Side::Empty,
+                1 => Side::Singles(&self.parts[light]),
+                _ => Side::Pairs(&self.pair_cache[light].1),
+            };
             let units = xs.len() + ys.len();
-            let candidate = best_difference(xs, ys, gap);
+            // Only a strictly better score than the earlier kinds' replaces their answer.
+            let bar = best.map_or(gap, |b| b.score);
+            let candidate = closest_difference(xs, ys, gap, bar);
             self.charge(units);
             if let Some(candidate) = candidate {
-                if best.is_none_or(|b| candidate.score < b.score) {
-                    best = Some(candidate);
-                }
+                best = Some(candidate);
             }
         }
-        self.heavy_subsets = heavy_subsets;
-        self.light_subsets = light_subsets;
         best
     }
 
-    fn apply(&mut self, heavy: usize, light: usize, exchange: Exchange) {
-        let leaving_heavy = self.take_subset(heavy, exchange.from_heavy);
-        let leaving_light = self.take_subset(light, exchange.from_light);
-        for item in leaving_heavy {
+    fn apply(&mut self, heavy: usize, light: usize, exchange: Exchange<S>) {
+        let (leaving_heavy, n_heavy) = self.take_subset(heavy, exchange.from_heavy);
+        let (leaving_light, n_light) = self.take_subset(light, exchange.from_light);
+        for &item in &leaving_heavy[..n_heavy] {
             self.put(light, item);
         }
-        for item in leaving_light {
+        for &item in &leaving_light[..n_light] {
             self.put(heavy, item);
         }
         self.step += 1;
@@ -459,29 +536,31 @@ impl LocalSearch {
         self.changed_at[light] = self.step;
     }
 
-    fn take_subset(&mut self, part: usize, subset: Subset) -> Vec<(u64, u32)> {
-        let mut positions: Vec<usize> =
-            subset.pos[..subset.len as usize].iter().map(|&p| p as usize).collect();
+    fn take_subset(&mut self, part: usize, subset: Subset) -> ([(u64, u32); 2], usize) {
+        let mut taken = [(0, 0); 2];
+        let n = subset.len as usize;
         // Remove the later position first so the earlier one stays valid.
-        positions.sort_unstable_by(|a, b| b.cmp(a));
-        let mut taken = Vec::with_capacity(positions.len());
-        for p in positions {
-            let item = self.parts[part].remove(p);
-            self.loads[part] -= item.0 as u128;
-            taken.push(item);
+        let mut positions = subset.pos;
+        if n == 2 && positions[0] < positions[1] {
+            positions.swap(0, 1);
         }
-        taken
+        for (slot, &p) in taken.iter_mut().zip(&positions[..n]) {
+            let item = self.parts[part].remove(p as usize);
+            self.loads[part] -= S::from_u64(item.0);
+            *slot = item;
+        }
+        (taken, n)
     }
 
     fn put(&mut self, part: usize, item: (u64, u32)) {
         let at = self.parts[part].partition_point(|&other| other < item);
         self.parts[part].insert(at, item);
-        self.loads[part] += item.0 as u128;
+        self.loads[part] += S::from_u64(item.0);
     }
 
     fn into_output(self) -> Vec<Vec<u32>> {
         let LocalSearch { parts, loads, .. } = self;
-        let mut output: Vec<(u128, Vec<u32>)> = loads
+        let mut output: Vec<(S, Vec<u32>)> = loads
             .into_iter()
             .zip(parts)
             .map(|(load, part)| {
@@ -496,30 +575,105 @@ impl LocalSearch {
     }
 }
 
-/// Among `x - y` for `x` in `heavy`, `y` in `light` (both ascending by sum), the one strictly
-/// between 0 and `gap` that is closest to `gap / 2`.
-fn best_difference(heavy: &[Subset], light: &[Subset], gap: u128) -> Option<Exchange> {
-    let mut best: Option<Exchange> = None;
+/// The subsets one side of an exchange offers, ascending by `(sum, positions)`.
+#[derive(Clone, Copy)]
+enum Side<'a, S> {
+    /// Only the empty subset.
+    Empty,
+    /// Every single item of the partition.
+    Singles(&'a [(u64, u32)]),
+    /// Every two items, as cached packed keys.
+    Pairs(&'a [S]),
+}
+
+impl<S> Side<'_, S> {
+    fn len(&self) -> usize {
+        match self {
+            Side::Empty => 1,
+            Side::Singles(items) => items.len(),
+            Side::Pairs(keys) => keys.len(),
+        }
+    }
+}
+
+/// Among `x - y` for subsets `x` of the heavy side, `y` of the light side, the one strictly
+/// between 0 and `gap` that is closest to `gap / 2`, if its score `|2 (x - y) - gap|` is below
+/// `bar`; the first such in scan order on ties. One function per pair of side kinds, so each
+/// scan compiles to a tight loop over plain words.
+fn closest_difference<S: Sum>(xs: Side<'_, S>, ys: Side<'_, S>, gap: S, bar: S) -> Option<Exchange<S>> {
+    let single = |items: &[(u64, u32)], i: usize| S::from_u64(items[i].0);
+    let pair = |keys: &[S], i: usize| keys[i] >> 8;
+    let found = match (xs, ys) {
+        (Side::Singles(h), Side::Empty) => scan(h.len(), |i| single(h, i), 1, |_| S::default(), gap, bar)
+            .map(|(x, _, s)| (Subset::single(x), Subset::EMPTY, s)),
+        (Side::Singles(h), Side::Singles(l)) => {
+            scan(h.len(), |i| single(h, i), l.len(), |j| single(l, j), gap, bar)
+                .map(|(x, y, s)| (Subset::single(x), Subset::single(y), s))
+        }
+        (Side::Pairs(h), Side::Singles(l)) => {
+            scan(h.len(), |i| pair(h, i), l.len(), |j| single(l, j), gap, bar)
+                .map(|(x, y, s)| (Subset::pair(h[x]), Subset::single(y), s))
+        }
+        (Side::Singles(h), Side::Pairs(l)) => {
+            scan(h.len(), |i| single(h, i), l.len(), |j| pair(l, j), gap, bar)
+                .map(|(x, y, s)| (Subset::single(x), Subset::pair(l[y]), s))
+        }
+        (Side::Pairs(h), Side::Pairs(l)) => scan(h.len(), |i| pair(h, i), l.len(), |j| pair(l, j), gap, bar)
+            .map(|(x, y, s)| (Subset::pair(h[x]), Subset::pair(l[y]), s)),
+        (Side::Pairs(h), Side::Empty) => scan(h.len(), |i| pair(h, i), 1, |_| S::default(), gap, bar)
+            .map(|(x, _, s)| (Subset::pair(h[x]), Subset::EMPTY, s)),
+        // The heavy partition always gives at least one item.
+        (Side::Empty, _) => None,
+    };
+    found.map(|(from_heavy, from_light, score)| Exchange { from_heavy, from_light, score })
+}
+
+/// The scan behind [`closest_difference`] over `nx` ascending sums `x(i)` and `ny` ascending
+/// sums `y(j)`: for each `x` only the two `y` around `x - gap / 2` can be closest, and that point
+/// only moves right as `x` grows. Returns `(i, j, score)`.
+#[inline(always)]
+fn scan<S: Sum>(
+    nx: usize,
+    x: impl Fn(usize) -> S,
+    ny: usize,
+    y: impl Fn(usize) -> S,
+    gap: S,
+    mut bar: S,
+) -> Option<(usize, usize, S)> {
+    // Scores have the parity of `gap`: once one reaches it nothing can strictly beat it.
+    let floor = gap & S::from_u64(1);
+    if bar <= floor {
+        return None;
+    }
+    let mut best = None;
     let mut j = 0;
-    for x in heavy {
-        // First y with 2 y >= 2 x - gap, i.e. with x - y <= gap / 2; it only moves right as x grows.
-        let doubled_target = (2 * x.sum).saturating_sub(gap);
-        while j < light.len() && 2 * light[j].sum < doubled_target {
+    for i in 0..nx {
+        let xv = x(i);
+        // First y with 2 y >= 2 x - gap, i.e. with x - y <= gap / 2.
+        let doubled = xv + xv;
+        let target = if doubled > gap { doubled - gap } else { S::default() };
+        while j < ny && y(j) + y(j) < target {
             j += 1;
         }
-        for candidate in [j.checked_sub(1), Some(j)].into_iter().flatten() {
-            let Some(y) = light.get(candidate) else { continue };
-            if x.sum <= y.sum {
+        let first = j.saturating_sub(1);
+        for c in first..(j + 1).min(ny) {
+            let yv = y(c);
+            if xv <= yv {
                 continue;
             }
-            let d = x.sum - y.sum;
+            let d = xv - yv;
             if d >= gap {
                 continue;
             }
-            let score = (2 * d).abs_diff(gap);
-            if best.is_none_or(|b| score < b.score) {
-                best = Some(Exchange { from_heavy: *x, from_light: *y, score });
+            let twice = d + d;
+            let score = if twice >= gap { twice - gap } else { gap - twice };
+            if score < bar {
+                bar = score;
+                best = Some((i, c, score));
             }
+        }
+        if bar == floor {
+            break;
         }
     }
     best
