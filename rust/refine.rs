@@ -450,17 +450,9 @@ impl<S: Sum> LocalSearch<S> {
             self.pair_cache_entries = 0;
         }
         let mut pairs = std::mem::take(&mut self.pair_cache[part].1);
-        pairs.clear();
         // Positions must fit the 4 bits each of the packed key (callers check the size).
         debug_assert!(m <= PAIR_EXCHANGE_MAX_ITEMS);
-        let items = &self.parts[part];
-        for (p, &(v, _)) in items.iter().enumerate() {
-            for (q, &(w, _)) in items.iter().enumerate().skip(p + 1) {
-                let sum = S::from_u64(v) + S::from_u64(w);
-                pairs.push((sum << 8) | S::from_u64(((p << 4) | q) as u64));
-            }
-        }
-        pairs.sort_unstable();
+        pairs_sorted(&self.parts[part], &mut pairs);
         // The budget still charges what sorting subset structs cost (about log2(m^2) per entry),
         // so that the answer under a given effort stays what it was.
         self.charge(needed * (usize::BITS - needed.leading_zeros()) as usize);
@@ -575,6 +567,19 @@ impl<S: Sum> LocalSearch<S> {
     }
 }
 
+/// Every two items of `items` (ascending, at most 16) as packed keys `sum << 8 | p << 4 | q`,
+/// ascending, into `out`. (Merging the already ascending rows instead of sorting measured slower.)
+fn pairs_sorted<S: Sum>(items: &[(u64, u32)], out: &mut Vec<S>) {
+    out.clear();
+    for (p, &(v, _)) in items.iter().enumerate() {
+        for (q, &(w, _)) in items.iter().enumerate().skip(p + 1) {
+            let sum = S::from_u64(v) + S::from_u64(w);
+            out.push((sum << 8) | S::from_u64(((p << 4) | q) as u64));
+        }
+    }
+    out.sort_unstable();
+}
+
 /// The subsets one side of an exchange offers, ascending by `(sum, positions)`.
 #[derive(Clone, Copy)]
 enum Side<'a, S> {
@@ -645,31 +650,43 @@ fn scan<S: Sum>(
     if bar <= floor {
         return None;
     }
+    // Most pairs visited have no improving exchange at all (proving that is the bulk of the
+    // search); a leaner pass settles those before the scoring scan.
+    if !any_within(nx, &x, ny, &y, gap - bar, gap + bar) {
+        return None;
+    }
     let mut best = None;
     let mut j = 0;
     for i in 0..nx {
         let xv = x(i);
-        // First y with 2 y >= 2 x - gap, i.e. with x - y <= gap / 2.
         let doubled = xv + xv;
-        let target = if doubled > gap { doubled - gap } else { S::default() };
-        while j < ny && y(j) + y(j) < target {
-            j += 1;
+        // Advance to the first y with 2 y >= 2 x - gap, i.e. with x - y <= gap / 2. Targets grow
+        // with x, so every y before it has x - y > gap / 2 > 0 and every y from it x - y <= gap / 2.
+        if doubled > gap {
+            let target = doubled - gap;
+            while j < ny && y(j) + y(j) < target {
+                j += 1;
+            }
         }
-        let first = j.saturating_sub(1);
-        for c in first..(j + 1).min(ny) {
-            let yv = y(c);
-            if xv <= yv {
-                continue;
+        if j > 0 {
+            let d = xv - y(j - 1);
+            if d < gap {
+                let score = d + d - gap;
+                if score < bar {
+                    bar = score;
+                    best = Some((i, j - 1, score));
+                }
             }
-            let d = xv - yv;
-            if d >= gap {
-                continue;
-            }
-            let twice = d + d;
-            let score = if twice >= gap { twice - gap } else { gap - twice };
-            if score < bar {
-                bar = score;
-                best = Some((i, c, score));
+        }
+        if j < ny {
+            let yv = y(j);
+            if xv > yv {
+                let d = xv - yv;
+                let score = gap - (d + d);
+                if score < bar {
+                    bar = score;
+                    best = Some((i, j, score));
+                }
             }
         }
         if bar == floor {
@@ -677,6 +694,35 @@ fn scan<S: Sum>(
         }
     }
     best
+}
+
+/// Whether some `x(i) - y(j)` (ascending sums as in [`scan`]) has `low < 2 (x - y) < high`,
+/// which for `low = gap - bar`, `high = gap + bar` is exactly a score below `bar`.
+#[inline(always)]
+fn any_within<S: Sum>(
+    nx: usize,
+    x: &impl Fn(usize) -> S,
+    ny: usize,
+    y: &impl Fn(usize) -> S,
+    low: S,
+    high: S,
+) -> bool {
+    let mut j = 0;
+    for i in 0..nx {
+        let xx = x(i) + x(i);
+        // Skip the y with 2 (x - y) >= high; they stay too small for every later, larger x.
+        while j < ny && y(j) + y(j) + high <= xx {
+            j += 1;
+        }
+        if j == ny {
+            return false;
+        }
+        // y(j) gives the largest difference still below high; later y only smaller ones.
+        if xx > y(j) + y(j) + low {
+            return true;
+        }
+    }
+    false
 }
 
 /// Complete search for an assignment whose maximum load is below `upper`, keeping each partition's
