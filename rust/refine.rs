@@ -332,11 +332,16 @@ struct LocalSearch<S: Sum> {
     equal_size: bool,
     budget: u64,
     /// Per partition: its two-item subsets as packed keys `sum << 8 | p << 4 | q` (positions
-    /// below [`PAIR_EXCHANGE_MAX_ITEMS`] = 16), sorted, which is the order by `(sum, p, q)`;
-    /// stamped with the partition's `changed_at` plus one (0: none). Rebuilding them for every
-    /// pair visited was most of the search's time, and one-word keys sort and scan much faster
-    /// than structs.
-    pair_cache: Vec<(u64, Vec<S>)>,
+    /// below [`PAIR_EXCHANGE_MAX_ITEMS`] = 16), sorted, which is the order by `(sum, p, q)`, and
+    /// the `changed_at` they reflect (`u64::MAX`: none). Rebuilding them for every pair visited
+    /// was most of the search's time; after an exchange they are updated instead of rebuilt.
+    pair_keys: Vec<Vec<S>>,
+    pair_keys_at: Vec<u64>,
+    /// The cache as the work budget sees it: per partition a stamp (its `changed_at` plus one
+    /// when last charged for, 0: never) and the entries charged, with their total. Kept apart
+    /// from the keys so that updating them in place does not change what a given effort buys.
+    pair_stamp: Vec<u64>,
+    pair_charged: Vec<usize>,
     pair_cache_entries: usize,
 }
 
@@ -362,7 +367,10 @@ impl<S: Sum> LocalSearch<S> {
             step: 1,
             equal_size,
             budget: 0,
-            pair_cache: vec![(0, Vec::new()); k],
+            pair_keys: vec![Vec::new(); k],
+            pair_keys_at: vec![u64::MAX; k],
+            pair_stamp: vec![0; k],
+            pair_charged: vec![0; k],
             pair_cache_entries: 0,
         }
     }
@@ -433,31 +441,117 @@ impl<S: Sum> LocalSearch<S> {
         order.insert(to, part);
     }
 
-    /// Make `pair_cache[part]` hold the part's current two-item subsets.
+    /// Make `pair_keys[part]` hold the part's current two-item subsets, charging the budget as
+    /// a cache of them rebuilt on every change would cost.
     fn cache_pairs(&mut self, part: usize) {
         let stamp = self.changed_at[part] + 1;
-        if self.pair_cache[part].0 == stamp {
-            return;
-        }
-        let m = self.parts[part].len();
-        let needed = m * m.saturating_sub(1) / 2;
-        let previous = self.pair_cache[part].1.len();
-        self.pair_cache_entries -= previous;
-        if self.pair_cache_entries + needed > PAIR_CACHE_MAX {
-            for entry in &mut self.pair_cache {
-                *entry = (0, Vec::new());
+        if self.pair_stamp[part] != stamp {
+            let m = self.parts[part].len();
+            let needed = m * m.saturating_sub(1) / 2;
+            self.pair_cache_entries -= self.pair_charged[part];
+            if self.pair_cache_entries + needed > PAIR_CACHE_MAX {
+                // Bounds memory on huge k: every partition's keys go.
+                self.pair_stamp.fill(0);
+                self.pair_charged.fill(0);
+                self.pair_keys_at.fill(u64::MAX);
+                for keys in &mut self.pair_keys {
+                    *keys = Vec::new();
+                }
+                self.pair_cache_entries = 0;
             }
-            self.pair_cache_entries = 0;
+            // About log2(m^2) per entry: what sorting them costs.
+            self.charge(needed * (usize::BITS - needed.leading_zeros()) as usize);
+            self.pair_cache_entries += needed;
+            self.pair_charged[part] = needed;
+            self.pair_stamp[part] = stamp;
         }
-        let mut pairs = std::mem::take(&mut self.pair_cache[part].1);
-        // Positions must fit the 4 bits each of the packed key (callers check the size).
-        debug_assert!(m <= PAIR_EXCHANGE_MAX_ITEMS);
-        pairs_sorted(&self.parts[part], &mut pairs);
-        // The budget still charges what sorting subset structs cost (about log2(m^2) per entry),
-        // so that the answer under a given effort stays what it was.
-        self.charge(needed * (usize::BITS - needed.leading_zeros()) as usize);
-        self.pair_cache_entries += pairs.len();
-        self.pair_cache[part] = (stamp, pairs);
+        if self.pair_keys_at[part] != self.changed_at[part] {
+            // Positions must fit the 4 bits each of the packed key (callers check the size).
+            debug_assert!(self.parts[part].len() <= PAIR_EXCHANGE_MAX_ITEMS);
+            pairs_sorted(&self.parts[part], &mut self.pair_keys[part]);
+            self.pair_keys_at[part] = self.changed_at[part];
+        }
+        // Debug builds (the tests) check every updated list against a rebuild.
+        #[cfg(debug_assertions)]
+        {
+            let mut rebuilt = Vec::new();
+            pairs_sorted(&self.parts[part], &mut rebuilt);
+            assert_eq!(self.pair_keys[part], rebuilt, "pair keys of partition {part} are stale");
+        }
+    }
+
+    /// The items of `part` before an exchange, when its pair keys are current and small enough
+    /// to be updated afterwards.
+    fn pairs_snapshot(&self, part: usize) -> Option<([(u64, u32); PAIR_EXCHANGE_MAX_ITEMS], usize)> {
+        let items = &self.parts[part];
+        if self.pair_keys_at[part] != self.changed_at[part] || items.len() > PAIR_EXCHANGE_MAX_ITEMS {
+            return None;
+        }
+        let mut copy = [(0, 0); PAIR_EXCHANGE_MAX_ITEMS];
+        copy[..items.len()].copy_from_slice(items);
+        Some((copy, items.len()))
+    }
+
+    /// Bring `pair_keys[part]` from the items `old` to the current ones (both at most 16): keep
+    /// the pairs of items still there with their positions renumbered, which keeps them sorted
+    /// (sums are unchanged and renumbering preserves the order of positions), and merge in the
+    /// pairs with a newly arrived item. An exchange moves at most two items, so this is a
+    /// fraction of a rebuild.
+    fn update_pairs(&mut self, part: usize, old: &[(u64, u32)]) {
+        const GONE: u8 = u8::MAX;
+        let items = &self.parts[part];
+        let keys = &mut self.pair_keys[part];
+        let mut renumber = [GONE; PAIR_EXCHANGE_MAX_ITEMS];
+        let mut arrived = [false; PAIR_EXCHANGE_MAX_ITEMS];
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < items.len() {
+            if i < old.len() && j < items.len() && old[i] == items[j] {
+                renumber[i] = j as u8;
+                i += 1;
+                j += 1;
+            } else if j == items.len() || (i < old.len() && old[i] < items[j]) {
+                i += 1;
+            } else {
+                arrived[j] = true;
+                j += 1;
+            }
+        }
+        let mut kept = 0;
+        for r in 0..keys.len() {
+            let key = keys[r];
+            let low = key.low_byte();
+            let (p, q) = (renumber[(low >> 4) as usize], renumber[(low & 15) as usize]);
+            if p != GONE && q != GONE {
+                keys[kept] = ((key >> 8) << 8) | S::from_u64(((p as u64) << 4) | q as u64);
+                kept += 1;
+            }
+        }
+        keys.truncate(kept);
+        // At most two items arrive, each pairing with at most 15 others.
+        let mut fresh = [S::default(); 2 * PAIR_EXCHANGE_MAX_ITEMS];
+        let mut n_fresh = 0;
+        for a in (0..items.len()).filter(|&a| arrived[a]) {
+            for b in (0..items.len()).filter(|&b| b != a && !(arrived[b] && b < a)) {
+                let (p, q) = (a.min(b), a.max(b));
+                let sum = S::from_u64(items[p].0) + S::from_u64(items[q].0);
+                fresh[n_fresh] = (sum << 8) | S::from_u64(((p << 4) | q) as u64);
+                n_fresh += 1;
+            }
+        }
+        let fresh = &mut fresh[..n_fresh];
+        fresh.sort_unstable();
+        // Merge from the back, in place.
+        keys.resize(kept + n_fresh, S::default());
+        let (mut a, mut b) = (kept, n_fresh);
+        while b > 0 {
+            if a > 0 && keys[a - 1] > fresh[b - 1] {
+                keys[a + b - 1] = keys[a - 1];
+                a -= 1;
+            } else {
+                keys[a + b - 1] = fresh[b - 1];
+                b -= 1;
+            }
+        }
     }
 
     /// The exchange between `heavy` and `light` that balances them best, if any improves them.
@@ -493,14 +587,14 @@ impl<S: Sum> LocalSearch<S> {
                 self.cache_pairs(light);
             }
             let xs = if give == 2 {
-                Side::Pairs(&self.pair_cache[heavy].1)
+                Side::Pairs(&self.pair_keys[heavy])
             } else {
                 Side::Singles(&self.parts[heavy])
             };
             let ys = match take {
                 0 => Side::Empty,
                 1 => Side::Singles(&self.parts[light]),
-                _ => Side::Pairs(&self.pair_cache[light].1),
+                _ => Side::Pairs(&self.pair_keys[light]),
             };
             let units = xs.len() + ys.len();
             // Only a strictly better score than the earlier kinds' replaces their answer.
@@ -515,6 +609,7 @@ impl<S: Sum> LocalSearch<S> {
     }
 
     fn apply(&mut self, heavy: usize, light: usize, exchange: Exchange<S>) {
+        let snapshots = [(heavy, self.pairs_snapshot(heavy)), (light, self.pairs_snapshot(light))];
         let (leaving_heavy, n_heavy) = self.take_subset(heavy, exchange.from_heavy);
         let (leaving_light, n_light) = self.take_subset(light, exchange.from_light);
         for &item in &leaving_heavy[..n_heavy] {
@@ -526,6 +621,14 @@ impl<S: Sum> LocalSearch<S> {
         self.step += 1;
         self.changed_at[heavy] = self.step;
         self.changed_at[light] = self.step;
+        for (part, snapshot) in snapshots {
+            if let Some((old, len)) = snapshot {
+                if self.parts[part].len() <= PAIR_EXCHANGE_MAX_ITEMS {
+                    self.update_pairs(part, &old[..len]);
+                    self.pair_keys_at[part] = self.step;
+                }
+            }
+        }
     }
 
     fn take_subset(&mut self, part: usize, subset: Subset) -> ([(u64, u32); 2], usize) {
