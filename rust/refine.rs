@@ -521,10 +521,10 @@ impl<S: Sum> LocalSearch<S> {
             let key = keys[r];
             let low = key.low_byte();
             let (p, q) = (renumber[(low >> 4) as usize], renumber[(low & 15) as usize]);
-            if p != GONE && q != GONE {
-                keys[kept] = ((key >> 8) << 8) | S::from_u64(((p as u64) << 4) | q as u64);
-                kept += 1;
-            }
+            // Written unconditionally and kept or overwritten: whether a pair survives is data
+            // dependent, and a branch on it was mispredicted often.
+            keys[kept] = ((key >> 8) << 8) | S::from_u64(((p as u64) << 4) | q as u64);
+            kept += usize::from((p != GONE) & (q != GONE));
         }
         keys.truncate(kept);
         // At most two items arrive, each pairing with at most 15 others.
@@ -544,13 +544,13 @@ impl<S: Sum> LocalSearch<S> {
         keys.resize(kept + n_fresh, S::default());
         let (mut a, mut b) = (kept, n_fresh);
         while b > 0 {
-            if a > 0 && keys[a - 1] > fresh[b - 1] {
-                keys[a + b - 1] = keys[a - 1];
-                a -= 1;
-            } else {
-                keys[a + b - 1] = fresh[b - 1];
-                b -= 1;
-            }
+            let from_fresh = fresh[b - 1];
+            // No key is 0 (its second position is at least 1), so 0 stands for "none left".
+            let from_kept = if a > 0 { keys[a - 1] } else { S::default() };
+            let take_kept = from_kept > from_fresh;
+            keys[a + b - 1] = if take_kept { from_kept } else { from_fresh };
+            a -= usize::from(take_kept);
+            b -= usize::from(!take_kept);
         }
     }
 
@@ -810,22 +810,22 @@ fn any_within<S: Sum>(
     low: S,
     high: S,
 ) -> bool {
-    let mut j = 0;
-    for i in 0..nx {
+    // One merge step per iteration, advancing i or j without a branch: the data-dependent exits
+    // of a per-x inner loop were mispredicted about once per x, which cost more than the rest.
+    let (mut i, mut j, mut found) = (0, 0, 0);
+    // Non-short-circuit `&` and integer flags keep the compiler from branching on the data.
+    while (i < nx) & (j < ny) & (found == 0) {
         let xx = x(i) + x(i);
-        // Skip the y with 2 (x - y) >= high; they stay too small for every later, larger x.
-        while j < ny && y(j) + y(j) + high <= xx {
-            j += 1;
-        }
-        if j == ny {
-            return false;
-        }
-        // y(j) gives the largest difference still below high; later y only smaller ones.
-        if xx > y(j) + y(j) + low {
-            return true;
-        }
+        let yy = y(j) + y(j);
+        // 1 when y(j) is too small for x(i) (2 (x - y) >= high): it stays too small for every
+        // later x. Otherwise y(j) gives the largest difference below high for x(i), later y only
+        // smaller ones.
+        let skip_y = usize::from(yy + high <= xx);
+        found |= (skip_y ^ 1) & usize::from(xx > yy + low);
+        j += skip_y;
+        i += skip_y ^ 1;
     }
-    false
+    found != 0
 }
 
 /// Complete search for an assignment whose maximum load is below `upper`, keeping each partition's
