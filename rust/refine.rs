@@ -562,7 +562,10 @@ impl<S: Sum> LocalSearch<S> {
         let mut best: Option<Exchange<S>> = None;
         // Cheapest kinds first; the sizes given and taken by the heavy partition.
         const KINDS: [(u8, u8); 6] = [(1, 0), (1, 1), (2, 1), (1, 2), (2, 2), (2, 0)];
-        for &(give, take) in &KINDS {
+        // The kinds that keep both counts, in the same order.
+        const EQUAL_KINDS: [(u8, u8); 2] = [(1, 1), (2, 2)];
+        let kinds: &[(u8, u8)] = if self.equal_size { &EQUAL_KINDS } else { &KINDS };
+        for &(give, take) in kinds {
             // Two-item exchanges cost far more to enumerate; only pay for them when needed.
             if give + take > 2 && best.is_some() {
                 break;
@@ -674,6 +677,7 @@ impl<S: Sum> LocalSearch<S> {
 /// ascending, into `out`. (Merging the already ascending rows instead of sorting measured slower.)
 fn pairs_sorted<S: Sum>(items: &[(u64, u32)], out: &mut Vec<S>) {
     out.clear();
+    out.reserve(items.len() * items.len().saturating_sub(1) / 2);
     for (p, &(v, _)) in items.iter().enumerate() {
         for (q, &(w, _)) in items.iter().enumerate().skip(p + 1) {
             let sum = S::from_u64(v) + S::from_u64(w);
