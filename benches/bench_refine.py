@@ -56,6 +56,16 @@ def test_refine_on_top(benchmark, per_rank, ranks, equal_size, mode):
     assert again == refined
 
 
+@pytest.mark.parametrize(("per_rank", "ranks", "equal_size"), SHAPES)
+def test_partition_with_refine(benchmark, per_rank, ranks, equal_size):
+    """What callers pay: one ``get_seqlen_balanced_partitions(..., refine=True)`` call."""
+    values, start = case(per_rank, ranks, equal_size)
+    expected = refine_partitions(values, start, equal_size=equal_size)
+    benchmark.group = f"refine {per_rank}x{ranks} equal_size={equal_size}"
+    result = benchmark(get_seqlen_balanced_partitions, values, ranks, equal_size, refine=True)
+    assert result == expected
+
+
 def test_refine_meets_the_target():
     excess = {"reference": [], "refine": []}
     rng = np.random.default_rng(6)

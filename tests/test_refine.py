@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import seqbalance
 from seqbalance import get_seqlen_balanced_partitions, refine_partitions
-from seqbalance._native import _refine
-from seqbalance.refine import apply_refine, check_refine
+from seqbalance._native import _refine, _refine_ids
+from seqbalance.refine import apply_refine, apply_refine_ids, check_refine
 
 MAX_VALUE = 2**63 - 1
 
@@ -196,6 +196,39 @@ def test_apply_refine_is_what_the_partitioners_call():
     assert apply_refine(np.asarray(values), start, True, "exact") == refine_partitions(
         values, start, equal_size=True, refine="exact"
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(reference_case(), st.sampled_from([True, "exact"]))
+def test_the_ids_path_matches_the_list_path(case, refine):
+    """The partitioners hand over partition numbers; the answer is the one lists would give."""
+    values, k, equal_size = case
+    start = get_seqlen_balanced_partitions(values, k, equal_size)
+    ids = seqbalance.partition_ids(values, k, equal_size=equal_size)
+    expected = apply_refine(values, start, equal_size, refine)
+    assert apply_refine_ids(values, ids, k, equal_size, refine) == expected
+    numbers = apply_refine_ids(values, ids, k, equal_size, refine, as_ids=True)
+    assert numbers.dtype == np.int64 and numbers.shape == (len(values),)
+    assert [np.flatnonzero(numbers == p).tolist() for p in range(k)] == expected
+    assert get_seqlen_balanced_partitions(values, k, equal_size, refine=refine) == expected
+    assert seqbalance.partition_ids(values, k, equal_size=equal_size, refine=refine).tolist() == (
+        numbers.tolist()
+    )
+
+
+@pytest.mark.parametrize(
+    ("ids", "k", "message"),
+    [
+        ([0, 1, 2], 2, r"ids\[2\] is 2, not a partition number below 2"),
+        ([0, -1, 1], 2, r"ids\[1\] is -1, not a partition number below 2"),
+        ([0, 1], 2, "ids holds 2 items, but there are 3 values"),
+        ([0, 0, 0], 2, r"partitions\[1\] is empty"),
+    ],
+)
+def test_bad_ids_raise_naming_the_argument(ids, k, message):
+    values = np.array([5, 3, 1], dtype=np.int64)
+    with pytest.raises(ValueError, match=message):
+        _refine_ids(values, np.array(ids, dtype=np.int64), k, False, False, False)
 
 
 def test_refine_partitions_is_exported():

@@ -7,13 +7,13 @@ in the same order, with the same indexes inside.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from . import _native
 from ._inputs import normalize_lengths
-from .refine import apply_refine, check_refine
+from .refine import apply_refine_ids, check_refine
 
 __all__ = [
     "karmarkar_karp",
@@ -58,6 +58,18 @@ def _values_array(seqlen_list: Any) -> np.ndarray:
         return np.asarray(normalize_lengths(seqlen_list), dtype=np.int64)
 
 
+def _refined(
+    seqlen_list: Any, k_partitions: Any, equal_size: Any, mode: bool | str, *, as_ids: bool
+) -> list[list[int]] | np.ndarray:
+    """The refined partition: lists as ``get_seqlen_balanced_partitions``, or ``partition_ids``."""
+    # partition_ids validates every argument as the partitioners do, and hands the start to the
+    # refinement as one array instead of a Python list per partition.
+    ids = _native.partition_ids(seqlen_list, k_partitions, equal_size)
+    return apply_refine_ids(
+        _values_array(seqlen_list), ids, int(k_partitions), bool(equal_size), mode, as_ids=as_ids
+    )
+
+
 def get_seqlen_balanced_partitions(
     seqlen_list: Any, k_partitions: int, equal_size: bool, *, refine: bool | str = False
 ) -> list[list[int]]:
@@ -81,10 +93,11 @@ def get_seqlen_balanced_partitions(
     if refine is False:
         return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
     mode = check_refine(refine)
-    parts = _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
     if not mode:
-        return parts
-    return apply_refine(_values_array(seqlen_list), parts, bool(equal_size), mode)
+        return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
+    return cast(
+        "list[list[int]]", _refined(seqlen_list, k_partitions, equal_size, mode, as_ids=False)
+    )
 
 
 def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
@@ -124,8 +137,4 @@ def partition_ids(
     mode = check_refine(refine)
     if not mode:
         return _native.partition_ids(seqlen_list, k_partitions, equal_size)
-    parts = get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size, refine=mode)
-    ids = np.empty(sum(map(len, parts)), dtype=np.int64)
-    for number, part in enumerate(parts):
-        ids[part] = number
-    return ids
+    return cast(np.ndarray, _refined(seqlen_list, k_partitions, equal_size, mode, as_ids=True))

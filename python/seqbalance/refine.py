@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from ._inputs import normalize_lengths
-from ._native import _refine
+from ._native import _refine, _refine_ids
 
-__all__ = ["apply_refine", "check_refine", "refine_partitions"]
+__all__ = ["apply_refine", "apply_refine_ids", "check_refine", "refine_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,34 @@ def apply_refine(
         return partitions
     array = _as_int64(values)
     return _refine(array, partitions, bool(equal_size), refine == "exact")
+
+
+def apply_refine_ids(
+    values: np.ndarray,
+    ids: np.ndarray,
+    k_partitions: int,
+    equal_size: bool,
+    refine: bool | str,
+    *,
+    as_ids: bool = False,
+) -> list[list[int]] | np.ndarray:
+    """Refine the partition given as a partition number per item (internal: the partitioners).
+
+    ``values`` are already-normalised lengths, ``ids`` what :func:`seqbalance.partition_ids`
+    returns for them (numbers in ``range(k_partitions)``) and ``refine`` a true value from
+    :func:`check_refine`. Returns the refined partitions as :func:`apply_refine` does, or with
+    ``as_ids`` their numbers per item (an ``int64`` array, partitions numbered heaviest first).
+    Passing arrays both ways skips a Python list per partition on the way in and, for
+    ``as_ids``, on the way out.
+    """
+    return _refine_ids(
+        _as_int64(values),
+        np.ascontiguousarray(ids, dtype=np.int64),
+        int(k_partitions),
+        bool(equal_size),
+        refine == "exact",
+        as_ids,
+    )
 
 
 def refine_partitions(
