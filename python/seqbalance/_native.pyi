@@ -8,6 +8,7 @@ import numpy.typing as npt
 __all__ = [
     "_pack",
     "_refine",
+    "_refine_ids",
     "build_profile",
     "get_seqlen_balanced_partitions",
     "greedy_partition",
@@ -34,3 +35,11 @@ def _refine(
     exact: bool,
     effort: int | None = None,
 ) -> list[list[int]]: ...
+def _refine_ids(
+    values: npt.NDArray[np.int64],
+    ids: npt.NDArray[np.int64],
+    k: int,
+    equal_size: bool,
+    exact: bool,
+    as_ids: bool,
+) -> list[list[int]] | npt.NDArray[np.int64]: ...
