@@ -223,3 +223,23 @@ def test_any_input_behaves_like_the_reference(values, k, equal_size):
             except (TypeError, ValueError, OverflowError) as exc:
                 outcomes.append((type(exc), str(exc)))
         assert outcomes[0] == outcomes[1], function
+
+
+class _ClearsItsList:
+    """An integer-like item whose ``__index__`` empties the list being read."""
+
+    def __init__(self, owner):
+        self.owner = owner
+
+    def __index__(self):
+        self.owner.clear()
+        return 3
+
+
+def test_a_list_mutated_while_it_is_read_is_handled_safely():
+    values = [5, 6, 7, 8]
+    values.insert(1, _ClearsItsList(values))
+    # The native reader must notice the list shrank (no crash, no stale read); the careful path
+    # then sees what is left, an empty list.
+    with pytest.raises(PartitionError, match=r"number of items \(0\)"):
+        seqbalance.karmarkar_karp(values, 2, False)
