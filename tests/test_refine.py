@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import seqbalance
 from seqbalance import get_seqlen_balanced_partitions, refine_partitions
 from seqbalance._native import _refine, _refine_ids
-from seqbalance.refine import apply_refine, apply_refine_ids, check_refine
+from seqbalance.refine import apply_refine_ids, check_refine
 
 MAX_VALUE = 2**63 - 1
 
@@ -186,18 +186,6 @@ def test_tied_heaviest_partitions_are_both_relieved():
     assert max_load(values, refined) == 20
 
 
-def test_apply_refine_is_what_the_partitioners_call():
-    values = [100, 90, 50, 10, 5, 1, 70, 30]
-    start = get_seqlen_balanced_partitions(values, 2, True)
-    assert apply_refine(values, start, True, False) is start
-    assert apply_refine(values, start, True, True) == refine_partitions(
-        values, start, equal_size=True
-    )
-    assert apply_refine(np.asarray(values), start, True, "exact") == refine_partitions(
-        values, start, equal_size=True, refine="exact"
-    )
-
-
 @settings(max_examples=150, deadline=None)
 @given(reference_case(), st.sampled_from([True, "exact"]))
 def test_the_ids_path_matches_the_list_path(case, refine):
@@ -205,7 +193,7 @@ def test_the_ids_path_matches_the_list_path(case, refine):
     values, k, equal_size = case
     start = get_seqlen_balanced_partitions(values, k, equal_size)
     ids = seqbalance.partition_ids(values, k, equal_size=equal_size)
-    expected = apply_refine(values, start, equal_size, refine)
+    expected = refine_partitions(values, start, equal_size=equal_size, refine=refine)
     assert apply_refine_ids(values, ids, k, equal_size, refine) == expected
     numbers = apply_refine_ids(values, ids, k, equal_size, refine, as_ids=True)
     assert numbers.dtype == np.int64 and numbers.shape == (len(values),)
@@ -280,8 +268,6 @@ def test_check_refine_rejects(refine, error):
 def test_invalid_partitions_raise_naming_the_argument(partitions, error, message):
     with pytest.raises(error, match=message):
         refine_partitions([10, 9, 1, 2], partitions)
-    with pytest.raises(error, match=message):
-        apply_refine([10, 9, 1, 2], partitions, False, True)
 
 
 def test_invalid_lengths_raise_as_in_the_partitioners():

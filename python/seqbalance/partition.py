@@ -12,7 +12,7 @@ from typing import Any, cast
 import numpy as np
 
 from . import _native
-from ._inputs import normalize_lengths
+from ._lengths import as_int64_array
 from .refine import apply_refine_ids, check_refine
 
 __all__ = [
@@ -50,14 +50,6 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
     return _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
 
 
-def _values_array(seqlen_list: Any) -> np.ndarray:
-    """``seqlen_list`` (already accepted by the native core) as an int64 array."""
-    try:
-        return np.asarray(seqlen_list, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return np.asarray(normalize_lengths(seqlen_list), dtype=np.int64)
-
-
 def _refined(
     seqlen_list: Any, k_partitions: Any, equal_size: Any, mode: bool | str, *, as_ids: bool
 ) -> list[list[int]] | np.ndarray:
@@ -66,7 +58,12 @@ def _refined(
     # refinement as one array instead of a Python list per partition.
     ids = _native.partition_ids(seqlen_list, k_partitions, equal_size)
     return apply_refine_ids(
-        _values_array(seqlen_list), ids, int(k_partitions), bool(equal_size), mode, as_ids=as_ids
+        as_int64_array(seqlen_list, "seqlen_list"),
+        ids,
+        int(k_partitions),
+        bool(equal_size),
+        mode,
+        as_ids=as_ids,
     )
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from ._inputs import normalize_lengths
 from ._native import _refine, _refine_ids
 
-__all__ = ["apply_refine", "apply_refine_ids", "check_refine", "refine_partitions"]
+__all__ = ["apply_refine_ids", "check_refine", "refine_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,23 +63,6 @@ def _as_int64(values: list[int] | np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.int64)
 
 
-def apply_refine(
-    values: list[int] | np.ndarray,
-    partitions: list[list[int]],
-    equal_size: bool,
-    refine: bool | str,
-) -> list[list[int]]:
-    """Refine ``partitions`` of already-normalised ``values`` (internal: the partitioners call it).
-
-    ``refine`` must come from :func:`check_refine`. ``False`` returns ``partitions`` unchanged.
-    Invalid ``partitions`` raise ``ValueError``/``TypeError`` naming ``partitions``.
-    """
-    if not refine:
-        return partitions
-    array = _as_int64(values)
-    return _refine(array, partitions, bool(equal_size), refine == "exact")
-
-
 def apply_refine_ids(
     values: np.ndarray,
     ids: np.ndarray,
@@ -93,7 +76,7 @@ def apply_refine_ids(
 
     ``values`` are already-normalised lengths, ``ids`` what :func:`seqbalance.partition_ids`
     returns for them (numbers in ``range(k_partitions)``) and ``refine`` a true value from
-    :func:`check_refine`. Returns the refined partitions as :func:`apply_refine` does, or with
+    :func:`check_refine`. Returns the refined partitions as :func:`refine_partitions` does, or with
     ``as_ids`` their numbers per item (an ``int64`` array, partitions numbered heaviest first).
     Passing arrays both ways skips a Python list per partition on the way in and, for
     ``as_ids``, on the way out.

@@ -32,6 +32,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from .._inputs import MAX_VALUE, _describe
+from ..metrics import naive_split
 from ..refine import check_refine
 from .base import (
     DEFAULT_MAX_CACHED_BATCHES,
@@ -91,14 +92,7 @@ def equal_split(group_count: int, dp_size: int) -> list[list[int]]:
         >>> equal_split(5, 2)
         [[0, 1, 2], [3, 4]]
     """
-    base, extra = divmod(group_count, dp_size)
-    shares: list[list[int]] = []
-    start = 0
-    for rank in range(dp_size):
-        size = base + (1 if rank < extra else 0)
-        shares.append(list(range(start, start + size)))
-        start += size
-    return shares
+    return naive_split(group_count, dp_size)
 
 
 _MISSING = object()
