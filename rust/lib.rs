@@ -99,7 +99,7 @@ fn arguments(
 }
 
 /// Below this many items the core takes a few microseconds, about what releasing and re-taking
-/// the GIL costs, so small calls keep it (measured: ~0.2 µs saved per call at n = 64).
+/// the GIL costs (a few hundred nanoseconds), so small calls keep it.
 const DETACH_THRESHOLD: usize = 2048;
 
 /// Run `core` on `values`, with the GIL released for inputs large enough to be worth it.
