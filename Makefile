@@ -1,13 +1,17 @@
 # Every target installs what it needs first, so each works on a fresh machine.
 PYTHON ?= python3
 
-.PHONY: install dev test test-python test-rust run bench report lint
+.PHONY: install dev inplace test test-python test-rust run bench report lint
 
 install:  ## build the release extension and install it with the test dependencies
 	$(PYTHON) -m pip install ".[test]"
 
 dev:  ## editable install for development (release profile, see pyproject.toml)
 	$(PYTHON) -m pip install -e ".[test]"
+
+inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python runs (quick profile; no install)
+	cargo build --profile quick --lib
+	cp target/quick/libseqbalance.so python/seqbalance/_native.abi3.so
 
 test: install test-python test-rust  ## the whole test suite: Python (benchmarks disabled) and Rust
 
