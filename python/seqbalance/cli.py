@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from . import reference
+from . import __version__, reference
 from ._cli_io import SYNTHETIC_DESCRIPTION, InputError, read_lengths, synthetic_rl_batch
 from ._inputs import MAX_VALUE
 from .metrics import balance_report
@@ -157,12 +157,31 @@ def _run_partition(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(done: int, total: int, label: str) -> None:
-    width = 30
-    filled = width * done // total
-    bar = "#" * filled + "-" * (width - filled)
-    sys.stderr.write(f"\r[{bar}] {done}/{total} {label:<32}")
-    sys.stderr.flush()
+class _Progress:
+    """A one-line progress bar on stderr, redrawn in place with ``\r``.
+
+    ``close`` ends the bar's line, so whatever is printed next (the table, a message, an error)
+    starts on a line of its own; it does nothing if no bar was drawn, and is safe to call twice.
+    """
+
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.total = total
+        self.stream = sys.stderr if stream is None else stream
+        self.drawn = False
+
+    def update(self, done: int, label: str) -> None:
+        width = 30
+        filled = width * done // self.total
+        bar = "#" * filled + "-" * (width - filled)
+        self.stream.write(f"\r[{bar}] {done}/{self.total} {label:<32}")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
 
 
 def _time_best(function: Callable[[], Any], repeat: int) -> tuple[Any, float]:
@@ -216,33 +235,42 @@ def _run_bench(args: argparse.Namespace) -> int:
     cells = [(n, k) for n in args.sizes for k in args.k if n >= k]
     if not cells:
         raise InputError("no grid cell has n >= k; choose larger --sizes or smaller -k")
+    uneven = [(n, k) for n, k in cells if n % k]
+    if args.equal_size and uneven:
+        # Found before any timing starts, not after the cells before it have run.
+        n, k = uneven[0]
+        raise InputError(f"--equal-size needs n divisible by k; n={n} is not divisible by k={k}")
     rows = []
-    for done, (n, k) in enumerate(cells):
-        lengths = synthetic_rl_batch(n_prompts=-(-n // 16))[:n]
-        _progress(done, len(cells), f"n={n} k={k}: seqbalance")
-        native, native_seconds = _time_best(
-            functools.partial(get_seqlen_balanced_partitions, lengths, k, args.equal_size),
-            args.repeat,
-        )
-        _progress(done, len(cells), f"n={n} k={k}: reference")
-        slow, reference_seconds = _time_best(
-            functools.partial(
-                reference.get_seqlen_balanced_partitions, lengths, k, args.equal_size
-            ),
-            args.repeat,
-        )
-        rows.append(
-            {
-                "n": n,
-                "k": k,
-                "seconds": native_seconds,
-                "reference_seconds": reference_seconds,
-                "speedup": reference_seconds / max(native_seconds, 1e-9),
-                "same": native == slow,
-            }
-        )
-    _progress(len(cells), len(cells), "done")
-    sys.stderr.write("\n")
+    progress = _Progress(len(cells))
+    try:
+        for done, (n, k) in enumerate(cells):
+            lengths = synthetic_rl_batch(n_prompts=-(-n // 16))[:n]
+            progress.update(done, f"n={n} k={k}: seqbalance")
+            native, native_seconds = _time_best(
+                functools.partial(get_seqlen_balanced_partitions, lengths, k, args.equal_size),
+                args.repeat,
+            )
+            progress.update(done, f"n={n} k={k}: reference")
+            slow, reference_seconds = _time_best(
+                functools.partial(
+                    reference.get_seqlen_balanced_partitions, lengths, k, args.equal_size
+                ),
+                args.repeat,
+            )
+            rows.append(
+                {
+                    "n": n,
+                    "k": k,
+                    "seconds": native_seconds,
+                    "reference_seconds": reference_seconds,
+                    "speedup": reference_seconds / max(native_seconds, 1e-9),
+                    "same": native == slow,
+                }
+            )
+        progress.update(len(cells), "done")
+    finally:
+        # End the bar's line before anything else is printed, an error included.
+        progress.close()
 
     if args.json:
         print(json.dumps(rows))
@@ -269,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seqbalance",
         description="Balance sequence lengths across data-parallel ranks. With no arguments: "
         "partition the built-in synthetic RL batch and compare with the pure-Python reference.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"seqbalance {__version__}", help="print the version"
     )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
 

@@ -1,0 +1,76 @@
+"""``seqbalance --version``, and the bench progress bar ending its line before any message."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+import pytest
+
+import seqbalance
+from seqbalance import cli
+from seqbalance.__main__ import main
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "seqbalance", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_version_prints_the_package_version():
+    result = run("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"seqbalance {seqbalance.__version__}\n"
+    assert result.stderr == ""
+
+
+def test_version_is_the_installed_metadata_when_installed():
+    try:
+        installed = version("seqbalance")
+    except PackageNotFoundError:
+        pytest.skip("seqbalance runs from the source tree here (no package metadata)")
+    # One source: maturin writes Cargo.toml's version into the metadata; __version__ reads it.
+    assert seqbalance.__version__ == installed
+
+
+def test_progress_close_ends_the_line_once_and_only_after_drawing():
+    stream = io.StringIO()
+    progress = cli._Progress(2, stream)
+    progress.close()
+    assert stream.getvalue() == ""
+    progress.update(1, "half")
+    assert "\n" not in stream.getvalue()
+    assert stream.getvalue().startswith("\r[###############---------------] 1/2 half")
+    progress.close()
+    progress.close()
+    assert stream.getvalue().endswith("\n") and stream.getvalue().count("\n") == 1
+
+
+def test_an_error_during_bench_starts_on_its_own_line(monkeypatch, capsys):
+    def fail(*_args, **_kwargs):
+        raise ValueError("the reference failed on purpose")
+
+    monkeypatch.setattr(cli.reference, "get_seqlen_balanced_partitions", fail)
+    assert main(["bench", "--sizes", "64", "-k", "2", "--repeat", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("\n")
+    *bar, message = err[:-1].split("\n")
+    assert bar and bar[-1].startswith("\r[") and "n=64 k=2: reference" in bar[-1]
+    assert message == "seqbalance bench: error: the reference failed on purpose"
+
+
+def test_equal_size_bench_refuses_an_uneven_cell_before_timing_anything():
+    result = run("bench", "--sizes", "64,1000", "-k", "64", "--equal-size", "--repeat", "1")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "seqbalance bench: error: --equal-size needs n divisible by k; "
+        "n=1000 is not divisible by k=64\n"
+    )
+    assert result.stdout == ""
