@@ -19,7 +19,7 @@ test-python:
 	$(PYTHON) -m pytest -q
 
 test-rust:
-	cargo test
+	cargo test --workspace
 
 run: install  ## the main job on the built-in synthetic batch
 	$(PYTHON) -m seqbalance
@@ -37,4 +37,4 @@ lint:
 	$(PYTHON) -m mypy
 	$(PYTHON) -m mypy.stubtest seqbalance._native
 	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets -- -D warnings

@@ -3,7 +3,7 @@
 The largest differencing method (what :func:`seqbalance.get_seqlen_balanced_partitions` computes)
 is fast and close to balanced, but with ``equal_size=True`` and few items per partition its
 heaviest partition often ends up several percent above the best possible. The native engine
-(``rust/refine.rs``) starts from such an answer and improves it:
+(``rust/core/src/refine/``) starts from such an answer and improves it:
 
 * ``refine=True``: local search. Pairs of partitions exchange up to two items each way (plain
   moves too when counts are free) whenever that brings the pair closer together; the maximum load

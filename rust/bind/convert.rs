@@ -15,7 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
 use pyo3::{ffi, IntoPyObjectExt};
 
-use crate::parts::Partition;
+use seqbalance_core::parts::Partition;
 
 /// How many index objects are shared: 2**16 ints take ~2 MB and about a millisecond to create.
 const SHARED_INDEXES: usize = 1 << 16;

@@ -1,6 +1,6 @@
 //! Python binding of the seqbalance core: argument conversion, GIL release, error mapping.
 //!
-//! The algorithms live in plain-Rust modules. This file only turns Python arguments into slices
+//! The algorithms live in the `seqbalance-core` crate (rust/core). This file only turns Python arguments into slices
 //! (fast paths for input that is certainly valid; everything else goes through
 //! `seqbalance._inputs`, which owns the validation and the wording of every error), runs the core
 //! with the GIL released, and builds the Python results. The public, documented functions are the
@@ -12,20 +12,13 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyInt, PyList};
 
 mod convert;
-pub mod error;
-pub mod greedy;
-pub mod ldm;
-pub mod parts;
-pub mod sort;
-
-mod bind_packing;
-mod bind_refine;
 mod packing;
 mod refine;
 
 use convert::{fast_values, nested_lists};
-use error::CoreError;
-use parts::Partition;
+use seqbalance_core::error::CoreError;
+use seqbalance_core::parts::Partition;
+use seqbalance_core::{greedy, ldm};
 
 // The core allocates a few arrays of n items per call; glibc returns those to the kernel and
 // takes them back with fresh zeroed pages every time, which cost a third of the CPU time in the
@@ -196,7 +189,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greedy_partition, m)?)?;
     m.add_function(wrap_pyfunction!(partition_ids, m)?)?;
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
-    bind_packing::register(m)?;
-    bind_refine::register(m)?;
+    packing::register(m)?;
+    refine::register(m)?;
     Ok(())
 }

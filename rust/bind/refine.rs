@@ -1,10 +1,10 @@
-//! Binding of the refinement engine (`rust/refine.rs`): the private `_refine` function.
+//! Binding of the refinement engine (`seqbalance_core::refine`): the private `_refine` function.
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList};
 
-use crate::refine::{refine, Mode};
+use seqbalance_core::refine::{refine, Mode};
 
 /// Copy `partitions` (an iterable of iterables of ints) out of Python, checking every index.
 fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResult<Vec<Vec<u32>>> {

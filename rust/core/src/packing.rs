@@ -1,6 +1,6 @@
 //! Packing sequence lengths into packs whose total length stays within a capacity.
 //!
-//! Plain Rust, no pyo3: `bind_packing.rs` is the only place that talks to Python.
+//! Plain Rust; the binding crate (rust/bind/packing.rs) is the only place that talks to Python.
 //!
 //! Four classic online/offline bin-packing rules, all deterministic:
 //! - next fit: input order; when an item does not fit the current pack, close it and open a new one;

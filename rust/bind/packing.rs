@@ -3,7 +3,7 @@ use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::packing::{pack, Algorithm};
+use seqbalance_core::packing::{pack, Algorithm};
 
 /// Pack non-negative int64 `lengths` into packs of total length at most `pack_max_length`.
 ///

@@ -1,4 +1,4 @@
-//! Time the core without Python: `cargo run --release --example profile_core -- N K [equal|free] [REPEATS]`.
+//! Time the core without Python: `cargo run --release -p seqbalance-core --example profile_core -- N K [equal|free] [REPEATS]`.
 //! Under `valgrind --tool=callgrind` it gives repeatable instruction counts.
 use std::time::Instant;
 
@@ -17,12 +17,12 @@ fn main() {
         })
         .collect();
     let started = Instant::now();
-    let sorted = seqbalance::sort::sorted_order(&values);
+    let sorted = seqbalance_core::sort::sorted_order(&values);
     let sort_time = started.elapsed();
     let started = Instant::now();
     let mut parts = 0;
     for _ in 0..repeats {
-        parts = seqbalance::ldm::karmarkar_karp(&values, k, equal_size).map(|p| p.k()).unwrap_or(0);
+        parts = seqbalance_core::ldm::karmarkar_karp(&values, k, equal_size).map(|p| p.k()).unwrap_or(0);
     }
     let total = started.elapsed() / repeats as u32;
     println!(

@@ -1,0 +1,27 @@
+//! The algorithms of seqbalance, in plain Rust with no Python anywhere.
+//!
+//! * [`ldm`]: Karmarkar–Karp largest differencing into `k` sets, free or equal-size, exactly as the
+//!   pure-Python reference computes it (the same ties, the same order of sets and items).
+//! * [`greedy`]: the greedy partitioner (heaviest item to the lightest set).
+//! * [`refine`]: pairwise item swaps and moves that never make the heaviest set heavier.
+//! * [`packing`]: bin packing under a capacity (next fit, first fit, first/best fit decreasing).
+//! * [`sort`]: the seeding sort shared by the partitioners.
+//!
+//! The Python extension (`rust/bind`) converts arguments, releases the GIL and maps
+//! [`error::CoreError`] to Python exceptions; nothing here depends on it.
+//!
+//! ```
+//! use seqbalance_core::ldm::balanced_partitions;
+//! let lengths = [5, 4, 3, 3, 2, 1];
+//! let partition = balanced_partitions(&lengths, 2, true).unwrap();
+//! let loads: Vec<u64> = partition.parts().map(|p| p.iter().map(|&i| lengths[i as usize]).sum()).collect();
+//! assert_eq!(loads, vec![9, 9]);
+//! assert!(partition.parts().all(|p| p.len() == 3));
+//! ```
+pub mod error;
+pub mod greedy;
+pub mod ldm;
+pub mod packing;
+pub mod parts;
+pub mod refine;
+pub mod sort;
