@@ -21,6 +21,7 @@ from . import __version__, reference
 from ._cli_io import SYNTHETIC_DESCRIPTION, InputError, read_lengths, synthetic_rl_batch
 from ._inputs import MAX_VALUE
 from .metrics import balance_report
+from .partition import get_seqlen_balanced_partitions
 
 __all__ = ["main"]
 
@@ -68,8 +69,6 @@ def _partition(
     The first call of a process also pays one-off costs (page faults, lazy imports) that a
     training loop calling it every step does not.
     """
-    from . import get_seqlen_balanced_partitions
-
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
@@ -228,8 +227,6 @@ def _write_plot(path: str, rows: list[dict[str, Any]]) -> None:
 
 
 def _run_bench(args: argparse.Namespace) -> int:
-    from . import get_seqlen_balanced_partitions
-
     if args.plot:
         _check_plot_available()
     cells = [(n, k) for n in args.sizes for k in args.k if n >= k]

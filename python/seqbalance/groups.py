@@ -10,6 +10,7 @@ import numpy as np
 from ._errors import PartitionError
 from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list
 from .metrics import calculate_workload
+from .partition import get_seqlen_balanced_partitions
 from .refine import check_refine
 
 __all__ = ["group_balanced_partitions", "uid_runs"]
@@ -58,9 +59,6 @@ def group_balanced_partitions(
         >>> group_balanced_partitions([5, 5, 1, 1, 9, 9, 2, 2], uids, 2)
         [[2, 3, 4, 5], [0, 1, 6, 7]]
     """
-    # The partitioners live in the package top level; importing lazily avoids a cycle with it.
-    from . import get_seqlen_balanced_partitions
-
     k = check_k_partitions(k_partitions)
     refine = check_refine(refine)
     lengths = lengths_as_list(seqlen_list)

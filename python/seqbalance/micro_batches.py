@@ -10,6 +10,7 @@ import numpy as np
 
 from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list
 from .metrics import calculate_workload
+from .partition import get_seqlen_balanced_partitions
 from .refine import check_refine
 
 __all__ = ["min_num_micro_batches_for", "plan_micro_batches"]
@@ -84,7 +85,6 @@ def _prepare(
 
 def _balanced_split(problem: _Problem, count: int) -> list[list[int]]:
     """``count`` lists of group indexes; extra lists are empty when there are fewer groups."""
-    from . import get_seqlen_balanced_partitions
 
     filled = min(count, len(problem.weights))
     parts = (
@@ -202,8 +202,6 @@ def _split_further(problem: _Problem, parts: list[list[int]], count: int) -> lis
     Halving never adds tokens to a part, so the cap still holds: this is what makes a count
     agreed across ranks (at least each rank's own count) always achievable.
     """
-    from . import get_seqlen_balanced_partitions
-
     filled = [part for part in parts if part]
     target = min(count, len(problem.weights))
     while len(filled) < target:

@@ -11,6 +11,7 @@ from . import _native
 from ._errors import PartitionError
 from ._inputs import check_k_partitions
 from ._lengths import as_int64_array
+from .partition import get_seqlen_balanced_partitions
 from .refine import check_refine
 
 __all__ = ["ALGORITHMS", "pack_sequences", "plan_packed_steps"]
@@ -142,8 +143,6 @@ def plan_packed_steps(
         >>> plan_packed_steps([4, 4, 3, 3, 2, 2, 1, 1, 1], 2, 2, 5)
         [[[[0, 6], [7]], [[2, 4]]], [[[3, 5], []], [[1, 8]]]]
     """
-    from . import get_seqlen_balanced_partitions
-
     ranks = check_k_partitions(dp_size, "dp_size")
     steps = check_k_partitions(optimizer_steps, "optimizer_steps")
     cap = check_k_partitions(pack_max_length, "pack_max_length")

@@ -33,6 +33,7 @@ from typing import Any
 
 from .._inputs import MAX_VALUE, _describe
 from ..metrics import naive_split
+from ..partition import get_seqlen_balanced_partitions
 from ..refine import check_refine
 from .base import (
     DEFAULT_MAX_CACHED_BATCHES,
@@ -71,7 +72,6 @@ def split_groups(
         [[1], [0], []]
     """
     # Imported at call time so the samplers pick up the native core once the package provides it.
-    from seqbalance import get_seqlen_balanced_partitions
 
     count = len(group_weights)
     if count == 0:
