@@ -31,9 +31,10 @@ def test_exported_from_package_top_level():
 
 def test_samplers_reuse_the_input_module_error_wording():
     from seqbalance import _inputs
-    from seqbalance.samplers import base, seqlen_balanced
+    from seqbalance.samplers import _checks, checkpoint, seqlen_balanced
 
-    assert base._describe is _inputs._describe
+    assert _checks._describe is _inputs._describe
+    assert checkpoint._describe is _inputs._describe
     assert seqlen_balanced._describe is _inputs._describe
 
 
@@ -358,7 +359,12 @@ def test_rank_aware_bounded_and_checkpointed():
 
 @pytest.mark.parametrize(
     "module_name",
-    ["seqbalance.samplers.base", "seqbalance.samplers.grpo", "seqbalance.samplers.seqlen_balanced"],
+    [
+        "seqbalance.samplers.base",
+        "seqbalance.samplers._checks",
+        "seqbalance.samplers.grpo",
+        "seqbalance.samplers.seqlen_balanced",
+    ],
 )
 def test_documented_examples(module_name):
     import doctest

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqbalance import GRPOGroupNSampler, RankAwareSampler, SeqlenBalancedSampler
-from seqbalance.samplers import base
+from seqbalance.samplers import cache
 
 EVICTED = r"evicted from the cache \(max_cached_batches=1\).*raise max_cached_batches"
 
@@ -130,7 +130,7 @@ def test_eviction_record_survives_checkpoints_and_pickling():
 
 
 def test_eviction_record_is_bounded_and_old_int_batches_stay_refused(monkeypatch):
-    monkeypatch.setattr(base, "EVICTED_RECORD_SIZE", 3)
+    monkeypatch.setattr(cache, "EVICTED_RECORD_SIZE", 3)
     loop = Loop(SeqlenBalancedSampler(1, 2, max_cached_batches=1))
     for batch in range(10):
         loop.fetch(0, batch)
@@ -144,7 +144,7 @@ def test_eviction_record_is_bounded_and_old_int_batches_stay_refused(monkeypatch
 
 
 def test_eviction_record_of_non_int_batch_indexes_is_bounded(monkeypatch):
-    monkeypatch.setattr(base, "EVICTED_RECORD_SIZE", 2)
+    monkeypatch.setattr(cache, "EVICTED_RECORD_SIZE", 2)
     loop = Loop(SeqlenBalancedSampler(1, 2, max_cached_batches=1))
     names = [f"b{i}" for i in range(6)]
     for name in names:
@@ -275,7 +275,7 @@ def test_grpo_without_dp_rank_is_never_refused():
 
 
 def test_per_rank_high_water_marks_only_refuse_the_rank_that_was_served(monkeypatch):
-    monkeypatch.setattr(base, "EVICTED_RECORD_SIZE", 2)
+    monkeypatch.setattr(cache, "EVICTED_RECORD_SIZE", 2)
     sampler = GRPOGroupNSampler(1, max_cached_batches=1)
     for batch in range(6):
         sampler([batch], 1, "t", "p", dp_rank=0, batch_index=batch)

@@ -17,7 +17,9 @@ import numpy as np
 from ._errors import PartitionError
 
 __all__ = [
+    "MAX_COUNT",
     "MAX_VALUE",
+    "check_count_bound",
     "check_k_partitions",
     "check_shape",
     "normalize_lengths",
@@ -26,6 +28,12 @@ __all__ = [
 
 #: Largest accepted value: lengths are non-negative 64-bit signed integers.
 MAX_VALUE = 2**63 - 1
+
+#: Largest accepted count that sizes an allocation without being bounded by the input (micro-batch
+#: counts and multiples, optimizer steps, data-parallel sizes). A count above the number of items
+#: is valid (the extra parts are empty), so without this bound a typo such as ``10**12`` would
+#: allocate ``10**12`` empty lists before anything else could go wrong.
+MAX_COUNT = 2**24
 
 
 def _describe(value: Any) -> str:
@@ -46,6 +54,13 @@ def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
     if k < 1:
         raise ValueError(f"{name} must be >= 1, got {k}")
     return k
+
+
+def check_count_bound(count: int, name: str) -> int:
+    """Return ``count`` (an already-checked int), or raise ``ValueError`` when above ``2**24``."""
+    if count > MAX_COUNT:
+        raise ValueError(f"{name} must be <= 2**24 ({MAX_COUNT}), got {count}")
+    return count
 
 
 def check_shape(n_items: int, k_partitions: int, equal_size: bool) -> None:

@@ -3,7 +3,9 @@
 A controller (TransferQueue's, or a user's own loop) owns the data and asks a sampler which of the
 ready global indexes one data-parallel rank should consume next. Samplers that remember their
 answers keep them in ``_states[partition_id][task_name][dp_rank][batch_index]``; TransferQueue's
-controller and its users read that layout, so it is kept as is.
+controller and its users read that layout, so it is kept as is. The cache's bound and eviction
+live in :mod:`.cache`, the checkpoint checks in :mod:`.checkpoint`, the argument checks in
+:mod:`._checks`.
 
 Everything here is guarded by one re-entrant lock per sampler: TransferQueue's controller and
 user loops call one sampler from many threads, and a half-updated cache must never be visible.
@@ -12,14 +14,14 @@ user loops call one sampler from many threads, and a half-updated cache must nev
 from __future__ import annotations
 
 import copy
-import operator
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping
-from numbers import Integral
 from typing import Any
 
-from .._inputs import _describe
+from ._checks import check_cache_bound
+from .cache import DEFAULT_MAX_CACHED_BATCHES, EVICTED_RECORD_SIZE, BatchCache
+from .checkpoint import CHECKPOINT_FORMAT, Expected, Restored, validate_checkpoint
 
 __all__ = [
     "DEFAULT_MAX_CACHED_BATCHES",
@@ -28,70 +30,8 @@ __all__ = [
     "SequentialSampler",
 ]
 
-#: Default for ``max_cached_batches``: how many batch indexes a caching sampler remembers per
-#: ``(partition_id, task_name)``. Ranks rarely run more than a few batches apart, and 64 batches of
-#: cached index lists stay small even for large global batches.
-DEFAULT_MAX_CACHED_BATCHES = 64
 
-#: How many evicted batch indexes a caching sampler remembers exactly, per
-#: ``(partition_id, task_name)``, so that a repeat request for one of them is refused rather than
-#: answered with new indexes. Older int batch indexes are still refused through a per-rank
-#: high-water mark; see :class:`BaseSampler`.
-EVICTED_RECORD_SIZE = 1024
-
-BatchKey = tuple[Hashable, Hashable]
-
-# Ranks that held a result for an evicted batch; None stands for "every rank" (the balanced sampler
-# caches a share for each rank). The usual case, ranks 0..k-1, is kept as range(k): a set of all
-# ranks for each of EVICTED_RECORD_SIZE batches would cost far more than the cache itself.
-EvictedRanks = frozenset[int] | range | None
-
-
-def _as_int(value: Any, name: str) -> int:
-    """Return ``value`` as a Python int; ``bool``, floats, strings and ``None`` raise ``TypeError``."""
-    if isinstance(value, bool) or value is None or isinstance(value, (float, str, bytes)):
-        raise TypeError(f"{name} must be an int, got {_describe(value)}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {_describe(value)}") from None
-
-
-def check_positive(value: Any, name: str) -> int:
-    """Return ``value`` as an int > 0, else ``TypeError``/``ValueError("<name> must be positive, got …")``."""
-    number = _as_int(value, name)
-    if number <= 0:
-        raise ValueError(f"{name} must be positive, got {number}")
-    return number
-
-
-def check_dp_rank(dp_rank: Any) -> int:
-    """Return ``dp_rank`` as an int >= 0.
-
-    A negative rank is refused rather than used as a list index, which would silently hand the
-    caller the last rank's share.
-    """
-    rank = _as_int(dp_rank, "dp_rank")
-    if rank < 0:
-        raise ValueError(f"dp_rank {rank} must be greater than or equal to 0")
-    return rank
-
-
-def check_batch_size(batch_size: Any) -> int:
-    """Return ``batch_size`` as an int >= 0, else ``TypeError``/``ValueError``."""
-    size = _as_int(batch_size, "batch_size")
-    if size < 0:
-        raise ValueError(f"batch_size must be >= 0, got {size}")
-    return size
-
-
-def _check_cache_bound(max_cached_batches: Any) -> int | None:
-    if max_cached_batches is None:
-        return None
-    return check_positive(max_cached_batches, "max_cached_batches")
-
-
-class BaseSampler(ABC):
+class BaseSampler(BatchCache, ABC):
     """Abstract base of all seqbalance samplers (the TransferQueue sampler interface).
 
     Subclasses implement :meth:`sample`; calling the sampler forwards to it. Caching samplers store
@@ -114,27 +54,24 @@ class BaseSampler(ABC):
     indexes with the ranks that held them, and, for int batch indexes pushed out of that record,
     a high-water mark per rank. Batch indexes are therefore expected to grow and must not be
     reused for new data within one ``(partition_id, task_name)``; :meth:`clear_cache` forgets the
-    record along with the cache.
+    record along with the cache. The first time a request is served for a batch with
+    ``max_cached_batches - 1`` newer ones cached (the next new batch may evict it), a WARNING is
+    logged once per sampler, so an operator sees a lagging peer coming; ``repr`` shows the bound
+    and the eviction rule.
 
     Raises:
         TypeError: instantiating ``BaseSampler`` itself (it is abstract), or a non-int bound.
         ValueError: ``max_cached_batches <= 0``.
     """
 
+    #: The kind recorded in checkpoints; a checkpoint of another kind is refused.
+    checkpoint_kind = "BaseSampler"
+
     def __init__(self, *, max_cached_batches: int | None = DEFAULT_MAX_CACHED_BATCHES) -> None:
         # Cooperative: with the TransferQueue integration, the next class in the MRO is
-        # TransferQueue's own BaseSampler, whose __init__ must run too.
+        # TransferQueue's own BaseSampler, whose __init__ must run too (it may set _states).
         super().__init__()
-        self._states: dict[Any, Any] = {}
-        self.max_cached_batches = _check_cache_bound(max_cached_batches)
-        # Insertion-ordered: (partition_id, task_name) -> {batch_index: None}, oldest first.
-        self._batch_order: dict[BatchKey, dict[Hashable, None]] = {}
-        # Insertion-ordered: (partition_id, task_name) -> {evicted batch_index: ranks}, oldest
-        # first, at most EVICTED_RECORD_SIZE entries each.
-        self._evicted: dict[BatchKey, dict[Hashable, EvictedRanks]] = {}
-        # (partition_id, task_name) -> {rank (None: every rank): largest int batch_index pushed
-        # out of _evicted}. Bounded by the number of ranks, so the record stays small forever.
-        self._evicted_floor: dict[BatchKey, dict[int | None, int]] = {}
+        self._init_cache(check_cache_bound(max_cached_batches))
         self._lock = threading.RLock()
 
     @abstractmethod
@@ -189,17 +126,33 @@ class BaseSampler(ABC):
     def clear_cache(self, partition_id: Hashable) -> None:
         """Forget everything cached for ``partition_id``; an unknown partition is a no-op."""
         with self._lock:
-            self._states.pop(partition_id, None)
-            for table in (self._batch_order, self._evicted, self._evicted_floor):
-                for key in [key for key in table if key[0] == partition_id]:
-                    del table[key]
+            self._forget_partition(partition_id)
+
+    def __repr__(self) -> str:
+        bound = self.max_cached_batches
+        cache = (
+            "max_cached_batches=None (every batch kept)"
+            if bound is None
+            else f"max_cached_batches={bound} (batch indexes kept per (partition_id, task_name); "
+            f"older ones evicted{self._eviction_rule()})"
+        )
+        settings = "".join(f"{name}={value!r}, " for name, value in self._repr_settings())
+        return f"{type(self).__name__}({settings}{cache})"
+
+    def _repr_settings(self) -> list[tuple[str, Any]]:
+        return []
+
+    def _eviction_rule(self) -> str:
+        return ""
 
     # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self) -> dict[str, Any]:
         """Return a snapshot of the sampler's state (plain dicts/lists/sets, safe to pickle).
 
-        The snapshot is a deep copy: later calls on the sampler do not change it.
+        The snapshot is a deep copy: later calls on the sampler do not change it. Beside
+        ``_states`` it records ``format_version``, the ``sampler`` kind and, where the sampler
+        has them, ``n_samples_per_prompt`` and ``dp_size``, which :meth:`load_checkpoint` checks.
 
         Example:
             >>> import pickle
@@ -212,23 +165,33 @@ class BaseSampler(ABC):
             >>> restored.sample([9], 2, 0, 0, "train", "p0")
             ([4, 5], [4, 5])
         """
+        expected = self._expected_checkpoint()
+        header: dict[str, Any] = {"format_version": CHECKPOINT_FORMAT, "sampler": expected.kind}
+        for name in ("n_samples_per_prompt", "dp_size"):
+            if getattr(expected, name) is not None:
+                header[name] = getattr(expected, name)
         with self._lock:
-            return copy.deepcopy(self._checkpoint_fields())
+            return {**header, **copy.deepcopy(self._checkpoint_fields())}
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
-        """Restore a snapshot made by :meth:`save_checkpoint` (or any ``{"_states": ...}`` dict).
+        """Restore a snapshot made by :meth:`save_checkpoint`, or an upstream ``{"_states": ...}``.
+
+        All or nothing: every field is checked before anything changes, and a refused checkpoint
+        leaves the sampler exactly as it was. Missing fields are inferred from ``_states``.
 
         Raises:
-            TypeError: ``state`` is not a mapping.
-            ValueError: ``state`` has no ``"_states"`` entry.
+            TypeError: ``state`` is not a mapping, or a field has the wrong type.
+            ValueError: ``state`` has no ``"_states"`` entry; it was saved by another kind of
+                sampler, with another ``dp_size`` or ``n_samples_per_prompt`` (recorded, or
+                inferred from the cached shares: the message gives both values), by a newer
+                format; it lists an index twice, or holds a negative one.
         """
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a dict from save_checkpoint(), got {_describe(state)}")
-        if "_states" not in state:
-            raise ValueError("state must contain '_states' (a dict from save_checkpoint())")
-        restored = copy.deepcopy(dict(state))
+        restored = validate_checkpoint(state, self._expected_checkpoint())
         with self._lock:
             self._restore_fields(restored)
+
+    def _expected_checkpoint(self) -> Expected:
+        return Expected(kind=self.checkpoint_kind, pair_results=True)
 
     def _checkpoint_fields(self) -> dict[str, Any]:
         return {
@@ -238,21 +201,12 @@ class BaseSampler(ABC):
             "_evicted_floor": self._evicted_floor,
         }
 
-    def _restore_fields(self, state: dict[str, Any]) -> None:
-        self._states = state["_states"]
-        order = state.get("_batch_order")
-        if order is None:
-            # A checkpoint from another implementation: recover an order from the cache itself.
-            order = {}
-            for partition_id, tasks in self._states.items():
-                for task_name, ranks in tasks.items():
-                    seen = order.setdefault((partition_id, task_name), [])
-                    for batches in ranks.values():
-                        seen.extend(b for b in batches if b not in seen)
-        self._batch_order = {key: dict.fromkeys(batches) for key, batches in order.items()}
-        # Checkpoints from upstream or from older seqbalance versions have no eviction record.
-        self._evicted = state.get("_evicted", {})
-        self._evicted_floor = state.get("_evicted_floor", {})
+    def _restore_fields(self, restored: Restored) -> None:
+        # Only assignments of already-checked objects: nothing here can fail half-way.
+        self._states = restored.states
+        self._set_batch_order(restored.batch_order)
+        self._evicted = restored.evicted
+        self._evicted_floor = restored.evicted_floor
 
     # ------------------------------------------------------------------ pickling
 
@@ -265,156 +219,25 @@ class BaseSampler(ABC):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
-
-    # ------------------------------------------------------------------ helpers for subclasses
-    # All of these expect the caller to hold self._lock.
-
-    def _lookup(
-        self, partition_id: Hashable, task_name: Hashable, dp_rank: int, batch_index: Hashable
-    ) -> tuple[bool, Any]:
-        per_rank = self._states.get(partition_id, {}).get(task_name, {})
-        batches = per_rank.get(dp_rank)
-        if batches is None or batch_index not in batches:
-            return False, None
-        return True, batches[batch_index]
-
-    def _store(
-        self,
-        partition_id: Hashable,
-        task_name: Hashable,
-        dp_rank: int,
-        batch_index: Hashable,
-        result: Any,
-    ) -> None:
-        tasks = self._states.setdefault(partition_id, {})
-        tasks.setdefault(task_name, {}).setdefault(dp_rank, {})[batch_index] = result
-
-    def _remember_batch(
-        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
-    ) -> None:
-        """Record ``batch_index`` as cached, then evict old batches beyond the bound."""
-        order = self._batch_order.setdefault((partition_id, task_name), {})
-        order.setdefault(batch_index, None)
-        self._evict(partition_id, task_name)
-
-    def _evict(self, partition_id: Hashable, task_name: Hashable) -> None:
-        bound = self.max_cached_batches
-        order = self._batch_order.get((partition_id, task_name))
-        if bound is None or order is None or len(order) <= bound:
-            return
-        # The newest `bound` batches always stay; older ones go once nobody is owed a share.
-        for batch_index in list(order)[: len(order) - bound]:
-            if self._may_evict(partition_id, task_name, batch_index):
-                del order[batch_index]
-                ranks = self._ranks_holding(partition_id, task_name, batch_index)
-                self._drop_batch(partition_id, task_name, batch_index)
-                self._record_eviction(partition_id, task_name, batch_index, ranks)
-
-    def _ranks_holding(
-        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
-    ) -> EvictedRanks:
-        """The ranks with a cached result for ``batch_index`` (None: every rank)."""
-        per_rank = self._states.get(partition_id, {}).get(task_name, {})
-        return _compact_ranks(
-            frozenset(rank for rank, batches in per_rank.items() if batch_index in batches)
-        )
-
-    def _record_eviction(
-        self,
-        partition_id: Hashable,
-        task_name: Hashable,
-        batch_index: Hashable,
-        ranks: EvictedRanks,
-    ) -> None:
-        key = (partition_id, task_name)
-        record = self._evicted.setdefault(key, {})
-        if batch_index in record:
-            # Evicted before, then cached again for other ranks: both sets of ranks are owed
-            # their old answer. Re-inserting moves the entry to the newest end.
-            earlier = record.pop(batch_index)
-            if earlier is None or ranks is None:
-                ranks = None
-            else:
-                ranks = _compact_ranks(frozenset(earlier) | frozenset(ranks))
-        record[batch_index] = ranks
-        while len(record) > EVICTED_RECORD_SIZE:
-            oldest = next(iter(record))
-            oldest_ranks = record.pop(oldest)
-            position = _int_index(oldest)
-            if position is not None:
-                floors = self._evicted_floor.setdefault(key, {})
-                for rank in (None,) if oldest_ranks is None else oldest_ranks:
-                    floors[rank] = max(floors.get(rank, position), position)
-
-    def _was_evicted(
-        self, partition_id: Hashable, task_name: Hashable, dp_rank: int, batch_index: Hashable
-    ) -> bool:
-        """Whether ``dp_rank`` already got a result for ``batch_index`` that has been evicted."""
-        key = (partition_id, task_name)
-        record = self._evicted.get(key)
-        if record and batch_index in record:
-            ranks = record[batch_index]
-            if ranks is None or dp_rank in ranks:
-                return True
-        floors = self._evicted_floor.get(key)
-        position = _int_index(batch_index)
-        if floors and position is not None:
-            for rank in (None, dp_rank):
-                if rank in floors and position <= floors[rank]:
-                    return True
-        return False
-
-    def _refuse_if_evicted(
-        self, partition_id: Hashable, task_name: Hashable, dp_rank: int, batch_index: Hashable
-    ) -> None:
-        """Raise ``ValueError`` when ``dp_rank`` repeats a request for an evicted batch."""
-        if self._was_evicted(partition_id, task_name, dp_rank, batch_index):
-            raise ValueError(
-                f"batch_index {batch_index!r} of partition_id {partition_id!r}, task_name "
-                f"{task_name!r} was already served to dp_rank {dp_rank} and has been evicted from "
-                f"the cache (max_cached_batches={self.max_cached_batches}); answering again would "
-                "hand this caller different indexes from its peers. A peer of this dp_rank lags "
-                "more than max_cached_batches batches behind: raise max_cached_batches (or pass "
-                "None to keep every batch)"
-            )
-
-    def _may_evict(
-        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
-    ) -> bool:
-        return True
-
-    def _drop_batch(
-        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
-    ) -> None:
-        per_rank = self._states.get(partition_id, {}).get(task_name, {})
-        for batches in per_rank.values():
-            batches.pop(batch_index, None)
-
-
-def _compact_ranks(ranks: frozenset[int]) -> frozenset[int] | range:
-    """``ranks`` as ``range(k)`` when it is exactly ``{0, ..., k-1}``, else unchanged."""
-    if ranks and min(ranks) == 0 and max(ranks) == len(ranks) - 1:
-        return range(len(ranks))
-    return ranks
-
-
-def _int_index(batch_index: Hashable) -> int | None:
-    """``batch_index`` as an int when it is an integer (NumPy ones too), else None."""
-    # A bool is a flag, not a position.
-    if isinstance(batch_index, Integral) and not isinstance(batch_index, bool):
-        return int(batch_index)
-    return None
+        if "_next_sequence" not in state:
+            # Pickled by a seqbalance without sequence numbers in the order record.
+            self._set_batch_order({key: list(order) for key, order in self._batch_order.items()})
+            self._warned_lagging = False
 
 
 class SequentialSampler(BaseSampler):
     """The first ``batch_size`` ready indexes, in the order given (stateless).
 
-    Plain slice semantics: no sorting, no de-duplication, and a partial batch when fewer are ready.
+    Plain slice semantics: no sorting, no de-duplication (a duplicated ready index is handed on as
+    given: this sampler keeps no state, so the controller's own bookkeeping decides), and a partial
+    batch when fewer are ready.
 
     Example:
         >>> SequentialSampler()([7, 3, 9], 2)
         ([7, 3], [7, 3])
     """
+
+    checkpoint_kind = "SequentialSampler"
 
     def __init__(self) -> None:
         super().__init__()

@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from .base import (
-    DEFAULT_MAX_CACHED_BATCHES,
-    BaseSampler,
-    check_batch_size,
-    check_dp_rank,
-    check_positive,
-)
+from ._checks import check_batch_size, check_dp_rank, check_positive, check_ready_indexes
+from .base import BaseSampler
+from .cache import DEFAULT_MAX_CACHED_BATCHES
+from .checkpoint import Expected
 
 __all__ = ["GRPOGroupNSampler", "RankAwareSampler", "select_groups"]
 
@@ -74,6 +71,10 @@ class GRPOGroupNSampler(BaseSampler):
     per ``(partition_id, task_name, dp_rank, batch_index)``, so every caller of one data-parallel
     rank (for example its tensor-parallel ranks) gets the same indexes.
 
+    Ready indexes are checked on every first call for a batch (a cache miss): an index listed
+    twice, a negative one, or a non-integer is refused (``ValueError``/``TypeError`` naming it)
+    before anything is cached, so no index is ever handed out twice.
+
     Args:
         n_samples_per_prompt: group size ``n``, > 0.
         max_cached_batches: keyword-only cache bound, see :class:`BaseSampler`.
@@ -88,6 +89,8 @@ class GRPOGroupNSampler(BaseSampler):
         ([3, 4, 5, 9, 10, 11], [3, 4, 5, 9, 10, 11])
     """
 
+    checkpoint_kind = "GRPOGroupNSampler"
+
     def __init__(
         self,
         n_samples_per_prompt: int = 1,
@@ -96,6 +99,16 @@ class GRPOGroupNSampler(BaseSampler):
     ) -> None:
         super().__init__(max_cached_batches=max_cached_batches)
         self.n_samples_per_prompt = check_positive(n_samples_per_prompt, "n_samples_per_prompt")
+
+    def _repr_settings(self) -> list[tuple[str, Any]]:
+        return [("n_samples_per_prompt", self.n_samples_per_prompt)]
+
+    def _expected_checkpoint(self) -> Expected:
+        return Expected(
+            kind=self.checkpoint_kind,
+            pair_results=True,
+            n_samples_per_prompt=self.n_samples_per_prompt,
+        )
 
     def _check_multiple(self, size: int, description: str) -> None:
         n = self.n_samples_per_prompt
@@ -127,10 +140,12 @@ class GRPOGroupNSampler(BaseSampler):
 
         Raises:
             ValueError: ``batch_size`` is negative or not a multiple of ``n_samples_per_prompt``;
-                ``dp_rank`` is negative; this ``dp_rank`` already got ``batch_index`` and the
-                result has been evicted (a peer lagging more than ``max_cached_batches``
-                batches, see :class:`BaseSampler`).
-            TypeError: ``batch_size`` or ``dp_rank`` is not an int.
+                ``dp_rank`` is negative; on a first call, ``ready_indexes`` lists an index twice
+                or a negative one; this ``dp_rank`` already got ``batch_index`` and the result
+                has been evicted (a peer lagging more than ``max_cached_batches`` batches, see
+                :class:`BaseSampler`).
+            TypeError: ``batch_size`` or ``dp_rank`` is not an int; on a first call,
+                ``ready_indexes`` is not a sequence of ints.
         """
         dp_rank = kwargs.get("dp_rank")
         batch_index = kwargs.get("batch_index")
@@ -139,12 +154,14 @@ class GRPOGroupNSampler(BaseSampler):
                 dp_rank = check_dp_rank(dp_rank)
                 found, result = self._lookup(partition_id, task_name, dp_rank, batch_index)
                 if found:
+                    self._warn_if_lagging(partition_id, task_name, dp_rank, batch_index)
                     return list(result[0]), list(result[1])
                 self._refuse_if_evicted(partition_id, task_name, dp_rank, batch_index)
             size = check_batch_size(batch_size)
             self._check_multiple(size, f"batch_size ({size})")
+            ready = check_ready_indexes(ready_indexes)
             groups = select_groups(
-                ready_indexes, self.n_samples_per_prompt, size // self.n_samples_per_prompt
+                ready, self.n_samples_per_prompt, size // self.n_samples_per_prompt
             )
             if not groups:
                 return [], []
@@ -160,7 +177,9 @@ class RankAwareSampler(BaseSampler):
 
     The first call for ``(partition_id, task_name, dp_rank, batch_index)`` takes
     ``ready_indexes[:batch_size]`` and caches it; later calls for the same key return the cached
-    list, so all ranks of one data-replica group (same ``dp_rank``) get identical indexes.
+    list, so all ranks of one data-replica group (same ``dp_rank``) get identical indexes. On a
+    first call the whole ready list is checked: an index listed twice, a negative one or a
+    non-integer is refused before anything is cached.
 
     Args:
         max_cached_batches: keyword-only cache bound, see :class:`BaseSampler`.
@@ -173,8 +192,13 @@ class RankAwareSampler(BaseSampler):
         ([3, 4], [3, 4])
     """
 
+    checkpoint_kind = "RankAwareSampler"
+
     def __init__(self, *, max_cached_batches: int | None = DEFAULT_MAX_CACHED_BATCHES) -> None:
         super().__init__(max_cached_batches=max_cached_batches)
+
+    def _expected_checkpoint(self) -> Expected:
+        return Expected(kind=self.checkpoint_kind, pair_results=False)
 
     def sample(
         self,
@@ -194,19 +218,22 @@ class RankAwareSampler(BaseSampler):
             (nothing cached).
 
         Raises:
-            ValueError: ``dp_rank`` is negative, or ``batch_size`` is negative; this ``dp_rank``
+            ValueError: ``dp_rank`` is negative, or ``batch_size`` is negative; on a first call,
+                ``ready_indexes`` lists an index twice or a negative one; this ``dp_rank``
                 already got ``batch_index`` and the list has been evicted (a peer lagging more
                 than ``max_cached_batches`` batches, see :class:`BaseSampler`).
-            TypeError: ``dp_rank`` or ``batch_size`` is not an int.
+            TypeError: ``dp_rank`` or ``batch_size`` is not an int; on a first call,
+                ``ready_indexes`` is not a sequence of ints.
         """
         with self._lock:
             dp_rank = check_dp_rank(dp_rank)
             found, cached = self._lookup(partition_id, task_name, dp_rank, batch_index)
             if found:
+                self._warn_if_lagging(partition_id, task_name, dp_rank, batch_index)
                 return list(cached), list(cached)
             self._refuse_if_evicted(partition_id, task_name, dp_rank, batch_index)
             size = check_batch_size(batch_size)
-            sampled = list(ready_indexes[:size])
+            sampled = check_ready_indexes(ready_indexes)[:size]
             if len(sampled) < size or not sampled:
                 return [], []
             self._store(partition_id, task_name, dp_rank, batch_index, sampled)

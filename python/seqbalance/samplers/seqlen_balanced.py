@@ -17,6 +17,8 @@ Policies (documented for users in the class docstring and the README):
   evicted from the cache once every rank has collected its share. A repeat request for an evicted
   batch (a peer lagging more than ``max_cached_batches`` batches) raises ``ValueError`` instead of
   building a second split of different samples.
+* **Duplicate ready indexes.** On a first call for a batch the ready list is checked: an index
+  listed twice, a negative one or a non-integer raises before anything is reserved or cached.
 * **Missing lengths.** A sample without ``total_lengths`` weighs 1 (as upstream); one warning per
   batch gives the count.
 * **Bad metadata.** ``get_custom_meta`` must return a mapping; anything else (``None`` included)
@@ -35,13 +37,9 @@ from .._inputs import MAX_VALUE, _describe
 from ..metrics import naive_split
 from ..partition import get_seqlen_balanced_partitions
 from ..refine import check_refine
-from .base import (
-    DEFAULT_MAX_CACHED_BATCHES,
-    EvictedRanks,
-    check_batch_size,
-    check_dp_rank,
-    check_positive,
-)
+from ._checks import check_batch_size, check_count, check_dp_rank, check_ready_indexes
+from .cache import DEFAULT_MAX_CACHED_BATCHES, EvictedRanks
+from .checkpoint import Expected, Restored
 from .grpo import GRPOGroupNSampler, select_groups
 
 __all__ = ["SeqlenBalancedSampler", "equal_split", "split_groups"]
@@ -174,7 +172,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             never heavier and usually lighter. Default ``False``: upstream's split exactly.
 
     Raises:
-        ValueError: ``n_samples_per_prompt <= 0`` or ``dp_size <= 0`` (checked in that order).
+        ValueError: ``n_samples_per_prompt <= 0`` or ``dp_size <= 0`` (checked in that order), or
+            ``dp_size`` above ``2**24``.
 
     Example:
         >>> class Partition:
@@ -196,7 +195,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         refine: bool | str = False,
     ) -> None:
         super().__init__(n_samples_per_prompt, max_cached_batches=max_cached_batches)
-        self.dp_size = check_positive(dp_size, "dp_size")
+        self.dp_size = check_count(dp_size, "dp_size")
         # Passed to get_seqlen_balanced_partitions: True or "exact" lowers the heaviest share.
         self.refine = check_refine(refine)
         # (partition_id, task_name, batch_index) -> one ascending index list per rank.
@@ -207,6 +206,23 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._reserved: dict[tuple[Hashable, Hashable], set[int]] = {}
         self._warned_no_partition = False
         self._warned_round_up = False
+
+    checkpoint_kind = "SeqlenBalancedSampler"
+
+    def _repr_settings(self) -> list[tuple[str, Any]]:
+        return [*super()._repr_settings(), ("dp_size", self.dp_size), ("refine", self.refine)]
+
+    def _eviction_rule(self) -> str:
+        return " only once every dp_rank has collected its share"
+
+    def _expected_checkpoint(self) -> Expected:
+        return Expected(
+            kind=self.checkpoint_kind,
+            pair_results=True,
+            n_samples_per_prompt=self.n_samples_per_prompt,
+            dp_size=self.dp_size,
+            balanced=True,
+        )
 
     def sample(
         self,
@@ -235,12 +251,13 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
         Raises:
             ValueError: negative ``dp_rank`` or ``batch_size``; a global size that is not a
-                multiple of ``n_samples_per_prompt``; a negative or non-integer
+                multiple of ``n_samples_per_prompt``; on a first call for the batch,
+                ``ready_indexes`` listing an index twice or a negative one; a negative or non-integer
                 ``total_lengths``; a repeat request for a batch already evicted from the cache
                 (raise ``max_cached_batches``).
             OverflowError: a ``total_lengths``, or the sum over one group, above ``2**63 - 1``.
             TypeError: ``dp_rank`` or ``batch_size`` is not an int; ``get_custom_meta`` did not
-                return a mapping.
+                return a mapping; on a first call, ``ready_indexes`` is not a sequence of ints.
         """
         dp_rank = check_dp_rank(kwargs.get("dp_rank", 0))
         batch_index = kwargs.get("batch_index", 0)
@@ -255,6 +272,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 shares = self._compute_split(ready_indexes, batch_size, key, partition)
                 if shares is None:
                     return [], []
+            else:
+                self._warn_if_lagging(partition_id, task_name, dp_rank, batch_index)
             self._collect(key, dp_rank)
             share = shares[dp_rank]
             return list(share), list(share)
@@ -270,6 +289,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         )
         if global_size == 0:
             return None
+        ready = check_ready_indexes(ready_indexes)
         reserved = self._reserved.get((partition_id, task_name))
         # At least one group per rank: an empty share would look like "not ready" to the caller.
         groups_needed = global_size // self.n_samples_per_prompt
@@ -284,9 +304,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                     self.n_samples_per_prompt,
                     self.n_samples_per_prompt,
                 )
-        groups = select_groups(
-            ready_indexes, self.n_samples_per_prompt, groups_needed, exclude=reserved
-        )
+        groups = select_groups(ready, self.n_samples_per_prompt, groups_needed, exclude=reserved)
         if groups is None:
             return None
 
@@ -404,15 +422,13 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         fields["_uncollected"] = self._uncollected
         return fields
 
-    def _restore_fields(self, state: dict[str, Any]) -> None:
-        super()._restore_fields(state)
-        self._balanced_cache = state.get("_balanced_cache", {})
+    def _restore_fields(self, restored: Restored) -> None:
+        super()._restore_fields(restored)
+        self._balanced_cache = restored.balanced_cache
         # Without collection records (an upstream checkpoint) nobody is known to owe anything.
-        self._uncollected = state.get("_uncollected", {})
+        self._uncollected = restored.uncollected
         self._reserved = {}
-        for (partition_id, task_name, batch_index), shares in self._balanced_cache.items():
-            order = self._batch_order.setdefault((partition_id, task_name), {})
-            order.setdefault(batch_index, None)
+        for (partition_id, task_name, _), shares in self._balanced_cache.items():
             reserved = self._reserved.setdefault((partition_id, task_name), set())
             for share in shares:
                 reserved.update(share)

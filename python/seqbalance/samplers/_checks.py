@@ -1,0 +1,143 @@
+"""Argument checks shared by the samplers: ranks, sizes, bounds and the ready indexes themselves.
+
+Every check raises before a sampler touches its state, with a message naming the argument and the
+value, so a refused call leaves the sampler exactly as it was.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._inputs import _describe, check_count_bound
+
+__all__ = [
+    "as_int",
+    "check_batch_size",
+    "check_cache_bound",
+    "check_count",
+    "check_dp_rank",
+    "check_positive",
+    "check_ready_indexes",
+]
+
+
+def as_int(value: Any, name: str) -> int:
+    """Return ``value`` as a Python int; ``bool``, floats, strings and ``None`` raise ``TypeError``."""
+    if (
+        isinstance(value, (bool, np.bool_))
+        or value is None
+        or isinstance(value, (float, str, bytes))
+    ):
+        raise TypeError(f"{name} must be an int, got {_describe(value)}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {_describe(value)}") from None
+
+
+def check_positive(value: Any, name: str) -> int:
+    """Return ``value`` as an int > 0, else ``TypeError``/``ValueError("<name> must be positive, got …")``."""
+    number = as_int(value, name)
+    if number <= 0:
+        raise ValueError(f"{name} must be positive, got {number}")
+    return number
+
+
+def check_count(value: Any, name: str) -> int:
+    """:func:`check_positive`, and at most ``2**24``: the value sizes per-rank tables."""
+    return check_count_bound(check_positive(value, name), name)
+
+
+def check_dp_rank(dp_rank: Any) -> int:
+    """Return ``dp_rank`` as an int >= 0.
+
+    A negative rank is refused rather than used as a list index, which would silently hand the
+    caller the last rank's share.
+    """
+    rank = as_int(dp_rank, "dp_rank")
+    if rank < 0:
+        raise ValueError(f"dp_rank {rank} must be greater than or equal to 0")
+    return rank
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """Return ``batch_size`` as an int >= 0, else ``TypeError``/``ValueError``."""
+    size = as_int(batch_size, "batch_size")
+    if size < 0:
+        raise ValueError(f"batch_size must be >= 0, got {size}")
+    return size
+
+
+def check_cache_bound(max_cached_batches: Any) -> int | None:
+    """``None`` (unbounded) or an int > 0."""
+    if max_cached_batches is None:
+        return None
+    return check_positive(max_cached_batches, "max_cached_batches")
+
+
+def _bad_index(position: int, item: Any) -> TypeError | ValueError:
+    if isinstance(item, (bool, np.bool_)) or not hasattr(item, "__index__"):
+        return TypeError(f"ready_indexes[{position}] must be an int, got {_describe(item)}")
+    return ValueError(
+        f"ready_indexes[{position}] must be a non-negative index, got {operator.index(item)}"
+    )
+
+
+def check_ready_indexes(ready_indexes: Any) -> list[int]:
+    """Return ``ready_indexes`` as a list of distinct non-negative Python ints, or raise.
+
+    A controller bug or a retried put can list an index twice; handing that list on would give one
+    sample to two ranks, or twice to one. So a duplicate is a ``ValueError`` naming the index, and
+    so is a negative index; a non-integer (``bool`` included) is a ``TypeError`` naming its
+    position. Accepts a list, tuple, range or other sequence, or a 1-D integer NumPy array; any
+    other object (a set, a generator, a string) is a ``TypeError``: its order or its end is
+    unknown.
+
+    Example:
+        >>> check_ready_indexes([3, 1, 2])
+        [3, 1, 2]
+        >>> check_ready_indexes([3, 1, 3])
+        Traceback (most recent call last):
+        ...
+        ValueError: ready_indexes lists index 3 more than once (positions 0 and 2)
+    """
+    if isinstance(ready_indexes, np.ndarray):
+        if ready_indexes.ndim != 1 or ready_indexes.dtype.kind not in "iu":
+            raise TypeError(
+                "ready_indexes must be a 1-D integer array, got an array of dtype "
+                f"{ready_indexes.dtype} and shape {ready_indexes.shape}"
+            )
+        values = ready_indexes.tolist()
+    elif isinstance(ready_indexes, list):
+        values = ready_indexes
+    elif isinstance(ready_indexes, Sequence) and not isinstance(
+        ready_indexes, (str, bytes, bytearray)
+    ):
+        values = list(ready_indexes)
+    else:
+        raise TypeError(f"ready_indexes must be a list of int, got {_describe(ready_indexes)}")
+    # The common case, a list of Python ints, is checked in bulk; anything else item by item.
+    if not all(type(item) is int for item in values):
+        converted = []
+        for position, item in enumerate(values):
+            if isinstance(item, (bool, np.bool_)) or not hasattr(item, "__index__"):
+                raise _bad_index(position, item)
+            converted.append(operator.index(item))
+        values = converted
+    if values and min(values) < 0:
+        position = next(p for p, item in enumerate(values) if item < 0)
+        raise _bad_index(position, values[position])
+    if len(set(values)) != len(values):
+        first_seen: dict[int, int] = {}
+        for position, index in enumerate(values):
+            if index in first_seen:
+                raise ValueError(
+                    f"ready_indexes lists index {index} more than once "
+                    f"(positions {first_seen[index]} and {position})"
+                )
+            first_seen[index] = position
+    return values if values is not ready_indexes else list(values)
