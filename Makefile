@@ -1,12 +1,24 @@
 # Every target installs what it needs first, so each works on a fresh machine.
+# It installs into the Python that $(PYTHON) names: activate a virtual environment first
+# (python3 -m venv .venv && . .venv/bin/activate), or pass PYTHON=/path/to/python.
 PYTHON ?= python3
 
-.PHONY: install dev inplace test test-python test-rust run bench report lint
+# A reminder, not a refusal: CI and containers install into their own Python on purpose.
+VENV_NOTE = $(PYTHON) -c "import sys; sys.prefix != sys.base_prefix or print('note: installing into', \
+	sys.prefix, '(not a virtual environment; see the README, Install)', file=sys.stderr)"
+
+.PHONY: install install-run dev inplace test test-python test-rust run bench report lint wheel
 
 install:  ## build the release extension and install it with the test dependencies
+	@$(VENV_NOTE)
 	$(PYTHON) -m pip install ".[test]"
 
+install-run:  ## build the release extension and install it with what running needs (NumPy) only
+	@$(VENV_NOTE)
+	$(PYTHON) -m pip install .
+
 dev:  ## editable install for development (release profile, see pyproject.toml)
+	@$(VENV_NOTE)
 	$(PYTHON) -m pip install -e ".[test]"
 
 inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python runs (quick profile; no install)
@@ -21,7 +33,7 @@ test-python:
 test-rust:
 	cargo test --workspace
 
-run: install  ## the main job on the built-in synthetic batch
+run: install-run  ## the main job on the built-in synthetic batch
 	$(PYTHON) -m seqbalance
 
 bench: install  ## pytest-benchmark: native against the reference
@@ -38,3 +50,7 @@ lint:
 	$(PYTHON) -m mypy.stubtest seqbalance._native
 	cargo fmt --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+wheel:  ## a manylinux_2_28 wheel for this machine's CPU in dist/ (see the README, Wheels for a cluster)
+	$(PYTHON) -m pip install "maturin>=1.9.4,<2" "ziglang>=0.11"
+	$(PYTHON) -m maturin build --release --compatibility manylinux_2_28 --zig --out dist

@@ -238,7 +238,7 @@ def test_bench_plot_without_matplotlib_says_how_to_install(tmp_path: Path):
         "sys.exit(main(sys.argv[1:]))"
     )
     result = run("bench", "--plot", str(tmp_path / "x.png"), python_code=code)
-    assert_one_line_error(result, "--plot needs matplotlib", "pip install 'seqbalance[plot]'")
+    assert_one_line_error(result, "--plot needs matplotlib", "pip install matplotlib")
     assert not (tmp_path / "x.png").exists()
 
 

@@ -198,7 +198,7 @@ def _check_plot_available() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise InputError(
-            "--plot needs matplotlib; install it with: pip install 'seqbalance[plot]'"
+            "--plot needs matplotlib; install it with: pip install matplotlib"
         ) from None
 
 
