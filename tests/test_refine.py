@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import seqbalance
 from seqbalance import get_seqlen_balanced_partitions, refine_partitions
+from seqbalance._inputs import normalize_weights
 from seqbalance._native import _refine, _refine_ids
 from seqbalance.refine import apply_refine_ids, check_refine
 
@@ -194,8 +195,9 @@ def test_the_ids_path_matches_the_list_path(case, refine):
     start = get_seqlen_balanced_partitions(values, k, equal_size)
     ids = seqbalance.partition_ids(values, k, equal_size=equal_size)
     expected = refine_partitions(values, start, equal_size=equal_size, refine=refine)
-    assert apply_refine_ids(values, ids, k, equal_size, refine) == expected
-    numbers = apply_refine_ids(values, ids, k, equal_size, refine, as_ids=True)
+    weights = normalize_weights(values)
+    assert apply_refine_ids(weights, ids, k, equal_size, refine) == expected
+    numbers = apply_refine_ids(weights, ids, k, equal_size, refine, as_ids=True)
     assert numbers.dtype == np.int64 and numbers.shape == (len(values),)
     assert [np.flatnonzero(numbers == p).tolist() for p in range(k)] == expected
     assert get_seqlen_balanced_partitions(values, k, equal_size, refine=refine) == expected

@@ -10,7 +10,7 @@ functions, so the two implementations differ only in how they compute.
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -20,11 +20,31 @@ __all__ = [
     "MAX_COUNT",
     "MAX_VALUE",
     "check_count_bound",
+    "Weights",
+    "as_array",
     "check_k_partitions",
     "check_shape",
     "normalize_lengths",
+    "normalize_weights",
     "lengths_as_list",
 ]
+
+#: How a partitioner adds weights: ``"exact"`` (integers, exact sums), ``"double"`` (float64)
+#: or ``"single"`` (float32), each exactly as the reference computes with such values.
+Precision = Literal["exact", "double", "single"]
+
+
+class Weights(NamedTuple):
+    """Validated weights: what the normalisation step hands to every partitioner.
+
+    ``values`` is a 1-D, aligned NumPy array whose dtype matches ``precision``: ``int64`` for
+    ``"exact"``, ``float64`` for ``"double"``, ``float32`` for ``"single"``. Refinement and the
+    planners take a ``Weights`` as it is and never validate the original argument again.
+    """
+
+    values: np.ndarray
+    precision: Precision
+
 
 #: Largest accepted value: lengths are non-negative 64-bit signed integers.
 MAX_VALUE = 2**63 - 1
@@ -113,17 +133,16 @@ def _check_array(array: np.ndarray, name: str) -> np.ndarray:
     return array.astype(np.int64, copy=False)
 
 
-def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] | np.ndarray:
-    """Validate ``seqlen_list`` and return it as a list of ints or a 1-D ``int64`` array.
+def as_array(seqlen_list: Any, name: str = "seqlen_list") -> np.ndarray | list[Any]:
+    """The array behind ``seqlen_list``, or its items when it is a sequence of Python objects.
 
-    Accepts a list or tuple of ints (``bool`` counts as 0/1, NumPy integer scalars are fine), a 1-D
-    NumPy array of any integer dtype and stride, or anything NumPy can view as one (for example a
-    CPU torch tensor, through ``__array__``; torch is never imported). Raises ``TypeError`` for
-    non-integers, ``ValueError`` for negative values or a wrong number of dimensions, and
-    ``OverflowError`` for values above ``2**63 - 1``; each message names the position and value.
+    The one place where array-likes are accepted: a NumPy array is returned as it is, anything
+    NumPy can view as an array (``__array__``; torch is never imported) is converted, and a
+    list, tuple or 1-D object array comes back as a list of its items. Refuses strings, mappings,
+    sets, masked arrays and scalars with ``TypeError``; the caller checks dtype and dimensions.
     """
     if isinstance(seqlen_list, (list, tuple)):
-        return [_check_item(i, item, name) for i, item in enumerate(seqlen_list)]
+        return list(seqlen_list)
     if isinstance(seqlen_list, np.ma.MaskedArray):
         raise TypeError(
             f"{name} is a masked array; pass {name}.compressed() or {name}.filled(0) instead"
@@ -142,8 +161,6 @@ def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] 
             raise TypeError(
                 f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
             ) from exc
-        if converted.dtype == object and converted.ndim == 1:
-            return [_check_item(i, item, name) for i, item in enumerate(converted.tolist())]
         if converted.ndim == 0:
             raise TypeError(
                 f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
@@ -152,9 +169,53 @@ def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] 
     if seqlen_list.dtype == object:
         if seqlen_list.ndim != 1:
             raise ValueError(f"{name} must be 1-D, got an array of shape {seqlen_list.shape}")
-        return [_check_item(i, item, name) for i, item in enumerate(seqlen_list.tolist())]
-    checked = _check_array(seqlen_list, name)
+        return seqlen_list.tolist()
+    return seqlen_list
+
+
+def normalize_weights(seqlen_list: Any, name: str = "seqlen_list") -> Weights:
+    """The normalisation step at every public entry: validate ``seqlen_list`` once.
+
+    Returns :class:`Weights`: a 1-D aligned array and the precision the partitioners compute in.
+    Raises the documented ``TypeError``/``ValueError``/``OverflowError``, each naming the
+    position and value.
+    """
+    if isinstance(seqlen_list, list):
+        # Fast path: a list NumPy reads as non-negative int64 in one go is certainly valid
+        # (bools, floats, huge ints, strings and objects take the item-by-item path below).
+        try:
+            array = np.asarray(seqlen_list)
+        except (TypeError, ValueError, OverflowError):
+            array = None
+        if (
+            array is not None
+            and array.dtype == np.int64
+            and array.ndim == 1
+            and (array.size == 0 or int(array.min()) >= 0)
+        ):
+            return Weights(array, "exact")
+    items = as_array(seqlen_list, name)
+    if isinstance(items, list):
+        values = np.array([_check_item(i, item, name) for i, item in enumerate(items)], np.int64)
+        return Weights(values.reshape(-1), "exact")
+    checked = _check_array(items, name)
     # The native core reads aligned memory only; an unaligned view is copied once here.
+    return Weights(checked if checked.flags.aligned else checked.copy(), "exact")
+
+
+def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] | np.ndarray:
+    """Validate integer ``seqlen_list`` and return it as a list of ints or a 1-D ``int64`` array.
+
+    Accepts a list or tuple of ints (``bool`` counts as 0/1, NumPy integer scalars are fine), a 1-D
+    NumPy array of any integer dtype and stride, or anything NumPy can view as one (for example a
+    CPU torch tensor, through ``__array__``; torch is never imported). Raises ``TypeError`` for
+    non-integers, ``ValueError`` for negative values or a wrong number of dimensions, and
+    ``OverflowError`` for values above ``2**63 - 1``; each message names the position and value.
+    """
+    items = as_array(seqlen_list, name)
+    if isinstance(items, list):
+        return [_check_item(i, item, name) for i, item in enumerate(items)]
+    checked = _check_array(items, name)
     return checked if checked.flags.aligned else checked.copy()
 
 

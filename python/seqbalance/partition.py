@@ -12,7 +12,7 @@ from typing import Any, cast
 import numpy as np
 
 from . import _native
-from ._lengths import as_int64_array
+from ._inputs import check_k_partitions, normalize_weights
 from .refine import apply_refine_ids, check_refine
 
 __all__ = [
@@ -54,17 +54,12 @@ def _refined(
     seqlen_list: Any, k_partitions: Any, equal_size: Any, mode: bool | str, *, as_ids: bool
 ) -> list[list[int]] | np.ndarray:
     """The refined partition: lists as ``get_seqlen_balanced_partitions``, or ``partition_ids``."""
-    # partition_ids validates every argument as the partitioners do, and hands the start to the
-    # refinement as one array instead of a Python list per partition.
-    ids = _native.partition_ids(seqlen_list, k_partitions, equal_size)
-    return apply_refine_ids(
-        as_int64_array(seqlen_list, "seqlen_list"),
-        ids,
-        int(k_partitions),
-        bool(equal_size),
-        mode,
-        as_ids=as_ids,
-    )
+    # Validate once (in the reference's order: k, then the values) and hand the same array to the
+    # partitioner and the refinement; the start goes over as one array of ids, not as lists.
+    k = check_k_partitions(k_partitions)
+    weights = normalize_weights(seqlen_list)
+    ids = _native.partition_ids(weights.values, k, equal_size)
+    return apply_refine_ids(weights, ids, k, bool(equal_size), mode, as_ids=as_ids)
 
 
 def get_seqlen_balanced_partitions(

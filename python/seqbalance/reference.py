@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from ._inputs import check_k_partitions, check_shape, lengths_as_list
+from ._inputs import check_k_partitions, check_shape, normalize_weights
 
 __all__ = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
 
@@ -112,7 +112,7 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
     errors as :func:`seqbalance.karmarkar_karp`.
     """
     k = check_k_partitions(k_partitions)
-    values = lengths_as_list(seqlen_list)
+    values = normalize_weights(seqlen_list).values.tolist()
     check_shape(len(values), k, bool(equal_size))
     return _largest_differencing(values, k, bool(equal_size))
 
@@ -137,7 +137,7 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     counts equal.
     """
     k = check_k_partitions(k_partitions)
-    values = lengths_as_list(seqlen_list)
+    values = normalize_weights(seqlen_list).values.tolist()
     equal_size = bool(equal_size)
     check_shape(len(values), k, equal_size)
     bias = sum(values) + 1 if equal_size else 0

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ._inputs import normalize_lengths
+from ._inputs import Weights, normalize_weights
 from ._native import _refine, _refine_ids
 
 __all__ = ["apply_refine_ids", "check_refine", "refine_partitions"]
@@ -58,13 +58,8 @@ def check_refine(refine: Any) -> bool | str:
     )
 
 
-def _as_int64(values: list[int] | np.ndarray) -> np.ndarray:
-    # normalize_lengths has already checked the range, so this conversion cannot overflow.
-    return np.ascontiguousarray(values, dtype=np.int64)
-
-
 def apply_refine_ids(
-    values: np.ndarray,
+    weights: Weights,
     ids: np.ndarray,
     k_partitions: int,
     equal_size: bool,
@@ -74,7 +69,7 @@ def apply_refine_ids(
 ) -> list[list[int]] | np.ndarray:
     """Refine the partition given as a partition number per item (internal: the partitioners).
 
-    ``values`` are already-normalised lengths, ``ids`` what :func:`seqbalance.partition_ids`
+    ``weights`` come from :func:`seqbalance._inputs.normalize_weights`, ``ids`` what :func:`seqbalance.partition_ids`
     returns for them (numbers in ``range(k_partitions)``) and ``refine`` a true value from
     :func:`check_refine`. Returns the refined partitions as :func:`refine_partitions` does, or with
     ``as_ids`` their numbers per item (an ``int64`` array, partitions numbered heaviest first).
@@ -82,7 +77,7 @@ def apply_refine_ids(
     ``as_ids``, on the way out.
     """
     return _refine_ids(
-        _as_int64(values),
+        np.ascontiguousarray(weights.values),
         np.ascontiguousarray(ids, dtype=np.int64),
         int(k_partitions),
         bool(equal_size),
@@ -124,9 +119,11 @@ def refine_partitions(
         [[0, 2], [1, 3]]
     """
     mode = check_refine(refine)
-    values = normalize_lengths(seqlen_list)
+    values = normalize_weights(seqlen_list).values
     # Zero effort still validates, sorts and orders the partitions, but exchanges nothing.
     effort = 0 if mode is False else None
-    refined = _refine(_as_int64(values), partitions, bool(equal_size), mode == "exact", effort)
+    refined = _refine(
+        np.ascontiguousarray(values), partitions, bool(equal_size), mode == "exact", effort
+    )
     logger.debug("refined %d partitions of %d items (mode %r)", len(refined), len(values), mode)
     return refined
