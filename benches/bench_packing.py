@@ -70,13 +70,13 @@ def test_bfd_100k_plain_python(benchmark, lengths):
     benchmark.pedantic(python_bfd, args=(as_list, PACK_MAX_LENGTH), rounds=1, iterations=1)
 
 
-@pytest.mark.parametrize("balance_workload", [False, True])
-def test_micro_batch_count_with_every_sample_just_over_half_the_cap(benchmark, balance_workload):
+@pytest.mark.parametrize("cost", ["tokens", "workload"])
+def test_micro_batch_count_with_every_sample_just_over_half_the_cap(benchmark, cost):
     # No two samples share a micro-batch, but ceil(total / cap) is about n / 2: a scan from
     # there made about n / 2 partition calls (review item 1); the bin-packing bound makes one.
     n, cap = 20_000, 1_000
     lengths = [cap // 2 + 1] * n
-    plan = plan_micro_batches(lengths, cap, balance_workload=balance_workload)
+    plan = plan_micro_batches(lengths, cap, cost=cost)
     assert sorted(len(batch) for batch in plan) == [1] * n
-    assert min_num_micro_batches_for(lengths, cap, balance_workload=balance_workload) == n
-    benchmark(min_num_micro_batches_for, lengths, cap, balance_workload=balance_workload)
+    assert min_num_micro_batches_for(lengths, cap, cost=cost) == n
+    benchmark(min_num_micro_batches_for, lengths, cap, cost=cost)

@@ -33,7 +33,7 @@ def micro_batch_cases(draw):
     )
     minimum = draw(st.none() | st.integers(0, 20))
     multiple = draw(st.none() | st.integers(1, 4))
-    balance_workload = draw(st.booleans())
+    cost = draw(st.sampled_from(["tokens", "workload"]))
     order = draw(st.sampled_from(["bubble", "none"]))
     return (
         lengths,
@@ -42,7 +42,7 @@ def micro_batch_cases(draw):
             min_num_micro_batches=minimum,
             num_micro_batches_multiple=multiple,
             force_group_size=group_size,
-            balance_workload=balance_workload,
+            cost=cost,
             order=order,
         ),
     )
@@ -85,7 +85,7 @@ def test_own_count_is_what_the_planner_chooses(case):
         cap,
         force_group_size=options["force_group_size"],
         num_micro_batches_multiple=options["num_micro_batches_multiple"],
-        balance_workload=options["balance_workload"],
+        cost=options["cost"],
     )
     assert len(plan) == count
 
@@ -123,7 +123,7 @@ def test_two_step_agreement_gives_every_rank_the_same_count(case):
 )
 def test_count_is_the_first_from_the_lower_bound_whose_balanced_split_fits(case):
     cap, lengths = case
-    count = min_num_micro_batches_for(lengths, cap, balance_workload=False)
+    count = min_num_micro_batches_for(lengths, cap, cost="tokens")
     lower_bound = max(1, math.ceil(sum(lengths) / cap))
 
     def fits(k: int) -> bool:
@@ -135,19 +135,19 @@ def test_count_is_the_first_from_the_lower_bound_whose_balanced_split_fits(case)
     assert fits(count)
     assert not any(fits(k) for k in range(lower_bound, count))
     # With tokens as weights and no reordering, the plan is the partitioner's split.
-    plan = plan_micro_batches(lengths, cap, balance_workload=False, order="none")
+    plan = plan_micro_batches(lengths, cap, cost="tokens", order="none")
     if count <= len(lengths):
         assert plan == get_seqlen_balanced_partitions(lengths, count, False)
 
 
-def bubble(batches: list[list[int]], workloads: list[int]) -> list[list[int]]:
-    """The spec's ordering, written out independently."""
+def bubble(batches: list[list[int]], costs: list[int]) -> list[list[int]]:
+    """The spec's ordering, written out independently: empty micro-batches last."""
     keyed = sorted(
-        batches,
-        key=lambda b: (sum(workloads[i] for i in b), b[0] if b else -1),
+        (b for b in batches if b),
+        key=lambda b: (sum(costs[i] for i in b), b[0]),
         reverse=True,
     )
-    return keyed[::2][::-1] + keyed[1::2]
+    return keyed[::2][::-1] + keyed[1::2] + [b for b in batches if not b]
 
 
 @settings(max_examples=100, deadline=None)
@@ -156,12 +156,28 @@ def test_bubble_order_is_the_documented_permutation(case):
     lengths, cap, options = case
     unordered = plan_micro_batches(lengths, cap, **{**options, "order": "none"})
     ordered = plan_micro_batches(lengths, cap, **{**options, "order": "bubble"})
-    assert ordered == bubble(unordered, calculate_workload(lengths))
+    costs = lengths if options["cost"] == "tokens" else calculate_workload(lengths)
+    assert ordered == bubble(unordered, costs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(micro_batch_cases())
+def test_empty_micro_batches_come_last(case):
+    lengths, cap, options = case
+    plan = plan_micro_batches(lengths, cap, **options)
+    filled = sum(1 for batch in plan if batch)
+    assert all(plan[:filled]) and not any(plan[filled:])
+
+
+def test_golden_empty_micro_batches_last_in_bubble_order():
+    # The issue's example: the bubble order used to scatter them ([[], [], [1], [0], []]).
+    plan = plan_micro_batches([5, 6], 10, min_num_micro_batches=5, cost="tokens")
+    assert plan == [[1], [0], [], [], []]
 
 
 def test_golden_bubble_order_puts_small_batches_at_both_ends():
     lengths = [100, 200, 300, 400, 500]
-    plan = plan_micro_batches(lengths, 500, min_num_micro_batches=5, balance_workload=False)
+    plan = plan_micro_batches(lengths, 500, min_num_micro_batches=5, cost="tokens")
     # One sample each; by workload descending 4, 3, 2, 1, 0 -> [0, 2, 4][::-1] + [3, 1].
     assert plan == [[0], [2], [4], [3], [1]]
     assert plan_micro_batches(lengths, 500, min_num_micro_batches=5, order="none") == [
@@ -179,13 +195,13 @@ def test_golden_cap_is_hard_where_the_lower_bound_does_not_fit():
     lengths = [6, 15, 17, 16, 18, 20]
     parts = get_seqlen_balanced_partitions(lengths, 4, False)
     assert max(sum(lengths[i] for i in p) for p in parts) > 27
-    plan = plan_micro_batches(lengths, 27, balance_workload=False)
+    plan = plan_micro_batches(lengths, 27, cost="tokens")
     assert len(plan) == 5
     assert max(sum(lengths[i] for i in b) for b in plan) <= 27
 
 
 def test_golden_docstring_example_and_padding():
-    assert plan_micro_batches([300, 200, 100, 400], 500, balance_workload=False) == [[2, 3], [0, 1]]
+    assert plan_micro_batches([300, 200, 100, 400], 500, cost="tokens") == [[2, 3], [0, 1]]
     # More micro-batches than samples: the extra ones are empty, for the caller to pad.
     assert plan_micro_batches([5, 7], 10, min_num_micro_batches=4, order="none") == [
         [1],
@@ -217,8 +233,9 @@ def test_splitting_a_fitting_plan_further_keeps_the_cap(case):
     # The fallback behind the agreement guarantee, exercised directly: it is only reached when
     # the partitioner's split at the agreed count would break the cap.
     target, lengths = case
-    problem = mb_module._prepare(lengths, 60, 1, None, True)
-    own_count, own_parts = mb_module._own_plan(problem)
+    problem = mb_module._prepare(lengths, 60, 1, None, "workload")
+    own_count, own_ids = mb_module._own_plan(problem)
+    own_parts = mb_module._parts(own_ids, own_count)
     parts = mb_module._split_further(problem, own_parts, max(target, own_count))
     assert len(parts) == max(target, own_count)
     assert sorted(g for part in parts for g in part) == list(range(len(lengths)))
@@ -257,22 +274,22 @@ def test_errors():
         min_num_micro_batches_for([1], 5, force_group_size=0)
     with pytest.raises(ValueError, match=r"lengths\[0\] must be >= 0, got -1"):
         min_num_micro_batches_for([-1], 5)
-    with pytest.raises(OverflowError, match="balance_workload=False"):
+    with pytest.raises(OverflowError, match="lengths\\[0\\] = 4294967296"):
         plan_micro_batches([2**32], 2**40)
     # Balancing by tokens has no workload to overflow.
-    assert plan_micro_batches([2**32], 2**40, balance_workload=False) == [[0]]
+    assert plan_micro_batches([2**32], 2**40, cost="tokens") == [[0]]
 
 
 # ------------------------------------------------- the count search: bound, scan, gallop
 
 
-def linear_scan_count(lengths, cap, group_size, multiple, balance_workload) -> int:
+def linear_scan_count(lengths, cap, group_size, multiple, cost) -> int:
     """The search as it was before the lower bound: every count from ceil(total / cap)."""
-    problem = mb_module._prepare(lengths, cap, group_size, multiple, balance_workload)
-    if not problem.tokens:
+    problem = mb_module._prepare(lengths, cap, group_size, multiple, cost)
+    if not problem.n_groups:
         return 0
     multiple = multiple or 1
-    count = -(-max(1, math.ceil(sum(problem.tokens) / cap)) // multiple) * multiple
+    count = -(-max(1, math.ceil(int(problem.tokens.sum()) / cap)) // multiple) * multiple
     while not mb_module._fits(problem, mb_module._balanced_split(problem, count)):
         count += multiple
     return count
@@ -334,19 +351,19 @@ def count_search_cases(draw):
         )
     )
     multiple = draw(st.none() | st.integers(1, 3))
-    return lengths, cap, group_size, multiple, draw(st.booleans())
+    return lengths, cap, group_size, multiple, draw(st.sampled_from(["tokens", "workload"]))
 
 
 @settings(max_examples=250, deadline=None)
 @given(count_search_cases())
 def test_the_count_is_the_one_the_linear_scan_finds(case):
-    lengths, cap, group_size, multiple, balance_workload = case
+    lengths, cap, group_size, multiple, cost = case
     options = dict(
         force_group_size=group_size,
         num_micro_batches_multiple=multiple,
-        balance_workload=balance_workload,
+        cost=cost,
     )
-    expected = linear_scan_count(lengths, cap, group_size, multiple, balance_workload)
+    expected = linear_scan_count(lengths, cap, group_size, multiple, cost)
     assert min_num_micro_batches_for(lengths, cap, **options) == expected
     assert len(plan_micro_batches(lengths, cap, **options)) == expected
 
@@ -369,7 +386,7 @@ def test_samples_just_over_a_fraction_of_the_cap_take_one_partition(monkeypatch,
     # Review item 1: [cap // 2 + 1] * n made the scan try about n / 2 counts.
     counts = count_partitions(monkeypatch)
     n = 600
-    assert min_num_micro_batches_for([length] * n, 1000, balance_workload=False) == n // per_bin
+    assert min_num_micro_batches_for([length] * n, 1000, cost="tokens") == n // per_bin
     assert counts == [n // per_bin]
 
 
@@ -377,7 +394,7 @@ def test_samples_just_over_a_fraction_of_the_cap_take_one_partition(monkeypatch,
 @settings(max_examples=60, deadline=None)
 @given(case=count_search_cases())
 def test_past_the_step_budget_the_search_gallops_to_a_fitting_count(steps, case):
-    lengths, cap, group_size, multiple, balance_workload = case
+    lengths, cap, group_size, multiple, cost = case
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(mb_module, "_SCAN_STEPS", steps)
         counts = count_partitions(patch)
@@ -386,10 +403,10 @@ def test_past_the_step_budget_the_search_gallops_to_a_fitting_count(steps, case)
             cap,
             force_group_size=group_size,
             num_micro_batches_multiple=multiple,
-            balance_workload=balance_workload,
+            cost=cost,
         )
-    assert count >= linear_scan_count(lengths, cap, group_size, multiple, balance_workload)
-    problem = mb_module._prepare(lengths, cap, group_size, multiple, balance_workload)
+    assert count >= linear_scan_count(lengths, cap, group_size, multiple, cost)
+    problem = mb_module._prepare(lengths, cap, group_size, multiple, cost)
     if lengths:
         assert split_fits(problem, count)
         # Locally first: the count before it fails, or is below the bound the search starts at.
@@ -416,4 +433,45 @@ def test_a_search_past_the_budget_stays_logarithmic(monkeypatch):
     plan = plan_micro_batches(lengths, 16_384, order="none")
     assert len(plan) == count
     assert all(sum(lengths[i] for i in batch) <= 16_384 for batch in plan)
-    assert not split_fits(mb_module._prepare(lengths, 16_384, 1, None, True), count - 1)
+    assert not split_fits(mb_module._prepare(lengths, 16_384, 1, None, "workload"), count - 1)
+
+
+# ------------------------------------------------------------------ alignment
+
+
+@settings(max_examples=150, deadline=None)
+@given(micro_batch_cases(), st.integers(1, 16))
+def test_padding_plans_as_the_padded_lengths_and_fits_after_padding(case, multiple):
+    lengths, cap, options = case
+    padded = [-(-s // multiple) * multiple for s in lengths]
+    group_size = options["force_group_size"]
+    groups = [sum(padded[i : i + group_size]) for i in range(0, len(padded), group_size)]
+    if groups and max(groups) > cap:
+        with pytest.raises(ValueError, match="padded to multiples of"):
+            plan_micro_batches(lengths, cap, pad_to_multiple_of=multiple, **options)
+        return
+    plan = plan_micro_batches(lengths, cap, pad_to_multiple_of=multiple, **options)
+    assert plan == plan_micro_batches(padded, cap, **options)
+    assert all(sum(padded[i] for i in batch) <= cap for batch in plan)
+    own = {k: v for k, v in options.items() if k not in ("order", "min_num_micro_batches")}
+    assert min_num_micro_batches_for(lengths, cap, pad_to_multiple_of=multiple, **own) == len(
+        plan_micro_batches(lengths, cap, pad_to_multiple_of=multiple, **own)
+    )
+
+
+def test_golden_padding_needs_one_more_micro_batch():
+    # 3 + 3 + 3 tokens fit 9; padded to multiples of 4 they are 12 and need two micro-batches.
+    assert plan_micro_batches([3, 3, 3], 9, cost="tokens") == [[0, 1, 2]]
+    assert len(plan_micro_batches([3, 3, 3], 9, cost="tokens", pad_to_multiple_of=4)) == 2
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 12 \(padded to multiples of 4\)"):
+        plan_micro_batches([9], 9, pad_to_multiple_of=4)
+    with pytest.raises(ValueError, match="pad_to_multiple_of must be >= 1, got 0"):
+        plan_micro_batches([9], 9, pad_to_multiple_of=0)
+
+
+def test_counts_above_the_documented_maximum_are_refused():
+    assert mb_module.MAX_MICRO_BATCHES == 2**24
+    with pytest.raises(ValueError, match=r"min_num_micro_batches must be <= 2\*\*24"):
+        plan_micro_batches([1], 5, min_num_micro_batches=2**24 + 1)
+    with pytest.raises(ValueError, match=r"num_micro_batches_multiple must be <= 2\*\*24"):
+        min_num_micro_batches_for([1], 5, num_micro_batches_multiple=2**40)

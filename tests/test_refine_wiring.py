@@ -140,16 +140,16 @@ def test_group_balancing_refine_keeps_equal_group_counts(lengths):
 
 @given(st.lists(st.integers(1, 4_000), min_size=1, max_size=60), st.integers(4_000, 20_000))
 def test_micro_batches_refine_keeps_the_cap_and_never_needs_more(lengths, cap):
-    for balance_workload in (True, False):
-        refined = plan_micro_batches(lengths, cap, refine=True, balance_workload=balance_workload)
+    for cost in ("workload", "tokens"):
+        refined = plan_micro_batches(lengths, cap, refine=True, cost=cost)
         assert all(sum(lengths[i] for i in mb) <= cap for mb in refined)
         assert sorted(i for mb in refined for i in mb) == list(range(len(lengths)))
-        assert seqbalance.min_num_micro_batches_for(
-            lengths, cap, refine=True, balance_workload=balance_workload
-        ) == len(refined)
+        assert seqbalance.min_num_micro_batches_for(lengths, cap, refine=True, cost=cost) == len(
+            refined
+        )
     # Balancing tokens, refinement lowers the heaviest micro-batch, so a count fits no later.
-    plain = plan_micro_batches(lengths, cap, balance_workload=False)
-    refined = plan_micro_batches(lengths, cap, refine=True, balance_workload=False)
+    plain = plan_micro_batches(lengths, cap, cost="tokens")
+    refined = plan_micro_batches(lengths, cap, refine=True, cost="tokens")
     assert len(refined) <= len(plain)
 
 

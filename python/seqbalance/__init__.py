@@ -15,6 +15,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from ._errors import PartitionError
+from .costs import TransformerCost
 
 # Planning toolkit (after the partitioners: these modules look them up in the package top level).
 from .groups import group_balanced_partitions
@@ -25,7 +26,7 @@ from .metrics import (
     calculate_workload,
     log_seqlen_unbalance,
 )
-from .micro_batches import min_num_micro_batches_for, plan_micro_batches
+from .micro_batches import min_num_micro_batches_for, plan_dp_micro_batches, plan_micro_batches
 from .packing import pack_sequences, plan_packed_steps
 from .partition import (
     get_seqlen_balanced_partitions,
@@ -61,6 +62,7 @@ __all__ = [
     "partition_ids",
     # planning toolkit
     "BalanceReport",
+    "TransformerCost",
     "LoadStats",
     "balance_report",
     "calculate_workload",
@@ -68,6 +70,7 @@ __all__ = [
     "log_seqlen_unbalance",
     "min_num_micro_batches_for",
     "pack_sequences",
+    "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
     "refine_partitions",

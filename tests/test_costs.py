@@ -1,0 +1,146 @@
+"""cost= on the planners: names, per-sample weights, callables, TransformerCost, the alias."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqbalance import (
+    TransformerCost,
+    calculate_workload,
+    min_num_micro_batches_for,
+    plan_micro_batches,
+)
+
+CASES = st.integers(1, 300).flatmap(
+    lambda cap: st.tuples(st.just(cap), st.lists(st.integers(0, cap), max_size=24))
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(CASES, st.sampled_from(["tokens", "workload"]), st.booleans())
+def test_weights_callable_and_name_give_the_same_plan(case, name, as_array):
+    cap, lengths = case
+    weights = lengths if name == "tokens" else calculate_workload(lengths)
+    given_weights = np.asarray(weights, dtype=np.int64) if as_array else list(weights)
+    by_name = plan_micro_batches(lengths, cap, cost=name)
+    assert plan_micro_batches(lengths, cap, cost=given_weights) == by_name
+    assert plan_micro_batches(lengths, cap, cost=lambda s: np.asarray(weights)) == by_name
+    assert min_num_micro_batches_for(lengths, cap, cost=given_weights) == len(by_name)
+
+
+@settings(max_examples=100, deadline=None)
+@given(CASES, st.booleans())
+def test_balance_workload_is_a_deprecated_alias(case, balance_workload):
+    cap, lengths = case
+    with pytest.warns(DeprecationWarning, match="balance_workload= is deprecated"):
+        old = plan_micro_batches(lengths, cap, balance_workload=balance_workload)
+    with pytest.warns(DeprecationWarning):
+        count = min_num_micro_batches_for(lengths, cap, balance_workload=balance_workload)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = plan_micro_batches(lengths, cap, cost="workload" if balance_workload else "tokens")
+    assert old == new and count == len(new)
+
+
+def test_the_default_cost_is_the_workload_and_warns_nothing():
+    lengths = [4000, 3900, 2500, 1200, 800, 700, 300, 100]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plan_micro_batches(lengths, 4096) == plan_micro_batches(
+            lengths, 4096, cost="workload"
+        )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 5_000), max_size=30),
+    st.integers(1, 2**16),
+    st.integers(1, 8),
+    st.booleans(),
+)
+def test_transformer_cost_formula(lengths, hidden, layers, causal):
+    cost = TransformerCost(hidden_size=hidden, num_layers=layers, causal=causal)
+    f = 4 * hidden
+    c = 1 if causal else 2
+    weights = cost(lengths).tolist()
+    assert weights == [(4 * hidden + 2 * f) * s + c * s * s for s in lengths]
+    assert cost.flops(lengths) == [6 * layers * hidden * w for w in weights]
+    if not causal:
+        # Twice verl's proxy at the same hidden size: the same plans.
+        assert weights == [2 * w for w in calculate_workload(lengths, hidden_size=hidden)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(CASES)
+def test_non_causal_transformer_cost_plans_as_the_workload(case):
+    cap, lengths = case
+    cost = TransformerCost(hidden_size=4096, causal=False)
+    assert plan_micro_batches(lengths, cap, cost=cost) == plan_micro_batches(lengths, cap)
+
+
+def test_transformer_cost_ffn_size_and_errors():
+    cost = TransformerCost(hidden_size=8, ffn_hidden_size=10)
+    assert cost([3]).tolist() == [(32 + 20) * 3 + 9]
+    assert "ffn_hidden_size=10" in repr(cost)
+    with pytest.raises(ValueError, match="hidden_size must be >= 1, got 0"):
+        TransformerCost(0)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        TransformerCost(8, causal="yes")
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        TransformerCost(2**20)([2**32])
+
+
+def test_callable_sees_the_padded_lengths_once():
+    seen = []
+
+    def cost(lengths):
+        seen.append(lengths.tolist())
+        return lengths
+
+    plan_micro_batches([1, 9, 17], 64, cost=cost, pad_to_multiple_of=8)
+    assert seen == [[8, 16, 24]]
+
+
+def test_explicit_weights_are_used_as_given_under_padding():
+    # Weights that disagree with the lengths decide the split: [0, 1] weigh 10, [2] weighs 10.
+    plan = plan_micro_batches([1, 1, 1], 2, cost=[5, 5, 10], pad_to_multiple_of=1, order="none")
+    assert sorted(plan) == [[0, 1], [2]]
+
+
+def test_cost_errors():
+    with pytest.raises(TypeError, match="pass either cost= or the deprecated balance_workload="):
+        plan_micro_batches([1, 2], 5, cost="tokens", balance_workload=True)
+    with pytest.raises(ValueError, match="cost must be 'tokens', 'workload'.*got 'flops'"):
+        plan_micro_batches([1, 2], 5, cost="flops")
+    with pytest.raises(TypeError, match="cost must be 'tokens', 'workload'"):
+        plan_micro_batches([1, 2], 5, cost=3)
+    with pytest.raises(ValueError, match="cost has 1 weights but there are 2 samples"):
+        plan_micro_batches([1, 2], 5, cost=[1])
+    with pytest.raises(ValueError, match=r"cost\[1\] must be >= 0, got -1"):
+        plan_micro_batches([1, 2], 5, cost=[1, -1])
+    with pytest.raises(ValueError, match=r"cost\(lengths\) has 3 weights"):
+        plan_micro_batches([1, 2], 5, cost=lambda s: [1, 2, 3])
+    with pytest.raises(OverflowError, match="sums to .* above 2\\*\\*63 - 1"):
+        plan_micro_batches([1, 2], 5, cost=[2**62, 2**62])
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        [1.0, 2.0],
+        [1, 2.5],
+        np.array([1.0, 2.0]),
+        np.array([1.5, 2.0], dtype=np.float32),
+        [np.float32(1), np.float32(2)],
+    ],
+)
+def test_float_weights_are_a_type_error_never_rounded(weights):
+    with pytest.raises(TypeError, match="float weights are not supported yet"):
+        plan_micro_batches([1, 2], 5, cost=weights)
+    with pytest.raises(TypeError, match="float weights are not supported yet"):
+        plan_micro_batches([1, 2], 5, cost=lambda s: weights)
