@@ -613,7 +613,7 @@ def plan_dp_micro_batches(
 
     Example:
         >>> plan_dp_micro_batches([300, 200, 100, 400, 50, 250], 2, 500, cost="tokens")
-        [[[0, 5]], [[1, 2, 4], [3]]]
+        [[[3], [1, 4]], [[2, 5], [0]]]
     """
     ranks_count = check_k_partitions(dp_size, "dp_size")
     order = _check_order(order)
