@@ -737,11 +737,18 @@ impl<'a, S: SumInt> Run<'a, S> {
     }
 
     /// Give a seeded chunk state its sets: the chunk reversed is in descending set order.
+    /// Inline, because with `equal_size=False` it is called on every merge and never has work
+    /// to do (measured: a call per merge cost 4 % of the instructions at 2^20 items).
+    #[inline(always)]
     fn materialise(&mut self, id: u32) {
-        let state = &mut self.states[id as usize];
-        if state.chunk == NIL {
-            return;
+        if self.states[id as usize].chunk != NIL {
+            self.materialise_chunk(id);
         }
+    }
+
+    #[inline(never)]
+    fn materialise_chunk(&mut self, id: u32) {
+        let state = &mut self.states[id as usize];
         let start = state.chunk as usize;
         state.chunk = NIL;
         let mut vector = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(self.k));
