@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqbalance import (
+    SeqlenBalancedSampler,
     TransformerCost,
     calculate_workload,
+    get_seqlen_balanced_partitions,
     min_num_micro_batches_for,
     plan_micro_batches,
 )
@@ -144,3 +146,55 @@ def test_float_weights_are_a_type_error_never_rounded(weights):
         plan_micro_batches([1, 2], 5, cost=weights)
     with pytest.raises(TypeError, match="float weights are not supported yet"):
         plan_micro_batches([1, 2], 5, cost=lambda s: weights)
+
+
+class _Meta:
+    def __init__(self, meta):
+        self.meta = meta
+
+    def get_custom_meta(self, indexes):
+        return {i: self.meta[i] for i in indexes}
+
+
+def _shares(sampler, meta, n):
+    partition = _Meta(meta)
+    return [
+        sampler(list(range(n)), n // sampler.dp_size, dp_rank=r, partition=partition)[0]
+        for r in range(sampler.dp_size)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=8, max_size=8))
+def test_sampler_costs_weigh_groups_as_the_partitioner_would(lengths):
+    meta = [{"total_lengths": s, "flops": 3 * s + 1} for s in lengths]
+
+    def expected(sample_weights):
+        groups = [sample_weights[i] + sample_weights[i + 1] for i in range(0, 8, 2)]
+        parts = get_seqlen_balanced_partitions(groups, 2, True)
+        return [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in parts]
+
+    workload = calculate_workload(lengths)
+    for sampler, weights in [
+        (SeqlenBalancedSampler(2, 2), lengths),
+        (SeqlenBalancedSampler(2, 2, cost="workload"), workload),
+        (SeqlenBalancedSampler(2, 2, cost=lambda s: 3 * s + 1), [3 * s + 1 for s in lengths]),
+        (SeqlenBalancedSampler(2, 2, cost_field="flops"), [3 * s + 1 for s in lengths]),
+    ]:
+        assert _shares(sampler, meta, 8) == expected(weights)
+
+
+def test_sampler_cost_errors():
+    with pytest.raises(ValueError, match="cost must be 'tokens', 'workload' or a callable"):
+        SeqlenBalancedSampler(2, 2, cost="flops")
+    with pytest.raises(TypeError, match="pass cost_field= naming a custom_meta field"):
+        SeqlenBalancedSampler(2, 2, cost=[1, 2])
+    with pytest.raises(TypeError, match="pass either cost= or cost_field="):
+        SeqlenBalancedSampler(2, 2, cost="workload", cost_field="flops")
+    sampler = SeqlenBalancedSampler(1, 2, cost_field="flops")
+    with pytest.raises(ValueError, match="custom_meta of index 1 has no 'flops'"):
+        _shares(sampler, [{"flops": 1}, {"total_lengths": 3}], 2)
+    sampler = SeqlenBalancedSampler(1, 2, cost_field="flops")
+    with pytest.raises(TypeError, match="float weights are not supported yet"):
+        _shares(sampler, [{"flops": 1.5}, {"flops": 2.0}], 2)
+    assert "cost_field='flops'" in repr(sampler)

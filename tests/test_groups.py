@@ -7,7 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqbalance import PartitionError, group_balanced_partitions, karmarkar_karp
+from seqbalance import (
+    PartitionError,
+    get_seqlen_balanced_partitions,
+    group_balanced_partitions,
+    karmarkar_karp,
+)
 from seqbalance.groups import uid_runs
 
 
@@ -97,8 +102,25 @@ def test_errors_say_which_condition():
         group_balanced_partitions([1], ["a"], 0)
     with pytest.raises(ValueError, match=r"seqlen_list\[0\] must be >= 0"):
         group_balanced_partitions([-1], ["a"], 1)
-    with pytest.raises(OverflowError, match=r"workload of group 0 \(samples 0..1\)"):
+    with pytest.raises(OverflowError, match=r"workload of lengths\[0\] = 1099511627776"):
         group_balanced_partitions([2**40, 2**40], ["a", "a"], 1)
+    with pytest.raises(OverflowError, match=r"the cost of all samples sums to"):
+        group_balanced_partitions([1, 1], ["a", "a"], 1, cost=[2**62, 2**62])
     # PartitionError is still an AssertionError for code written against verl's asserts.
     with pytest.raises(AssertionError):
         group_balanced_partitions([], [], 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=8, max_size=8), st.sampled_from(["tokens", "w"]))
+def test_cost_weighs_each_group_by_its_members(lengths, which):
+    uids = [i // 2 for i in range(8)]
+    sample_costs = lengths if which == "tokens" else [7 * s + 1 for s in lengths]
+    cost = "tokens" if which == "tokens" else (lambda s: 7 * s + 1)
+    groups = [sample_costs[i] + sample_costs[i + 1] for i in range(0, 8, 2)]
+    expected = [
+        sorted(i for g in part for i in (2 * g, 2 * g + 1))
+        for part in get_seqlen_balanced_partitions(groups, 2, True)
+    ]
+    assert group_balanced_partitions(lengths, uids, 2, cost=cost) == expected
+    assert group_balanced_partitions(lengths, uids, 2, cost=sample_costs) == expected

@@ -447,7 +447,7 @@ def test_padding_plans_as_the_padded_lengths_and_fits_after_padding(case, multip
     group_size = options["force_group_size"]
     groups = [sum(padded[i : i + group_size]) for i in range(0, len(padded), group_size)]
     if groups and max(groups) > cap:
-        with pytest.raises(ValueError, match="padded to multiples of"):
+        with pytest.raises(ValueError, match="padded to a multiple of"):
             plan_micro_batches(lengths, cap, pad_to_multiple_of=multiple, **options)
         return
     plan = plan_micro_batches(lengths, cap, pad_to_multiple_of=multiple, **options)
@@ -460,10 +460,10 @@ def test_padding_plans_as_the_padded_lengths_and_fits_after_padding(case, multip
 
 
 def test_golden_padding_needs_one_more_micro_batch():
-    # 3 + 3 + 3 tokens fit 9; padded to multiples of 4 they are 12 and need two micro-batches.
+    # 3 + 3 + 3 tokens fit 9; padded to a multiple of 4 they are 12 and need two micro-batches.
     assert plan_micro_batches([3, 3, 3], 9, cost="tokens") == [[0, 1, 2]]
     assert len(plan_micro_batches([3, 3, 3], 9, cost="tokens", pad_to_multiple_of=4)) == 2
-    with pytest.raises(ValueError, match=r"lengths\[0\] = 12 \(padded to multiples of 4\)"):
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 12 \(padded to a multiple of 4\)"):
         plan_micro_batches([9], 9, pad_to_multiple_of=4)
     with pytest.raises(ValueError, match="pad_to_multiple_of must be >= 1, got 0"):
         plan_micro_batches([9], 9, pad_to_multiple_of=0)

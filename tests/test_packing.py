@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seqbalance
-from seqbalance import PartitionError, pack_sequences, plan_packed_steps
+from seqbalance import PartitionError, calculate_workload, pack_sequences, plan_packed_steps
 from seqbalance.packing import ALGORITHMS
 
 
@@ -254,3 +254,40 @@ def test_native_binding_reads_strided_int64_views():
     base = np.array([5, 99, 6, 99, 2, 99], dtype=np.int64)
     assert _native._pack(base[::2], 8, "bfd") == _native._pack(base[::2].copy(), 8, "bfd")
     assert pack_sequences(base[::2], 8) == [[1, 2], [0]]
+
+
+# ------------------------------------------------------------ alignment and cost
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), max_size=40),
+    st.integers(1, 16),
+    st.sampled_from(["next_fit", "first_fit", "ffd", "bfd"]),
+)
+def test_padding_packs_the_padded_lengths(lengths, multiple, algorithm):
+    cap = 320
+    padded = [-(-s // multiple) * multiple for s in lengths]
+    if any(p > cap for p in padded):
+        with pytest.raises(ValueError, match="padded to a multiple of"):
+            pack_sequences(lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple)
+        return
+    packs = pack_sequences(lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple)
+    assert packs == pack_sequences(padded, cap, algorithm=algorithm)
+    assert all(sum(padded[i] for i in pack) <= cap for pack in packs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 500), min_size=4, max_size=40), st.integers(1, 8))
+def test_packed_steps_padding_and_cost(lengths, multiple):
+    padded = [-(-s // multiple) * multiple for s in lengths]
+    cap = max(512, max(padded))
+    plan = plan_packed_steps(lengths, 2, 2, cap, pad_to_multiple_of=multiple, cost="workload")
+    assert plan == plan_packed_steps(padded, 2, 2, cap, cost=calculate_workload(padded))
+    assert all(
+        sum(padded[i] for i in pack) <= cap for rank in plan for step in rank for pack in step
+    )
+    seen = sorted(i for rank in plan for step in rank for pack in step for i in pack)
+    assert seen == list(range(len(lengths)))
+    # The default balances tokens, as before.
+    assert plan_packed_steps(padded, 2, 2, cap) == plan_packed_steps(padded, 2, 2, cap, cost=padded)

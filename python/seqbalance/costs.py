@@ -29,6 +29,7 @@ __all__ = [
     "Cost",
     "TransformerCost",
     "check_pad_to_multiple_of",
+    "check_total",
     "group_sums",
     "pad_lengths",
     "resolve_cost",
@@ -153,14 +154,13 @@ def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarr
     return _weights(cost, lengths.size, name)
 
 
-def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np.ndarray:
-    """Sum ``values`` over the groups beginning at ``starts`` (ascending, ``starts[0] == 0``).
+def check_total(values: np.ndarray, name: str = "cost") -> None:
+    """Raise ``OverflowError`` when ``values`` sum above ``2**63 - 1``.
 
-    Raises ``OverflowError`` when the total passes ``2**63 - 1`` (no group sum, and no sum of
-    groups a partitioner forms, can then wrap around).
+    Below that, no group sum and no sum of groups a partitioner forms can wrap around.
     """
     if values.size == 0:
-        return values[:0].copy()
+        return
     largest = int(values.max())
     if largest * values.size > MAX_VALUE:
         total = sum(values.tolist())
@@ -169,6 +169,16 @@ def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np
                 f"the {name} of all samples sums to {total}, above 2**63 - 1; "
                 "pass cost='tokens' or smaller weights"
             )
+
+
+def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np.ndarray:
+    """Sum ``values`` over the groups beginning at ``starts`` (ascending, ``starts[0] == 0``).
+
+    Raises the ``OverflowError`` of :func:`check_total`.
+    """
+    if values.size == 0:
+        return values[:0].copy()
+    check_total(values, name)
     return np.add.reduceat(values, starts)
 
 

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from ._errors import PartitionError
-from ._inputs import MAX_VALUE, check_k_partitions, lengths_as_list
-from .metrics import calculate_workload
+from ._inputs import check_k_partitions
+from ._lengths import as_int64_array
+from .costs import group_sums, sample_costs
 from .partition import get_seqlen_balanced_partitions
 from .refine import check_refine
 
@@ -31,19 +32,26 @@ def uid_runs(uid_list: Any) -> list[tuple[int, int]]:
 
 
 def group_balanced_partitions(
-    seqlen_list: Any, uid_list: Any, k_partitions: int, *, refine: bool | str = False
+    seqlen_list: Any,
+    uid_list: Any,
+    k_partitions: int,
+    *,
+    cost: Any = "workload",
+    refine: bool | str = False,
 ) -> list[list[int]]:
     """Balance groups of samples over ``k_partitions`` ranks, each group kept whole.
 
     A group is a maximal run of consecutive samples with equal uid (GRPO-style: the responses to
-    one prompt). A group weighs the sum of :func:`seqbalance.calculate_workload` of its members,
-    as in verl; the groups are balanced with ``get_seqlen_balanced_partitions(...,
+    one prompt). A group weighs the sum of its members' costs (by default
+    :func:`seqbalance.calculate_workload`, as in verl); the groups are balanced with ``get_seqlen_balanced_partitions(...,
     equal_size=True)``, so every partition gets the same number of groups.
 
     Args:
         seqlen_list: per-sample lengths (ints or a 1-D integer array).
         uid_list: per-sample group ids, same length; any values comparable with ``==``.
         k_partitions: number of partitions (ranks), an int >= 1.
+        cost: what a sample weighs: ``"workload"`` (default), ``"tokens"``, per-sample integer
+            weights or a callable on the lengths (see :mod:`seqbalance.costs`).
         refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`; group counts stay equal.
 
     Returns:
@@ -61,7 +69,7 @@ def group_balanced_partitions(
     """
     k = check_k_partitions(k_partitions)
     refine = check_refine(refine)
-    lengths = lengths_as_list(seqlen_list)
+    lengths = as_int64_array(seqlen_list, "seqlen_list")
     if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
         raise TypeError(f"uid_list must be a sequence of ids, got {type(uid_list).__name__}")
     if len(uid_list) != len(lengths):
@@ -74,16 +82,8 @@ def group_balanced_partitions(
             f"number of groups ({len(runs)}) is not divisible by k_partitions ({k}); "
             "every partition must get the same number of groups"
         )
-    workloads = calculate_workload(lengths)
-    weights = []
-    for group, (start, stop) in enumerate(runs):
-        weight = sum(workloads[start:stop])
-        if weight > MAX_VALUE:
-            raise OverflowError(
-                f"workload of group {group} (samples {start}..{stop - 1}) is {weight}, "
-                "above 2**63 - 1"
-            )
-        weights.append(weight)
+    starts = np.asarray([start for start, _ in runs], dtype=np.int64)
+    weights = group_sums(sample_costs(cost, lengths), starts)
     group_parts = get_seqlen_balanced_partitions(weights, k, True, refine=refine)
     logger.debug("balanced %d groups of %d samples over %d partitions", len(runs), len(lengths), k)
     return [

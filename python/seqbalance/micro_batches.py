@@ -116,7 +116,7 @@ def _prepare(
     if too_long.size:
         group = int(too_long[0])
         start, stop = int(starts[group]), int(starts[group] + sizes[group])
-        padding = f" (padded to multiples of {pad})" if pad > 1 else ""
+        padding = f" (padded to a multiple of {pad})" if pad > 1 else ""
         if stop - start == 1:
             raise ValueError(
                 f"lengths[{start}] = {int(tokens[group])}{padding} is longer than "

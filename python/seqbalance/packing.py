@@ -11,6 +11,7 @@ from . import _native
 from ._errors import PartitionError
 from ._inputs import check_k_partitions
 from ._lengths import as_int64_array
+from .costs import check_pad_to_multiple_of, check_total, pad_lengths, sample_costs
 from .partition import get_seqlen_balanced_partitions
 from .refine import check_refine
 
@@ -52,17 +53,19 @@ def _native_cap(lengths: np.ndarray, cap: int) -> int:
     return _NATIVE_CAP_MAX
 
 
-def _check_cap(lengths: np.ndarray, cap: int) -> None:
+def _check_cap(lengths: np.ndarray, cap: int, pad: int = 1) -> None:
     too_long = np.flatnonzero(lengths > cap)
     if too_long.size:
         first = int(too_long[0])
+        padding = f" (padded to a multiple of {pad})" if pad > 1 else ""
         raise ValueError(
-            f"lengths[{first}] = {int(lengths[first])} is longer than pack_max_length ({cap})"
+            f"lengths[{first}] = {int(lengths[first])}{padding} is longer than "
+            f"pack_max_length ({cap})"
         )
 
 
 def pack_sequences(
-    lengths: Any, pack_max_length: int, *, algorithm: str = "bfd"
+    lengths: Any, pack_max_length: int, *, algorithm: str = "bfd", pad_to_multiple_of: int = 1
 ) -> list[list[int]]:
     """Pack sequences into packs whose total length is at most ``pack_max_length``.
 
@@ -80,6 +83,8 @@ def pack_sequences(
         pack_max_length: the cap on a pack's total length, an int >= 1; a cap of 2**64 or
             more acts as no cap at all (every length fits in one pack).
         algorithm: one of ``"next_fit"``, ``"first_fit"``, ``"ffd"``, ``"bfd"``.
+        pad_to_multiple_of: pack every length rounded up to a multiple of this (tensor or
+            context parallelism pads sequences), so the packs still fit after padding.
 
     Returns:
         Packs in the order they were opened, each a list of indexes in the order they were
@@ -96,8 +101,9 @@ def pack_sequences(
     """
     cap = check_k_partitions(pack_max_length, "pack_max_length")
     algorithm = _check_algorithm(algorithm)
-    values = as_int64_array(lengths)
-    _check_cap(values, cap)
+    pad = check_pad_to_multiple_of(pad_to_multiple_of)
+    values = pad_lengths(as_int64_array(lengths), pad)
+    _check_cap(values, cap, pad)
     return _native._pack(values, _native_cap(values, cap), algorithm)
 
 
@@ -107,12 +113,15 @@ def plan_packed_steps(
     optimizer_steps: int,
     pack_max_length: int,
     *,
+    cost: Any = "tokens",
+    pad_to_multiple_of: int = 1,
     refine: bool | str = False,
 ) -> list[list[list[list[int]]]]:
     """Plan ranks x optimizer steps x packs: ``plan[rank][step][pack] -> sample indexes``.
 
-    1. Balance the samples across ``dp_size`` ranks by tokens, then each rank's samples across
-       ``optimizer_steps`` steps (both with ``get_seqlen_balanced_partitions``).
+    1. Balance the samples across ``dp_size`` ranks by ``cost`` (tokens by default), then each
+       rank's samples across ``optimizer_steps`` steps (both with
+       ``get_seqlen_balanced_partitions``).
     2. Pack each (rank, step) bucket with best fit decreasing into packs of at most
        ``pack_max_length`` tokens.
     3. Pad with empty packs so every rank has the same number of packs in each step (the caller
@@ -127,6 +136,11 @@ def plan_packed_steps(
         optimizer_steps: number of optimizer steps, an int >= 1.
         pack_max_length: the cap on a pack's total length, an int >= 1 (as in
             :func:`pack_sequences`, 2**64 or more is no cap).
+        cost: what balancing weighs: ``"tokens"`` (default), ``"workload"``, per-sample integer
+            weights or a callable on the (padded) lengths (see :mod:`seqbalance.costs`); packing
+            always counts tokens.
+        pad_to_multiple_of: count every length rounded up to a multiple of this, in the packs
+            (and in the cost), so they still fit after padding.
         refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`, for both balancing steps.
 
     Returns:
@@ -147,22 +161,26 @@ def plan_packed_steps(
     steps = check_k_partitions(optimizer_steps, "optimizer_steps")
     cap = check_k_partitions(pack_max_length, "pack_max_length")
     refine = check_refine(refine)
-    values = as_int64_array(lengths)
+    pad = check_pad_to_multiple_of(pad_to_multiple_of)
+    values = pad_lengths(as_int64_array(lengths), pad)
     if values.size < ranks * steps:
         raise PartitionError(
             f"number of samples ({values.size}) is smaller than dp_size * optimizer_steps "
             f"({ranks} * {steps} = {ranks * steps})"
         )
     # Checked up front so the error names the index in ``lengths``, not in a bucket.
-    _check_cap(values, cap)
+    _check_cap(values, cap, pad)
     # Every bucket sums to at most the total, so one check covers all of them.
     cap = _native_cap(values, cap)
+    weights = sample_costs(cost, values)
+    if weights is not values:
+        check_total(weights)
     plan: list[list[list[list[int]]]] = []
-    for rank_part in get_seqlen_balanced_partitions(values, ranks, False, refine=refine):
+    for rank_part in get_seqlen_balanced_partitions(weights, ranks, False, refine=refine):
         rank_samples = np.asarray(rank_part, dtype=np.int64)
         filled = min(steps, rank_samples.size)
         step_parts = get_seqlen_balanced_partitions(
-            values[rank_samples], filled, False, refine=refine
+            weights[rank_samples], filled, False, refine=refine
         )
         rank_plan: list[list[list[int]]] = []
         for part in step_parts:

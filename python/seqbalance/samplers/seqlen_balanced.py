@@ -33,7 +33,10 @@ import logging
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+import numpy as np
+
 from .._inputs import MAX_VALUE, _describe
+from ..costs import COST_NAMES, group_sums, sample_costs
 from ..metrics import naive_split
 from ..partition import get_seqlen_balanced_partitions
 from ..refine import check_refine
@@ -94,6 +97,26 @@ def equal_split(group_count: int, dp_size: int) -> list[list[int]]:
 
 
 _MISSING = object()
+
+
+def _check_sampler_cost(cost: Any, cost_field: Any) -> tuple[Any, str | None]:
+    """The sampler's cost options: a cost name or callable, or a custom-meta field name."""
+    if cost_field is not None:
+        if not isinstance(cost_field, str):
+            raise TypeError(f"cost_field must be a str, got {_describe(cost_field)}")
+        if not (isinstance(cost, str) and cost == "tokens"):
+            raise TypeError("pass either cost= or cost_field=, not both")
+        return "tokens", cost_field
+    if isinstance(cost, str):
+        if cost not in COST_NAMES:
+            raise ValueError(f"cost must be 'tokens', 'workload' or a callable, got {cost!r}")
+        return cost, None
+    if not callable(cost):
+        raise TypeError(
+            "cost must be 'tokens', 'workload' or a callable on the lengths (per-sample "
+            f"weights: pass cost_field= naming a custom_meta field), got {_describe(cost)}"
+        )
+    return cost, None
 
 
 def _total_length(index: int, entry: Any) -> int | None:
@@ -170,6 +193,13 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         refine: keyword-only; ``True`` or ``"exact"`` refines each split (see
             :func:`seqbalance.get_seqlen_balanced_partitions`), so the heaviest rank's share is
             never heavier and usually lighter. Default ``False``: upstream's split exactly.
+        cost: keyword-only; what a group weighs: ``"tokens"`` (default, as upstream: the sum of
+            its ``total_lengths``), ``"workload"`` (:func:`seqbalance.calculate_workload` of
+            each ``total_lengths``), or a callable on the lengths (a 1-D int64 array) returning
+            one non-negative integer weight per sample (see :mod:`seqbalance.costs`).
+        cost_field: keyword-only; instead of ``cost``, the name of a ``custom_meta`` field that
+            holds each sample's weight (e.g. ``"flops"``); a sample without it is a
+            ``ValueError`` naming the index. Float weights are a ``TypeError`` for now.
 
     Raises:
         ValueError: ``n_samples_per_prompt <= 0`` or ``dp_size <= 0`` (checked in that order), or
@@ -193,11 +223,14 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         *,
         max_cached_batches: int | None = DEFAULT_MAX_CACHED_BATCHES,
         refine: bool | str = False,
+        cost: Any = "tokens",
+        cost_field: str | None = None,
     ) -> None:
         super().__init__(n_samples_per_prompt, max_cached_batches=max_cached_batches)
         self.dp_size = check_count(dp_size, "dp_size")
         # Passed to get_seqlen_balanced_partitions: True or "exact" lowers the heaviest share.
         self.refine = check_refine(refine)
+        self.cost, self.cost_field = _check_sampler_cost(cost, cost_field)
         # (partition_id, task_name, batch_index) -> one ascending index list per rank.
         self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
         # Same key -> ranks that have not collected their share yet.
@@ -210,7 +243,10 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     checkpoint_kind = "SeqlenBalancedSampler"
 
     def _repr_settings(self) -> list[tuple[str, Any]]:
-        return [*super()._repr_settings(), ("dp_size", self.dp_size), ("refine", self.refine)]
+        settings = [*super()._repr_settings(), ("dp_size", self.dp_size), ("refine", self.refine)]
+        if self.cost_field is not None:
+            return [*settings, ("cost_field", self.cost_field)]
+        return [*settings, ("cost", self.cost)]
 
     def _eviction_rule(self) -> str:
         return " only once every dp_rank has collected its share"
@@ -344,6 +380,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 "partition.get_custom_meta(indexes) must return a mapping {index: dict}, got "
                 f"{_describe(custom_meta)}"
             )
+        if self.cost_field is not None or self.cost != "tokens":
+            return self._group_costs(groups, custom_meta, key)
         missing = 0
         weights = []
         for group in groups:
@@ -360,18 +398,51 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                     "2**63 - 1 (the largest weight the partitioner accepts)"
                 )
             weights.append(weight)
+        self._warn_missing(missing, len(selected), key)
+        return weights
+
+    def _warn_missing(self, missing: int, selected: int, key: SplitKey) -> None:
         if missing:
             partition_id, task_name, batch_index = key
             logger.warning(
                 "SeqlenBalancedSampler: %d of %d samples in batch %r (partition %r, task %r) have no "
                 "total_lengths in custom_meta; weighting each of them 1",
                 missing,
-                len(selected),
+                selected,
                 batch_index,
                 partition_id,
                 task_name,
             )
-        return weights
+
+    def _group_costs(
+        self, groups: list[list[int]], custom_meta: Mapping[Any, Any], key: SplitKey
+    ) -> list[int]:
+        """Group weights under ``cost="workload"``, a callable, or ``cost_field``."""
+        selected = [index for group in groups for index in group]
+        starts = np.cumsum([0] + [len(group) for group in groups[:-1]], dtype=np.int64)
+        if self.cost_field is not None:
+            values = []
+            for index in selected:
+                entry = custom_meta.get(index)
+                if not isinstance(entry, Mapping) or self.cost_field not in entry:
+                    raise ValueError(
+                        f"custom_meta of index {index} has no {self.cost_field!r} "
+                        f"(cost_field={self.cost_field!r})"
+                    )
+                values.append(entry[self.cost_field])
+            costs = sample_costs(values, np.zeros(len(values), dtype=np.int64), self.cost_field)
+        else:
+            missing = 0
+            lengths = []
+            for index in selected:
+                length = _total_length(index, custom_meta.get(index))
+                if length is None:
+                    missing += 1
+                    length = 1
+                lengths.append(length)
+            self._warn_missing(missing, len(selected), key)
+            costs = sample_costs(self.cost, np.asarray(lengths, dtype=np.int64))
+        return group_sums(costs, starts).tolist()
 
     def _collect(self, key: SplitKey, dp_rank: int) -> None:
         pending = self._uncollected.get(key)
