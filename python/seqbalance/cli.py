@@ -20,7 +20,9 @@ import numpy as np
 from . import __version__, reference
 from ._cli_io import SYNTHETIC_DESCRIPTION, InputError, read_lengths, synthetic_rl_batch
 from ._inputs import MAX_VALUE
+from .costs import sample_costs
 from .metrics import balance_report
+from .micro_batches import min_num_micro_batches_for, plan_dp_micro_batches, plan_micro_batches
 from .partition import get_seqlen_balanced_partitions
 
 __all__ = ["main"]
@@ -89,7 +91,11 @@ def _run_partition(args: argparse.Namespace) -> int:
         raise InputError(
             f"number of lengths ({lengths.size}) is not divisible by --group-size ({group_size})"
         )
-    # Groups of consecutive samples are balanced as single items weighing their token sum
+    if args.dp is not None or args.max_token_len is not None:
+        return _run_plan(args, lengths, source)
+    # What a sample weighs (--cost); the report shows the same quantity.
+    lengths = sample_costs(args.cost, lengths)
+    # Groups of consecutive samples are balanced as single items weighing their summed cost
     # (summed as Python ints: an int64 sum could wrap around silently).
     weights: Any = (
         [sum(group) for group in lengths.reshape(-1, group_size).tolist()]
@@ -125,6 +131,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             "k": args.k,
             "equal_size": args.equal_size,
             "group_size": group_size,
+            "cost": args.cost,
             "refine": args.refine,
             "seconds": seconds,
             "reference_seconds": reference_seconds,
@@ -136,15 +143,18 @@ def _run_partition(args: argparse.Namespace) -> int:
         return 0
 
     options = f"k={args.k}, equal_size={args.equal_size}, group_size={group_size}"
+    if args.cost != "tokens":
+        options += f", cost={args.cost}"
     if args.refine:
         options += ", refine=True"
     print(f"{source}\n{options}\n")
+    unit = "tokens" if args.cost == "tokens" else args.cost
     print(report)
     print()
     print(
         f"imbalance (max/mean): naive split {report.naive.imbalance:.4f} -> "
         f"balanced {report.balanced.imbalance:.4f}   "
-        f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} tokens)"
+        f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} {unit})"
     )
     print(f"time: {_format_seconds(seconds)} for get_seqlen_balanced_partitions (best of 3)")
     if reference_seconds is not None:
@@ -153,6 +163,96 @@ def _run_partition(args: argparse.Namespace) -> int:
             f"pure-Python reference: {_format_seconds(reference_seconds)} "
             f"({reference_seconds / max(seconds, 1e-9):.1f}x as long{same})"
         )
+    return 0
+
+
+def _run_plan(args: argparse.Namespace, lengths: np.ndarray, source: str) -> int:
+    """``--max-token-len`` (with ``-k`` or ``--dp``): micro-batches under the cap, summarised."""
+    cap = args.max_token_len
+    if cap is None:
+        raise InputError("--dp needs --max-token-len (the DP-wide micro-batch plan)")
+    if args.dp is not None and args.k_given:
+        raise InputError("pass either -k (two-step plan per rank) or --dp (DP-wide plan), not both")
+    keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=args.group_size)
+    start = time.perf_counter()
+    if args.dp is not None:
+        function = "plan_dp_micro_batches"
+        plan = plan_dp_micro_batches(
+            lengths, args.dp, cap, equal_size=args.equal_size, refine=args.refine, **keywords
+        )
+    else:
+        # The two-step pattern a trainer runs on every rank: the agreed count is the largest.
+        function = "get_seqlen_balanced_partitions + plan_micro_batches per rank"
+        group_size = args.group_size
+        costs = sample_costs(args.cost, lengths)
+        group_costs = costs.reshape(-1, group_size).sum(axis=1) if group_size > 1 else costs
+        ranks = [
+            [g * group_size + offset for g in part for offset in range(group_size)]
+            for part in get_seqlen_balanced_partitions(
+                group_costs, args.k, args.equal_size, refine=args.refine
+            )
+        ]
+        agreed = max(min_num_micro_batches_for(lengths[rank], cap, **keywords) for rank in ranks)
+        plan = [
+            [
+                [rank[i] for i in batch]
+                for batch in plan_micro_batches(
+                    lengths[rank], cap, min_num_micro_batches=agreed, **keywords
+                )
+            ]
+            for rank in ranks
+        ]
+    seconds = time.perf_counter() - start
+    costs = sample_costs(args.cost, lengths).tolist()
+    tokens = lengths.tolist()
+    rows = [
+        {
+            "samples": sum(len(batch) for batch in rank),
+            "micro_batches": sum(1 for batch in rank if batch),
+            "tokens": sum(tokens[i] for batch in rank for i in batch),
+            "cost": sum(costs[i] for batch in rank for i in batch),
+            "fullest_micro_batch": max(sum(tokens[i] for i in batch) for batch in rank),
+        }
+        for rank in plan
+    ]
+    count = len(plan[0]) if plan else 0
+    if args.json:
+        payload = {
+            "source": source,
+            "n": int(lengths.size),
+            "ranks": len(plan),
+            "max_token_len": cap,
+            "cost": args.cost,
+            "group_size": args.group_size,
+            "micro_batches_per_rank": count,
+            "seconds": seconds,
+            "ranks_summary": rows,
+            "plan": plan,
+        }
+        print(json.dumps(payload))
+        return 0
+    heaviest = max(row["cost"] for row in rows)
+    mean = sum(row["cost"] for row in rows) / len(rows)
+    print(
+        f"{source}\n{function}: ranks={len(plan)}, max_token_len={cap:,}, cost={args.cost}, "
+        f"group_size={args.group_size}\n"
+    )
+    print(
+        f"{'rank':>4} {'samples':>8} {'micro-batches':>14} {'tokens':>12} {'cost':>16} "
+        f"{'fullest micro-batch':>20}"
+    )
+    for r, row in enumerate(rows):
+        print(
+            f"{r:>4} {row['samples']:>8,} {row['micro_batches']:>14} {row['tokens']:>12,} "
+            f"{row['cost']:>16,} {row['fullest_micro_batch']:>20,}"
+        )
+    fullest = max(row["fullest_micro_batch"] for row in rows)
+    print(
+        f"\nevery rank runs {count} micro-batches of at most {cap:,} tokens "
+        f"(fullest {fullest:,}; empty ones, if any, come last for padding)"
+    )
+    print(f"heaviest rank by {args.cost}: max/mean {heaviest / max(mean, 1e-9):.4f}")
+    print(f"time: {_format_seconds(seconds)}")
     return 0
 
 
@@ -312,7 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="lengths: one integer per line, a .npy file, or JSON Lines with --field "
         "('-' reads stdin); default: the " + SYNTHETIC_DESCRIPTION,
     )
-    partition.add_argument("-k", type=_int_at_least(1), default=8, help="partitions (default 8)")
+    partition.add_argument(
+        "-k", type=_int_at_least(1), default=None, help="partitions (ranks; default 8)"
+    )
     partition.add_argument("--equal-size", action="store_true", help="equal item counts")
     partition.add_argument(
         "--group-size",
@@ -322,6 +424,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep N consecutive samples together (e.g. the responses to one prompt)",
     )
     partition.add_argument("--refine", action="store_true", help="improve the split (refine=True)")
+    partition.add_argument(
+        "--cost",
+        choices=("tokens", "workload"),
+        default="tokens",
+        help="what a sample weighs: its tokens (default) or verl's workload 24576*s + s**2",
+    )
+    partition.add_argument(
+        "--max-token-len",
+        type=_int_at_least(1),
+        metavar="N",
+        help="also plan micro-batches of at most N tokens on every rank and print their summary",
+    )
+    partition.add_argument(
+        "--dp",
+        type=_int_at_least(1),
+        metavar="N",
+        help="with --max-token-len: one plan for N data-parallel ranks (plan_dp_micro_batches)",
+    )
     partition.add_argument(
         "--field", metavar="NAME", help="JSON Lines field holding the length (or a token list)"
     )
@@ -364,6 +484,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     if args.command is None:
         parser.error("choose a command: partition or bench")
+    if args.command == "partition":
+        args.k_given = args.k is not None
+        args.k = 8 if args.k is None else args.k
     try:
         return args.run(args)
     except InputError as exc:
