@@ -6,6 +6,7 @@ Also the data-parallel-wide plan: which rank trains which samples in which micro
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,9 +257,11 @@ def _own_plan(problem: _Problem) -> tuple[int, np.ndarray]:
 
 def _parts(ids: np.ndarray, count: int) -> list[list[int]]:
     """Group indexes per part, ascending, from the part of every group."""
+    if not count:
+        return []
     order = np.argsort(ids, kind="stable")
-    bounds = np.cumsum(np.bincount(ids, minlength=count))[:-1] if count else []
-    return [part.tolist() for part in np.split(order, bounds)] if count else []
+    bounds = np.cumsum(np.bincount(ids, minlength=count))[:-1]
+    return [part.tolist() for part in np.split(order, bounds)]
 
 
 def _split_further(problem: _Problem, parts: list[list[int]], count: int) -> list[list[int]]:
@@ -525,7 +528,7 @@ def _fill_empty_ranks(problem: _Problem, ranks: list[np.ndarray]) -> list[np.nda
     return ranks
 
 
-def _dp_plan(problem: _Problem, ranks: list[np.ndarray], minimum: int) -> _DpPlan:
+def _dp_plan(problem: _Problem, ranks: Sequence[Any], minimum: int) -> _DpPlan:
     """Micro-batches for a given rank split: the common count is the largest own count."""
     ranks = _fill_empty_ranks(problem, [np.sort(np.asarray(r, dtype=np.int64)) for r in ranks])
     subproblems = [_subproblem(problem, rank) for rank in ranks]
@@ -645,7 +648,7 @@ def plan_dp_micro_batches(
             "with equal_size=True; pass equal_size='nearly' for counts within one"
         )
     # With a divisible count "nearly" is exactly True.
-    partition_equal = equal if problem.n_groups % ranks_count else bool(equal)
+    partition_equal: Any = equal if problem.n_groups % ranks_count else bool(equal)
     recipe = _dp_plan(
         problem,
         get_seqlen_balanced_partitions(
