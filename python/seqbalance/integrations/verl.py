@@ -1,0 +1,180 @@
+"""Run verl's sequence balancing on seqbalance, without editing verl: call :func:`install`.
+
+::
+
+    import seqbalance.integrations.verl
+    seqbalance.integrations.verl.install()   # before building the trainer
+
+:func:`install` replaces ``karmarkar_karp``, ``greedy_partition``, ``get_seqlen_balanced_partitions``
+and (where the installed verl has it) ``get_group_balanced_partitions`` in
+``verl.utils.seqlen_balancing``. Everything in verl that calls them through that module then runs
+natively: ``rearrange_micro_batches`` and ``prepare_dynamic_batch`` (dynamic micro-batching),
+``get_group_balanced_partitions``, and the trainer's batch balancing. verl's trainer imports the
+partitioner by name (``from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions``),
+so :func:`install` also rebinds every already-imported ``verl.*`` module that holds one of the
+originals; modules imported afterwards pick up the replacements by themselves. :func:`uninstall`
+puts verl's functions back everywhere in ``verl.*``.
+
+Answers are verl's, index for index and in the same order (the exactness contract of
+seqbalance's partitioners), except where verl's would not be a valid partition: ``k_partitions``
+greater than the number of items (verl's ``karmarkar_karp`` and ``greedy_partition`` return empty
+parts; seqbalance raises :class:`seqbalance.PartitionError`, an ``AssertionError`` like verl's own
+check in ``get_seqlen_balanced_partitions``), negative values (``ValueError``), and NumPy arrays of
+a dtype narrower than 64 bits whose sums overflow it (verl adds in the array's dtype and wraps
+around; seqbalance adds exactly). An input that seqbalance refuses by its type (``TypeError``:
+values it cannot compute exactly as verl does) is handed to verl's own function, which answers as
+it always did; a WARNING says so once per function.
+``get_group_balanced_partitions`` runs natively on integer lengths (what verl's trainer passes:
+``attention_mask.sum(-1).tolist()``); on any other lengths it calls verl's original, whose workload
+arithmetic in torch the native path does not reproduce. A ``uid_list`` of another length than
+``seqlen_list`` raises ``ValueError`` instead of verl's ``AssertionError``.
+
+**Ray workers.** verl runs its trainer and workers as Ray actors in other processes, so calling
+:func:`install` in the launch script patches only the driver. Have Ray call it in every worker
+process as it starts, before any actor code runs::
+
+    ray.init(runtime_env={"worker_process_setup_hook": "seqbalance.integrations.verl.install"})
+
+or, with verl's own launcher (it merges ``ray_kwargs.ray_init.runtime_env`` into ``ray.init``)::
+
+    python -m verl.trainer.main_ppo ... \\
+        +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=seqbalance.integrations.verl.install
+
+Every node must be able to import seqbalance: install it in the cluster image next to verl
+(``pip install seqbalance``), or build the wheel once (``maturin build --release``, the file lands
+in ``target/wheels/``), put it where every node can read it, and list it in the same runtime env,
+``"pip": ["/shared/wheels/seqbalance-<version>-cp310-abi3-manylinux_<...>.whl"]``: Ray then
+installs it on each node before starting the job's workers there. A worker that cannot import
+verl fails at start with the :func:`install` error below, which names what is missing.
+
+Importing this module imports neither torch nor verl; :func:`install` imports
+``verl.utils.seqlen_balancing`` (which needs torch, transformers, tensordict, ray and omegaconf).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from .. import groups as _groups
+from .. import partition as _partition
+from ._patching import IntegrationError, ModulePatch
+
+__all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
+
+logger = logging.getLogger(__name__)
+
+
+# verl's partitioners, under verl's exact signature (install() compares the two parameter by
+# parameter): seqbalance's native function, or verl's own for an input seqbalance refuses by type.
+
+
+def karmarkar_karp(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
+    """:func:`seqbalance.karmarkar_karp` in verl's place (installed by :func:`install`)."""
+    return _PATCH.call(
+        "karmarkar_karp", _partition.karmarkar_karp, seqlen_list, k_partitions, equal_size
+    )
+
+
+def greedy_partition(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
+    """:func:`seqbalance.greedy_partition` in verl's place (installed by :func:`install`)."""
+    return _PATCH.call(
+        "greedy_partition", _partition.greedy_partition, seqlen_list, k_partitions, equal_size
+    )
+
+
+def get_seqlen_balanced_partitions(
+    seqlen_list: Any, k_partitions: Any, equal_size: Any
+) -> list[list[int]]:
+    """:func:`seqbalance.get_seqlen_balanced_partitions` in verl's place (see :func:`install`)."""
+    return _PATCH.call(
+        "get_seqlen_balanced_partitions",
+        _partition.get_seqlen_balanced_partitions,
+        seqlen_list,
+        k_partitions,
+        equal_size,
+    )
+
+
+def _integer_lengths(seqlen_list: Any) -> bool:
+    """True for the inputs on which verl's group workloads are plain integer arithmetic."""
+    if isinstance(seqlen_list, np.ndarray):
+        return seqlen_list.dtype.kind in "iu"
+    if isinstance(seqlen_list, (list, tuple)):
+        return all((type(item) is int) or isinstance(item, np.integer) for item in seqlen_list)
+    return False
+
+
+def get_group_balanced_partitions(
+    seqlen_list: Any, uid_list: Any, k_partitions: Any
+) -> list[list[int]]:
+    """verl's ``get_group_balanced_partitions`` on seqbalance (installed by :func:`install`).
+
+    Integer lengths go to :func:`seqbalance.group_balanced_partitions`: verl's answer, without a
+    torch call per sample. Other lengths (floats, tensors) go to verl's original, whose workloads
+    are computed in torch's arithmetic for the tensor's dtype.
+    """
+    if not _integer_lengths(seqlen_list):
+        original = _PATCH.originals.get("get_group_balanced_partitions")
+        if original is not None:
+            return original(seqlen_list, uid_list, k_partitions)
+    return _groups.group_balanced_partitions(seqlen_list, uid_list, k_partitions)
+
+
+_PATCH = ModulePatch(
+    target="verl.utils.seqlen_balancing",
+    package="verl",
+    replacements={
+        "karmarkar_karp": karmarkar_karp,
+        "greedy_partition": greedy_partition,
+        "get_seqlen_balanced_partitions": get_seqlen_balanced_partitions,
+        "get_group_balanced_partitions": get_group_balanced_partitions,
+    },
+    # Newer than the other three: older verl releases do not have it.
+    optional=("get_group_balanced_partitions",),
+    owner=__name__,
+    install_hint=(
+        "Install verl in this environment (pip install verl); importing "
+        "verl.utils.seqlen_balancing also needs torch, transformers, tensordict, ray and "
+        "omegaconf. On a Ray cluster every node needs them, and seqbalance."
+    ),
+    logger=logger,
+)
+
+
+def install() -> list[str]:
+    """Run verl's partitioners on seqbalance in this process; return the names replaced.
+
+    Replaces the functions in ``verl.utils.seqlen_balancing`` and rebinds every imported
+    ``verl.*`` module that imported one of them by name. Idempotent: a second call changes
+    nothing (it only rebinds a module that still holds an original) and returns the same names.
+    Logs one INFO line saying what was replaced.
+
+    Raises:
+        ImportError: ``verl.utils.seqlen_balancing`` cannot be imported (verl or one of its
+            import-time dependencies is missing); the message says which.
+        IntegrationError: one of the functions is missing, or its parameters differ from the
+            ones seqbalance replaces (a verl release seqbalance does not know); nothing is
+            patched then.
+
+    >>> import seqbalance.integrations.verl as sb_verl
+    >>> sb_verl.install()  # doctest: +SKIP
+    ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions']
+    """
+    return _PATCH.install()
+
+
+def uninstall() -> list[str]:
+    """Put verl's original functions back in every ``verl.*`` module; return the names restored.
+
+    Also reverts modules imported after :func:`install` that picked up a replacement by name.
+    Without a prior :func:`install` it does nothing and returns ``[]``.
+    """
+    return _PATCH.uninstall()
+
+
+def is_installed() -> bool:
+    """Whether :func:`install` is in effect in this process."""
+    return _PATCH.is_installed()
