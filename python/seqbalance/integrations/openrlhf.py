@@ -14,7 +14,8 @@ OpenRLHF runs its actors under Ray, so patch the workers as they start::
     ray.init(runtime_env={"worker_process_setup_hook": "seqbalance.integrations.openrlhf.install"})
 
 and make seqbalance importable on every node, as for verl (see
-:mod:`seqbalance.integrations.verl`: the cluster image, or the wheel in the runtime env's ``pip``).
+:mod:`seqbalance.integrations.verl`: the wheel in the image, or in the runtime env's
+``py_modules`` or ``pip``).
 
 Importing this module imports nothing of OpenRLHF; :func:`install` imports the module.
 """

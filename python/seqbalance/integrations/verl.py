@@ -40,12 +40,12 @@ or, with verl's own launcher (it merges ``ray_kwargs.ray_init.runtime_env`` into
     python -m verl.trainer.main_ppo ... \\
         +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=seqbalance.integrations.verl.install
 
-Every node must be able to import seqbalance: install it in the cluster image next to verl
-(``pip install seqbalance``), or build the wheel once (``maturin build --release``, the file lands
-in ``target/wheels/``), put it where every node can read it, and list it in the same runtime env,
-``"pip": ["/shared/wheels/seqbalance-<version>-cp310-abi3-manylinux_<...>.whl"]``: Ray then
-installs it on each node before starting the job's workers there. A worker that cannot import
-verl fails at start with the :func:`install` error below, which names what is missing.
+Every worker must be able to import seqbalance. Build the wheel once (``make wheel``, see the
+README's "Wheels for a cluster") and either install it on every node next to verl (in the image),
+or add it to the same runtime env: ``"py_modules": ["dist/seqbalance-<version>-cp310-abi3-...whl"]``
+(Ray uploads it with the job and installs it on each worker) or, from a file system every node
+mounts, ``"pip": ["/shared/wheels/seqbalance-...whl"]``. A worker that cannot import verl fails at
+start with the :func:`install` error below, which names what is missing.
 
 Importing this module imports neither torch nor verl; :func:`install` imports
 ``verl.utils.seqlen_balancing`` (which needs torch, transformers, tensordict, ray and omegaconf).
