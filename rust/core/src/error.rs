@@ -1,7 +1,7 @@
 //! Errors of the partitioning core (plain Rust; the binding maps them to Python exceptions).
 use std::fmt;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CoreError {
     /// `k_partitions` is zero.
     NoPartitions,
@@ -11,6 +11,12 @@ pub enum CoreError {
     NotDivisible { n_items: usize, k_partitions: usize },
     /// Item positions are stored as `u32`.
     TooManyItems { n_items: usize },
+    /// A float weight that is NaN, infinite or negative (the first such position).
+    BadWeight { position: usize, value: f64 },
+    /// A float sum reached infinity (the total was above half the largest finite value).
+    SumOverflow,
+    /// `greedy_partition` with `equal_size`: float rounding of the biased sums broke equal counts.
+    UnequalCounts { smallest: usize, largest: usize },
 }
 
 impl fmt::Display for CoreError {
@@ -30,6 +36,17 @@ impl fmt::Display for CoreError {
             CoreError::TooManyItems { n_items } => {
                 write!(f, "number of items ({n_items}) exceeds the supported maximum ({})", u32::MAX - 1)
             }
+            CoreError::BadWeight { position, value } => {
+                write!(f, "seqlen_list[{position}] must be finite and >= 0, got {value}")
+            }
+            CoreError::SumOverflow => {
+                write!(f, "seqlen_list sums past the largest finite float; scale the weights down")
+            }
+            CoreError::UnequalCounts { smallest, largest } => write!(
+                f,
+                "greedy_partition with equal_size=True lost equal counts (parts of {smallest} to \
+                 {largest} items): float rounding of the biased sums; pass integer or smaller weights"
+            ),
         }
     }
 }

@@ -44,6 +44,20 @@ pub trait SumInt:
     fn to_u128(self) -> u128;
     /// The key of `front` followed by `back`: sums and counts add, the first index is `front`'s.
     fn key_join(front: Self::Key, back: Self::Key) -> Self::Key;
+    /// The key of set `front` after it absorbs set `back`, whose items are the ranks linked from
+    /// `back_first` through `next` (values by rank in `values`). Integer sums are exact, so this
+    /// is [`SumInt::key_join`], O(1); float sums ([`crate::float`]) walk `back`'s items, because
+    /// the rounding order is part of the answer.
+    #[inline]
+    fn key_absorb(
+        front: Self::Key,
+        back: Self::Key,
+        _back_first: u32,
+        _next: &[u32],
+        _values: &[u64],
+    ) -> Self::Key {
+        Self::key_join(front, back)
+    }
 }
 
 // u64 sums: `sum << 64 | count << 32 | head` in a u128. Every set's sum is at most the total,
@@ -149,9 +163,13 @@ impl<S: SumInt> Set<S> {
 
 /// `front`'s items followed by `back`'s.
 #[inline]
-fn join<S: SumInt>(front: Set<S>, back: Set<S>, next: &mut [u32]) -> Set<S> {
+fn join<S: SumInt>(front: Set<S>, back: Set<S>, next: &mut [u32], values: &[u64]) -> Set<S> {
     next[front.last as usize] = back.first;
-    Set { key: S::key_join(front.key, back.key), first: front.first, last: back.last }
+    Set {
+        key: S::key_absorb(front.key, back.key, back.first, next, values),
+        first: front.first,
+        last: back.last,
+    }
 }
 
 /// State priority (rule 4): larger spread first, then the larger first set.
@@ -215,14 +233,15 @@ impl<S: SumInt> State<S> {
 
     /// A full state's smallest set absorbs `set`: appended after it, or before it (`set_first`)
     /// when the one-item state came out of the queue first.
-    fn grow_smallest(&mut self, set: Set<S>, set_first: bool, next: &mut [u32]) {
+    fn grow_smallest(&mut self, set: Set<S>, set_first: bool, next: &mut [u32], values: &[u64]) {
         if !self.heap_mode {
             self.heap_mode = true;
             self.max = self.sets[0].key();
         }
         let last = self.sets.len() - 1;
         let smallest = self.sets[last];
-        let grown = if set_first { join(set, smallest, next) } else { join(smallest, set, next) };
+        let grown =
+            if set_first { join(set, smallest, next, values) } else { join(smallest, set, next, values) };
         self.sets[last] = grown;
         sift_down_backwards(&mut self.sets);
         // The grown set has a larger key than before, so it may become the largest, never leave it.
@@ -238,7 +257,13 @@ impl<S: SumInt> State<S> {
     /// Only those m sets change, so they are popped from the heap and pushed back grown:
     /// O(m log k) instead of re-sorting all k sets (measured: a 7x speed-up at k = n/2, where
     /// full states keep absorbing two- and three-set states).
-    fn absorb_into_smallest(&mut self, others: &[Set<S>], others_first: bool, next: &mut [u32]) {
+    fn absorb_into_smallest(
+        &mut self,
+        others: &[Set<S>],
+        others_first: bool,
+        next: &mut [u32],
+        values: &[u64],
+    ) {
         if !self.heap_mode {
             self.heap_mode = true;
             self.max = self.sets[0].key();
@@ -254,7 +279,11 @@ impl<S: SumInt> State<S> {
             sift_down_backwards(&mut self.sets[k - size + 1..]);
         }
         for (size, (&small, &other)) in (k - m..k).zip(smallest.iter().zip(others)) {
-            let grown = if others_first { join(other, small, next) } else { join(small, other, next) };
+            let grown = if others_first {
+                join(other, small, next, values)
+            } else {
+                join(small, other, next, values)
+            };
             self.sets[k - 1 - size] = grown;
             sift_up_backwards(&mut self.sets[k - 1 - size..]);
             if grown.key() > self.max {
@@ -309,7 +338,9 @@ fn sort_packed_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mut RunSorter
     let position_bits = bits_for(sets.len() as u128 - 1);
     let head_bits = bits_for(max_head as u128);
     let count_bits = bits_for((max_count - min_count) as u128);
-    let sum_bits = bits_for((max_sum - min_sum).to_u128());
+    // Differences of `to_u128` images, not of sums: float sums subtract with rounding, their
+    // images (bit patterns) subtract exactly and order as the sums do.
+    let sum_bits = bits_for(max_sum.to_u128() - min_sum.to_u128());
     if position_bits + head_bits + count_bits + sum_bits > 64 {
         return false;
     }
@@ -320,7 +351,7 @@ fn sort_packed_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mut RunSorter
     packed.clear();
     packed.extend(sets.iter().enumerate().map(|(position, set)| {
         let key = set.key();
-        let sum = (S::key_sum(key) - min_sum).to_u128() as u64;
+        let sum = (S::key_sum(key).to_u128() - min_sum.to_u128()) as u64;
         let count = (S::key_count(key) - min_count) as u64;
         // Shifts by 64 cannot happen: a field with bits is below bit 64 by the check above, and
         // `checked_shl` keeps a zero-width field's shift (possibly 64) from overflowing.
@@ -486,13 +517,14 @@ fn merge_overlapping<S: SumInt>(
     other: &[Set<S>],
     k: usize,
     next: &mut [u32],
+    values: &[u64],
     sorter: &mut RunSorter<S>,
 ) {
     let (own, theirs) = (sets.len(), other.len());
     if own == k && theirs == k {
         // Two full states (every merge with `equal_size`): pair position i with k−1−i directly.
         for (slot, &back) in sets.iter_mut().zip(other.iter().rev()) {
-            *slot = join(*slot, back, next);
+            *slot = join(*slot, back, next, values);
         }
         sort_runs_descending(sets, sorter);
         return;
@@ -501,7 +533,7 @@ fn merge_overlapping<S: SumInt>(
     for (i, slot) in sets.iter_mut().enumerate() {
         let partner = (i + theirs >= k).then(|| other[k - 1 - i]);
         *slot = match (i < own, partner) {
-            (true, Some(back)) => join(*slot, back, next),
+            (true, Some(back)) => join(*slot, back, next, values),
             (true, None) => *slot,
             (false, Some(back)) => back,
             (false, None) => unreachable!("own + theirs > k covers every position"),
@@ -679,7 +711,8 @@ impl<'a, S: SumInt> Run<'a, S> {
                 // its smallest its first.
                 let top = start + k - 1;
                 let first = S::key(S::from_u64(sorted.values[top]), 1, sorted.index[top]);
-                let spread = S::from_u64(sorted.values[top] - sorted.values[start]);
+                // Subtracted as sums (float sums round as the reference's spread does).
+                let spread = S::from_u64(sorted.values[top]) - S::from_u64(sorted.values[start]);
                 let id = run.states.len() as u32;
                 run.queue.entries.push(Entry { priority: Priority { spread, first }, id });
                 run.states.push(State {
@@ -772,7 +805,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             // The single lands on an empty position: it keeps a set of its own.
             state.insert_set(single);
         } else {
-            state.grow_smallest(single, single_first, &mut self.next);
+            state.grow_smallest(single, single_first, &mut self.next, &self.sorted.values);
         }
         let priority = state.priority(k);
         self.queue.replace_top(priority, id);
@@ -785,7 +818,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             if self.best_source(false) == Source::Single {
                 let second = self.take_single();
                 let id = if k == 1 {
-                    let joined = join(first, second, &mut self.next);
+                    let joined = join(first, second, &mut self.next, &self.sorted.values);
                     self.new_state(&[joined])
                 } else {
                     self.new_state(&[first, second])
@@ -809,11 +842,21 @@ impl<'a, S: SumInt> Run<'a, S> {
             // Partial states are always sorted; only full ones may be in heap mode.
             let (kept, gone, mut other) = if first_full && !second_full {
                 let other = std::mem::take(&mut self.states[second_id as usize].sets);
-                self.states[first_id as usize].absorb_into_smallest(&other, false, &mut self.next);
+                self.states[first_id as usize].absorb_into_smallest(
+                    &other,
+                    false,
+                    &mut self.next,
+                    &self.sorted.values,
+                );
                 (first_id, second_id, other)
             } else if second_full && !first_full {
                 let other = std::mem::take(&mut self.states[first_id as usize].sets);
-                self.states[second_id as usize].absorb_into_smallest(&other, true, &mut self.next);
+                self.states[second_id as usize].absorb_into_smallest(
+                    &other,
+                    true,
+                    &mut self.next,
+                    &self.sorted.values,
+                );
                 (second_id, first_id, other)
             } else {
                 let mut other = std::mem::take(&mut self.states[second_id as usize].sets);
@@ -825,7 +868,14 @@ impl<'a, S: SumInt> Run<'a, S> {
                 if state.sets.len() + other.len() <= k {
                     merge_runs(&mut state.sets, &other);
                 } else {
-                    merge_overlapping(&mut state.sets, &other, k, &mut self.next, &mut self.sorter);
+                    merge_overlapping(
+                        &mut state.sets,
+                        &other,
+                        k,
+                        &mut self.next,
+                        &self.sorted.values,
+                        &mut self.sorter,
+                    );
                 }
                 (first_id, second_id, other)
             };
@@ -899,6 +949,12 @@ pub fn karmarkar_karp(values: &[u64], k: usize, equal_size: bool) -> Result<Part
     } else {
         Run::<u128>::new(&sorted, k, equal_size).finish()
     })
+}
+
+/// The method on items already in `(value, index)` order, with sums of type `S`; `sorted.values`
+/// hold what [`SumInt::from_u64`] reads (float sums: the values' bit patterns).
+pub(crate) fn run_sorted<S: SumInt>(sorted: &SortedItems, k: usize, equal_size: bool) -> Partition {
+    Run::<S>::new(sorted, k, equal_size).finish()
 }
 
 /// [`karmarkar_karp`] with each partition's indexes sorted ascending (partition order kept).

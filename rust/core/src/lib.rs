@@ -3,6 +3,7 @@
 //! * [`ldm`]: Karmarkar–Karp largest differencing into `k` sets, free or equal-size, exactly as the
 //!   pure-Python reference computes it (the same ties, the same order of sets and items).
 //! * [`greedy`]: the greedy partitioner (heaviest item to the lightest set).
+//! * [`float`]: both partitioners on `f64`/`f32` weights, in the reference's float arithmetic.
 //! * [`refine`]: pairwise item swaps and moves that never make the heaviest set heavier.
 //! * [`packing`]: bin packing under a capacity (next fit, first fit, first/best fit decreasing).
 //! * [`sort`]: the seeding sort shared by the partitioners.
@@ -19,6 +20,7 @@
 //! assert!(partition.parts().all(|p| p.len() == 3));
 //! ```
 pub mod error;
+pub mod float;
 pub mod greedy;
 pub mod ldm;
 pub mod packing;

@@ -19,9 +19,12 @@
 //! Output order (the tie rule): partitions by load descending, equal loads by smallest index
 //! ascending; indexes ascending inside each partition. Sums are exact: `u64` when the total is
 //! below 2^55, `u128` otherwise.
+//! Float weights ([`refine_floats`]) run the same search on an integer image of the values and
+//! are judged on exact loads.
 //! Nothing depends on wall-clock time or hashing order, so the output is deterministic.
 
 mod exact;
+mod float;
 mod local;
 #[cfg(test)]
 mod tests;
@@ -30,6 +33,7 @@ use std::fmt;
 use std::ops::{Add, AddAssign, BitAnd, BitOr, Shl, Shr, Sub, SubAssign};
 
 use exact::exact_search;
+pub use float::refine_floats;
 use local::LocalSearch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,10 +70,24 @@ const CLEAN_CACHE_MAX: usize = if cfg!(test) { 1 << 10 } else { 1 << 20 };
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RefineError {
     NoPartitions,
-    EmptyPartition { partition: usize },
-    IndexOutOfRange { partition: usize, index: u32, n_values: usize },
-    DuplicateIndex { index: u32 },
-    MissingIndex { index: usize },
+    EmptyPartition {
+        partition: usize,
+    },
+    IndexOutOfRange {
+        partition: usize,
+        index: u32,
+        n_values: usize,
+    },
+    DuplicateIndex {
+        index: u32,
+    },
+    MissingIndex {
+        index: usize,
+    },
+    /// A float weight that is NaN, infinite or negative ([`refine_floats`]).
+    BadValue {
+        position: usize,
+    },
 }
 
 impl fmt::Display for RefineError {
@@ -88,6 +106,7 @@ impl fmt::Display for RefineError {
             RefineError::MissingIndex { index } => {
                 write!(f, "partitions does not hold index {index}; every index must appear once")
             }
+            RefineError::BadValue { position } => write!(f, "values[{position}] must be finite and >= 0"),
         }
     }
 }

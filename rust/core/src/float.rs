@@ -1,0 +1,346 @@
+//! Float weights: the partitioners on `f64` or `f32` values, computed exactly as the reference
+//! computes with such values (Python floats, or NumPy float32 scalars under NumPy 2).
+//!
+//! The largest differencing method is the one of [`crate::ldm`], with float sums in place of exact
+//! ones. Three rules of the partitioning contract ("Float weights") make it reproduce the
+//! reference bit for bit:
+//! * a set's sum is the left fold of its items in insertion order, starting from 0, in the working
+//!   precision: when set A absorbs set B, A's sum is advanced by each of B's values in turn (the
+//!   reference's `self.sum += val` per item), so merges walk B's items instead of adding B's sum;
+//! * a state's spread is `first.sum - last.sum`, rounded in the working precision;
+//! * `-0.0` is `0.0`: values are normalised to `+0.0` on the way in, which changes no sum
+//!   (`x + -0.0 == x + 0.0` for every `x` but `-0.0`, and sums start at `+0.0`).
+//!
+//! Values are finite and `>= 0`, so a sum's bit pattern orders as its value does: sums and keys
+//! are stored as bits and compared as integers, like the exact path's.
+//!
+//! [`greedy_partition`] replays the reference's operations in the working precision: the bias
+//! (`sum(values) + 1`, summed in input order), each biased value, and the running sums.
+use std::ops::{Add, AddAssign, Sub};
+
+use crate::error::{check_shape, CoreError};
+use crate::ldm::{run_sorted, SumInt};
+use crate::parts::Partition;
+use crate::sort::sort_items;
+
+/// A float type the partitioners compute in: `f64` (double) or `f32` (single).
+pub trait Float: Copy + PartialOrd + Send + Sync + std::fmt::Display + 'static {
+    /// The sum type of the largest differencing method in this precision.
+    #[doc(hidden)]
+    type Sum: SumInt;
+    const ZERO: Self;
+    const ONE: Self;
+    /// The value's bit pattern as a `u64` (zero-extended), `-0.0` read as `0.0`.
+    fn key_bits(self) -> u64;
+    fn from_key_bits(bits: u64) -> Self;
+    fn is_finite(self) -> bool;
+    fn to_f64(self) -> f64;
+    fn plus(self, other: Self) -> Self;
+}
+
+macro_rules! float_sum {
+    ($sum:ident, $float:ty, $bits:ty) => {
+        /// A non-negative sum in this precision, stored as its bits (ordered as the value).
+        #[doc(hidden)]
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Debug)]
+        pub struct $sum($bits);
+
+        impl $sum {
+            #[inline]
+            fn value(self) -> $float {
+                <$float>::from_bits(self.0)
+            }
+            #[inline]
+            fn of(value: $float) -> Self {
+                $sum(value.to_bits())
+            }
+        }
+
+        impl Add for $sum {
+            type Output = Self;
+            #[inline]
+            fn add(self, other: Self) -> Self {
+                $sum::of(self.value() + other.value())
+            }
+        }
+
+        impl AddAssign for $sum {
+            #[inline]
+            fn add_assign(&mut self, other: Self) {
+                *self = *self + other;
+            }
+        }
+
+        impl Sub for $sum {
+            type Output = Self;
+            /// Only ever `larger - smaller`: the result is `>= +0.0` (`x - x` is `+0.0`).
+            #[inline]
+            fn sub(self, other: Self) -> Self {
+                $sum::of(self.value() - other.value())
+            }
+        }
+
+        // Keys as the exact path's u64 keys: `sum bits << 64 | count << 32 | first index`.
+        impl SumInt for $sum {
+            type Key = u128;
+            #[inline]
+            fn from_u64(bits: u64) -> Self {
+                $sum(bits as $bits)
+            }
+            #[inline]
+            fn key(sum: Self, count: u32, head: u32) -> u128 {
+                ((sum.0 as u128) << 64) | ((count as u128) << 32) | head as u128
+            }
+            #[inline]
+            fn key_sum(key: u128) -> Self {
+                $sum((key >> 64) as $bits)
+            }
+            #[inline]
+            fn key_count(key: u128) -> u32 {
+                (key >> 32) as u32
+            }
+            #[inline]
+            fn key_head(key: u128) -> u32 {
+                key as u32
+            }
+            /// The bit pattern, which orders as the (non-negative) sum does.
+            #[inline]
+            fn to_u128(self) -> u128 {
+                self.0 as u128
+            }
+            /// Adds the two sums as wholes: not the reference's rounding, so the method uses
+            /// [`SumInt::key_absorb`] instead.
+            #[inline]
+            fn key_join(front: u128, back: u128) -> u128 {
+                let sum = Self::key_sum(front) + Self::key_sum(back);
+                Self::key(sum, Self::key_count(front) + Self::key_count(back), front as u32)
+            }
+            /// The hot loop of float merges: one dependent load per item of `back` (the reference
+            /// pays the same walk, one Python addition per item).
+            #[inline]
+            fn key_absorb(front: u128, back: u128, back_first: u32, next: &[u32], values: &[u64]) -> u128 {
+                let count = Self::key_count(back);
+                let mut sum = Self::key_sum(front).value();
+                let mut rank = back_first as usize;
+                for _ in 0..count {
+                    sum += <$float>::from_bits(values[rank] as $bits);
+                    rank = next[rank] as usize;
+                }
+                Self::key($sum::of(sum), Self::key_count(front) + count, front as u32)
+            }
+        }
+    };
+}
+
+float_sum!(Sum64, f64, u64);
+float_sum!(Sum32, f32, u32);
+
+impl Float for f64 {
+    type Sum = Sum64;
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    #[inline]
+    fn key_bits(self) -> u64 {
+        // `self + 0.0` turns -0.0 into +0.0 and leaves every other value alone.
+        (self + 0.0).to_bits()
+    }
+    #[inline]
+    fn from_key_bits(bits: u64) -> Self {
+        f64::from_bits(bits)
+    }
+    #[inline]
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline]
+    fn plus(self, other: Self) -> Self {
+        self + other
+    }
+}
+
+impl Float for f32 {
+    type Sum = Sum32;
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    #[inline]
+    fn key_bits(self) -> u64 {
+        (self + 0.0).to_bits() as u64
+    }
+    #[inline]
+    fn from_key_bits(bits: u64) -> Self {
+        f32::from_bits(bits as u32)
+    }
+    #[inline]
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline]
+    fn plus(self, other: Self) -> Self {
+        self + other
+    }
+}
+
+/// Every value finite and `>= 0` (`-0.0` counts as 0), or the first that is not.
+pub fn check_values<F: Float>(values: &[F]) -> Result<(), CoreError> {
+    match values.iter().position(|&v| !(v.is_finite() && v >= F::ZERO)) {
+        Some(position) => Err(CoreError::BadWeight { position, value: values[position].to_f64() }),
+        None => Ok(()),
+    }
+}
+
+/// The largest differencing method on float weights, in their precision; see [`crate::ldm::karmarkar_karp`].
+///
+/// Values must be finite and `>= 0` ([`CoreError::BadWeight`] names the first that is not). The
+/// partitioning contract also refuses totals above half the largest finite value, which keeps
+/// every sum finite; should a sum still reach infinity, the answer is refused with
+/// [`CoreError::SumOverflow`] rather than computed with NaN spreads.
+pub fn karmarkar_karp<F: Float>(values: &[F], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    check_shape(values.len(), k, equal_size)?;
+    check_values(values)?;
+    let bits: Vec<u64> = values.iter().map(|v| v.key_bits()).collect();
+    let sorted = sort_items(&bits);
+    let partition = run_sorted::<F::Sum>(&sorted, k, equal_size);
+    // Sums only grow as sets absorb others (a fold of non-negative values is monotone in its
+    // start), so if the final sums are finite every sum and spread along the way was.
+    let finite = partition.parts().all(|part| {
+        part.iter().fold(F::ZERO, |sum, &index| sum.plus(F::from_key_bits(bits[index as usize]))).is_finite()
+    });
+    if !finite {
+        return Err(CoreError::SumOverflow);
+    }
+    Ok(partition)
+}
+
+/// [`karmarkar_karp`] with each partition's indexes sorted ascending (partition order kept).
+pub fn balanced_partitions<F: Float>(
+    values: &[F],
+    k: usize,
+    equal_size: bool,
+) -> Result<Partition, CoreError> {
+    let mut partition = karmarkar_karp(values, k, equal_size)?;
+    partition.sort_within();
+    Ok(partition)
+}
+
+/// verl's greedy helper on float weights, replaying the reference's arithmetic: `bias` is the
+/// sum of the values in input order plus 1 (with `equal_size`), every item goes, in input order,
+/// to the partition with the smallest running sum (lowest number on ties), whose sum then grows
+/// by `value + bias`.
+///
+/// Rounding can make the biased sums lose the equal counts that `equal_size` promises (huge
+/// totals, or many items per partition in single precision): that answer is refused with
+/// [`CoreError::UnequalCounts`], as the reference's assertion refuses it.
+pub fn greedy_partition<F: Float>(values: &[F], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    check_shape(values.len(), k, equal_size)?;
+    check_values(values)?;
+    let values: Vec<F> = values.iter().map(|v| F::from_key_bits(v.key_bits())).collect();
+    let bias =
+        if equal_size { values.iter().fold(F::ZERO, |sum, &v| sum.plus(v)).plus(F::ONE) } else { F::ZERO };
+    // Min-heap on (sum bits, partition): bits order as the non-negative sums do, +inf included
+    // (sums may overflow to +inf here, as the reference's do; no NaN can arise from additions).
+    let mut open: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
+        (0..k as u32).map(|p| std::cmp::Reverse((0, p))).collect();
+    let mut sums = vec![F::ZERO; k];
+    let mut assignment = vec![0u32; values.len()];
+    for (slot, &value) in assignment.iter_mut().zip(&values) {
+        let Some(std::cmp::Reverse((_, p))) = open.pop() else {
+            unreachable!("k >= 1 partitions are always open")
+        };
+        *slot = p;
+        let sum = &mut sums[p as usize];
+        *sum = sum.plus(value.plus(bias));
+        open.push(std::cmp::Reverse((sum.key_bits(), p)));
+    }
+    let result = Partition::from_assignment(&assignment, k);
+    if equal_size {
+        let (smallest, largest) = result
+            .parts()
+            .map(<[u32]>::len)
+            .fold((usize::MAX, 0), |(lo, hi), len| (lo.min(len), hi.max(len)));
+        if smallest != largest {
+            return Err(CoreError::UnequalCounts { smallest, largest });
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kk<F: Float>(values: &[F], k: usize, equal_size: bool) -> Vec<Vec<u32>> {
+        karmarkar_karp(values, k, equal_size).unwrap().to_vecs()
+    }
+
+    #[test]
+    fn integral_floats_match_the_exact_path() {
+        let ints: Vec<u64> = (0..500u64).map(|i| (i * 7919) % 1013).collect();
+        let doubles: Vec<f64> = ints.iter().map(|&v| v as f64).collect();
+        let singles: Vec<f32> = ints.iter().map(|&v| v as f32).collect();
+        for k in [1, 2, 3, 5, 20, 100, 500] {
+            for equal_size in [false, true] {
+                if equal_size && 500 % k != 0 {
+                    continue;
+                }
+                let exact = crate::ldm::karmarkar_karp(&ints, k, equal_size).unwrap().to_vecs();
+                assert_eq!(kk(&doubles, k, equal_size), exact);
+                assert_eq!(kk(&singles, k, equal_size), exact);
+            }
+        }
+    }
+
+    #[test]
+    fn negative_zero_is_zero() {
+        let values = [0.0, -0.0, 1.0, -0.0];
+        let plain = [0.0, 0.0, 1.0, 0.0];
+        for k in [1, 2, 4] {
+            assert_eq!(kk::<f64>(&values, k, false), kk::<f64>(&plain, k, false));
+            assert_eq!(kk::<f64>(&values, k, k != 3), kk::<f64>(&plain, k, k != 3));
+        }
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        assert!(matches!(
+            karmarkar_karp(&[1.0, f64::NAN], 1, false),
+            Err(CoreError::BadWeight { position: 1, value }) if value.is_nan()
+        ));
+        assert!(matches!(
+            karmarkar_karp(&[1.0f32, -1.0], 1, false),
+            Err(CoreError::BadWeight { position: 1, .. })
+        ));
+        assert!(matches!(
+            greedy_partition(&[f64::INFINITY], 1, false),
+            Err(CoreError::BadWeight { position: 0, .. })
+        ));
+        assert_eq!(karmarkar_karp(&[f32::MAX, f32::MAX], 1, false), Err(CoreError::SumOverflow));
+    }
+
+    #[test]
+    fn greedy_replays_the_reference() {
+        let got = greedy_partition(&[5.0, 1.0, 1.0, 4.0, 2.0], 2, false).unwrap().to_vecs();
+        assert_eq!(got, vec![vec![0, 4], vec![1, 2, 3]]);
+        let got = greedy_partition(&[9.0f32, 1.0, 1.0, 1.0], 2, true).unwrap().to_vecs();
+        assert_eq!(got, vec![vec![0, 3], vec![1, 2]]);
+    }
+
+    #[test]
+    fn greedy_refuses_counts_broken_by_rounding() {
+        // The reference's biased sums overflow to +inf in single precision, after which ties go to
+        // the lowest partition and the counts drift apart (found by a search over small inputs).
+        let m = f32::MAX / 16.0;
+        let values = [1.0f32, 3.0, 1.0, m, m, m, 4.0 * m, 33_554_432.0];
+        assert_eq!(
+            greedy_partition(&values, 2, true),
+            Err(CoreError::UnequalCounts { smallest: 3, largest: 5 })
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! Refinement of float weights, judged on exactly computed loads.
+//!
+//! Every finite float is an integer times a power of two, so the search runs on an integer image
+//! of the values: each scaled by one common power of two. When the values span at most 62 bits
+//! (from the largest value's top bit to the lowest set bit of any value) the image is exact, and
+//! the integer search's loads are the exact loads, scaled. Wider spans drop low bits of the small
+//! values; the search's answer is then checked on exact loads (a fixed-point accumulator covering
+//! every double) and kept only when its maximum load is not above the given partition's, and the
+//! partitions are put in the output order by their exact loads.
+use std::cmp::Ordering;
+
+use super::{refine, validate, Mode, RefineError};
+
+/// `value = mantissa * 2^exponent` for a finite `value >= 0`.
+fn decompose(value: f64) -> (u64, i32) {
+    let bits = value.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    if exponent == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), exponent - 1075)
+    }
+}
+
+/// The values times a common power of two, as integers below 2^62, and whether that is exact.
+fn integer_image(values: &[f64]) -> (Vec<u64>, bool) {
+    let (mut lowest, mut highest) = (i32::MAX, i32::MIN);
+    for &value in values {
+        let (mantissa, exponent) = decompose(value);
+        if mantissa != 0 {
+            lowest = lowest.min(exponent + mantissa.trailing_zeros() as i32);
+            highest = highest.max(exponent + 63 - mantissa.leading_zeros() as i32);
+        }
+    }
+    if lowest == i32::MAX {
+        return (vec![0; values.len()], true);
+    }
+    // The lowest set bit lands on 2^0 when the span allows it, else the top bit on 2^61.
+    let shift = if highest - lowest <= 61 { -lowest } else { 61 - highest };
+    let mut exact = true;
+    let image = values
+        .iter()
+        .map(|&value| {
+            let (mantissa, exponent) = decompose(value);
+            let at = exponent + shift;
+            if at >= 0 {
+                mantissa << at
+            } else if at > -64 {
+                exact &= mantissa & ((1u64 << -at) - 1) == 0;
+                mantissa >> -at
+            } else {
+                exact &= mantissa == 0;
+                0
+            }
+        })
+        .collect();
+    (image, exact)
+}
+
+/// An exact sum of non-negative doubles: fixed point with 2^-1074 as its unit, in 64-bit limbs
+/// (2^1024 times 2^32 items needs 2130 bits).
+#[derive(Clone, PartialEq, Eq)]
+struct ExactSum([u64; 34]);
+
+impl ExactSum {
+    fn new() -> Self {
+        ExactSum([0; 34])
+    }
+
+    fn add(&mut self, value: f64) {
+        let (mantissa, exponent) = decompose(value);
+        let position = (exponent + 1074) as usize;
+        let (limb, shift) = (position / 64, position % 64);
+        let wide = (mantissa as u128) << shift;
+        let mut carry;
+        (self.0[limb], carry) = self.0[limb].overflowing_add(wide as u64);
+        let high = (wide >> 64) as u64 + carry as u64;
+        let mut at = limb + 1;
+        (self.0[at], carry) = self.0[at].overflowing_add(high);
+        while carry {
+            at += 1;
+            (self.0[at], carry) = self.0[at].overflowing_add(1);
+        }
+    }
+}
+
+impl Ord for ExactSum {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.iter().rev().cmp(other.0.iter().rev())
+    }
+}
+
+impl PartialOrd for ExactSum {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+fn exact_load(values: &[f64], part: &[u32]) -> ExactSum {
+    let mut sum = ExactSum::new();
+    for &index in part {
+        sum.add(values[index as usize]);
+    }
+    sum
+}
+
+/// The output order of [`refine`]: indexes ascending inside, partitions by exact load descending,
+/// equal loads by smallest index.
+fn in_output_order(values: &[f64], parts: Vec<Vec<u32>>) -> Vec<Vec<u32>> {
+    let mut loaded: Vec<(ExactSum, Vec<u32>)> = parts
+        .into_iter()
+        .map(|mut part| {
+            part.sort_unstable();
+            (exact_load(values, &part), part)
+        })
+        .collect();
+    loaded.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.first().cmp(&b.1.first())));
+    loaded.into_iter().map(|(_, part)| part).collect()
+}
+
+/// [`refine`] for float weights (`f32` weights widen exactly to `f64`): the maximum load, computed
+/// exactly, is never above the given partition's. Values must be finite and `>= 0`
+/// ([`RefineError::BadValue`] names the first that is not).
+pub fn refine_floats(
+    values: &[f64],
+    parts: Vec<Vec<u32>>,
+    equal_size: bool,
+    mode: Mode,
+    effort: Option<u64>,
+) -> Result<Vec<Vec<u32>>, RefineError> {
+    if let Some(position) = values.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+        return Err(RefineError::BadValue { position });
+    }
+    validate(values.len(), &parts)?;
+    let (image, exact) = integer_image(values);
+    if exact {
+        return refine(&image, parts, equal_size, mode, effort);
+    }
+    let refined = refine(&image, parts.clone(), equal_size, mode, effort)?;
+    let heaviest = |parts: &[Vec<u32>]| parts.iter().map(|part| exact_load(values, part)).max();
+    let chosen = if heaviest(&refined) <= heaviest(&parts) { refined } else { parts };
+    Ok(in_output_order(values, chosen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_are_exact_when_the_span_allows() {
+        assert_eq!(integer_image(&[0.5, 1.25, 0.0, 3.0]), (vec![2, 5, 0, 12], true));
+        assert_eq!(integer_image(&[0.0, -0.0]), (vec![0, 0], true));
+        let (image, exact) = integer_image(&[1e300, 1e-300]);
+        assert!(!exact && image[1] == 0 && image[0] >> 61 == 1);
+        assert!(integer_image(&[5e-324, 1e-310]).1);
+    }
+
+    #[test]
+    fn exact_sums_compare_exactly() {
+        // 2^60 + 1 and 2^60 round to the same double; the exact sums still differ.
+        let mut a = ExactSum::new();
+        a.add(1_152_921_504_606_846_976.0);
+        a.add(1.0);
+        let mut b = ExactSum::new();
+        b.add(1_152_921_504_606_846_976.0);
+        assert!(a > b);
+        let mut c = ExactSum::new();
+        c.add(5e-324);
+        assert!(c > ExactSum::new() && c < b);
+        let mut huge = ExactSum::new();
+        for _ in 0..4 {
+            huge.add(f64::MAX);
+        }
+        assert!(huge > b);
+    }
+
+    #[test]
+    fn wide_spans_never_make_the_heaviest_heavier() {
+        // The image drops 1e-300 entirely; the exact check still orders and keeps the guarantee.
+        let values = [1e300, 1e300, 1e-300, 3e299, 5e299, 2e299];
+        let start = vec![vec![0, 2], vec![1, 3, 4, 5]];
+        let refined = refine_floats(&values, start.clone(), false, Mode::Local, None).unwrap();
+        let max = |parts: &[Vec<u32>]| parts.iter().map(|p| exact_load(&values, p)).max().unwrap();
+        assert!(max(&refined) <= max(&start));
+        let loads: Vec<ExactSum> = refined.iter().map(|p| exact_load(&values, p)).collect();
+        assert!(loads.windows(2).all(|w| w[0] >= w[1]));
+        assert_eq!(
+            refine_floats(&[1.0, f64::NAN], vec![vec![0, 1]], false, Mode::Local, None),
+            Err(RefineError::BadValue { position: 1 })
+        );
+    }
+}
