@@ -9,6 +9,7 @@ functions, so the two implementations differ only in how they compute.
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, Literal, NamedTuple
 
@@ -18,6 +19,7 @@ from ._errors import PartitionError
 
 __all__ = [
     "MAX_COUNT",
+    "MAX_INT_SUM_WITH_FLOATS",
     "MAX_VALUE",
     "check_count_bound",
     "Weights",
@@ -173,12 +175,162 @@ def as_array(seqlen_list: Any, name: str = "seqlen_list") -> np.ndarray | list[A
     return seqlen_list
 
 
+#: Ints in a double-precision list are exact while their sum is: the reference sums ints exactly
+#: until a float joins a set, so it agrees with double arithmetic only up to here.
+MAX_INT_SUM_WITH_FLOATS = 2**53
+
+_PRECISION_OF_DTYPE: dict[np.dtype[Any], Precision] = {
+    np.dtype(np.float64): "double",
+    np.dtype(np.float32): "single",
+    # Half precision is widened exactly to single (the reference would add in half precision).
+    np.dtype(np.float16): "single",
+}
+_DTYPE_OF_PRECISION = {"double": np.float64, "single": np.float32}
+
+
+def _float_value(position: int, value: float, name: str) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name}[{position}] must be finite and >= 0, got {value!r}")
+
+
+def _check_float_total(values: np.ndarray, name: str) -> None:
+    """``OverflowError`` when the total exceeds half the largest finite value of the dtype.
+
+    Below that, every rounded sum of the values stays finite (a rounded sum of non-negative
+    values is at most twice the exact one), so the state order stays total.
+    """
+    limit = float(np.finfo(values.dtype).max) / 2
+    with np.errstate(over="ignore"):
+        rough = float(np.sum(values, dtype=np.float64))
+    if rough <= limit * (1 - 2**-20):
+        return
+    try:
+        total = math.fsum(values.tolist())  # exact, for totals near the limit
+    except OverflowError:
+        total = math.inf
+    if total > limit:
+        amount = f"to {total:.6g}" if math.isfinite(total) else f"past {2 * limit:.6g}"
+        raise OverflowError(
+            f"{name} sums {amount}, above half the largest {values.dtype} ({limit:.6g}); "
+            "scale the weights down"
+        )
+
+
+def _weight_kind(position: int, item: Any, name: str) -> tuple[str, Any]:
+    """Classify one list item as ``("exact", int)``, ``("double", float)`` or ``("single", f32)``."""
+    if isinstance(item, np.floating) or (
+        not isinstance(item, (int, float, np.integer)) and hasattr(item, "__array__")
+    ):
+        # NumPy float scalars, and 0-d arrays or tensors, by their dtype.
+        try:
+            array = np.asarray(item)
+        except (TypeError, ValueError):
+            array = None
+        if array is not None and array.ndim == 0 and array.dtype.kind == "f":
+            precision = _PRECISION_OF_DTYPE.get(array.dtype)
+            if precision is None or array.dtype == np.float16:
+                raise TypeError(
+                    f"{name}[{position}] is a {array.dtype} scalar, which has no reference "
+                    f"precision in a list; pass an array (np.asarray({name}, dtype=np.float32))"
+                )
+            value = array[()]
+            _float_value(position, float(value), name)
+            return precision, value
+    if isinstance(item, float):
+        _float_value(position, item, name)
+        return "double", float(item)
+    if isinstance(item, (str, bytes, complex)) or item is None:
+        raise TypeError(f"{name}[{position}] must be an int or a float, got {_describe(item)}")
+    try:
+        value = operator.index(item)
+    except TypeError:
+        raise TypeError(
+            f"{name}[{position}] must be an int or a float, got {_describe(item)}"
+        ) from None
+    if value < 0:
+        raise ValueError(f"{name}[{position}] must be >= 0, got {value}")
+    if value > MAX_VALUE:
+        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {value}")
+    return "exact", value
+
+
+def _weights_of_items(items: list[Any], name: str) -> Weights:
+    """A list's items: ints exactly, Python floats in double, NumPy float32 scalars in single."""
+    values = []
+    first_at: dict[str, int] = {}
+    for position, item in enumerate(items):
+        kind, value = _weight_kind(position, item, name)
+        first_at.setdefault(kind, position)
+        values.append(value)
+    if set(first_at) <= {"exact"}:
+        return Weights(np.array(values, dtype=np.int64).reshape(-1), "exact")
+    if "single" in first_at and len(first_at) > 1:
+        single = first_at["single"]
+        other = min(
+            first_at["exact"] if "exact" in first_at else len(items),
+            first_at.get("double", len(items)),
+        )
+        raise TypeError(
+            f"{name} mixes float32 items ({name}[{single}] is {_describe(items[single])}) with "
+            f"other numbers ({name}[{other}] is {_describe(items[other])}); the reference's "
+            "precision would then depend on its order of additions, so pass one dtype, "
+            f"e.g. np.asarray({name}, dtype=np.float32)"
+        )
+    if "exact" in first_at:
+        int_total = sum(v for v in values if isinstance(v, int))
+        if int_total > MAX_INT_SUM_WITH_FLOATS:
+            raise ValueError(
+                f"{name} mixes floats with ints that sum to {int_total}, above 2**53, where "
+                "double precision stops adding ints exactly; convert the ints to float first"
+            )
+    precision: Precision = "single" if "single" in first_at else "double"
+    array = np.array(values, dtype=_DTYPE_OF_PRECISION[precision])
+    _check_float_total(array, name)
+    return Weights(array, precision)
+
+
+def _weights_of_array(array: np.ndarray, name: str) -> Weights:
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got an array of shape {array.shape}")
+    if array.dtype.kind != "f":
+        if array.dtype.kind not in "biu":
+            raise TypeError(
+                f"{name} must hold integers or floats, got an array of dtype {array.dtype}"
+            )
+        checked = _check_array(array, name)
+        return Weights(checked if checked.flags.aligned else checked.copy(), "exact")
+    precision = _PRECISION_OF_DTYPE.get(array.dtype)
+    if precision is None:
+        raise TypeError(
+            f"{name} has dtype {array.dtype}, which the partitioners do not compute in; "
+            "pass float64 or float32"
+        )
+    bad = np.flatnonzero(~(np.isfinite(array) & (array >= 0)))
+    if bad.size:
+        position = int(bad[0])
+        _float_value(position, float(array[position]), name)
+    values = np.asarray(array, dtype=_DTYPE_OF_PRECISION[precision])
+    _check_float_total(values, name)
+    return Weights(values if values.flags.aligned else values.copy(), precision)
+
+
 def normalize_weights(seqlen_list: Any, name: str = "seqlen_list") -> Weights:
     """The normalisation step at every public entry: validate ``seqlen_list`` once.
 
-    Returns :class:`Weights`: a 1-D aligned array and the precision the partitioners compute in.
-    Raises the documented ``TypeError``/``ValueError``/``OverflowError``, each naming the
-    position and value.
+    Returns :class:`Weights`: a 1-D aligned array and the precision the partitioners compute in,
+    decided by the input's kind as the reference's own arithmetic would be (NumPy >= 2):
+
+    * ``"exact"``: ints (``bool`` as 0/1, NumPy integer scalars, integer arrays);
+    * ``"double"``: Python floats or NumPy float64 (scalars or arrays), optionally beside ints
+      whose sum is at most ``2**53``;
+    * ``"single"``: a float32 array, or a list whose items are all NumPy float32 scalars (or 0-d
+      float32 arrays); float16 arrays are widened exactly to float32.
+
+    Raises ``TypeError`` for non-numbers and for mixes without a defined precision (float32
+    items beside other numbers, float16 scalars in a list); ``ValueError`` for NaN, infinities,
+    negative values, a wrong number of dimensions, or ints past ``2**53`` beside floats;
+    ``OverflowError`` for ints above ``2**63 - 1`` and float totals above half the largest
+    finite value. Each message names the position and value.
     """
     if isinstance(seqlen_list, list):
         # Fast path: a list NumPy reads as non-negative int64 in one go is certainly valid
@@ -196,11 +348,8 @@ def normalize_weights(seqlen_list: Any, name: str = "seqlen_list") -> Weights:
             return Weights(array, "exact")
     items = as_array(seqlen_list, name)
     if isinstance(items, list):
-        values = np.array([_check_item(i, item, name) for i, item in enumerate(items)], np.int64)
-        return Weights(values.reshape(-1), "exact")
-    checked = _check_array(items, name)
-    # The native core reads aligned memory only; an unaligned view is copied once here.
-    return Weights(checked if checked.flags.aligned else checked.copy(), "exact")
+        return _weights_of_items(items, name)
+    return _weights_of_array(items, name)
 
 
 def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] | np.ndarray:

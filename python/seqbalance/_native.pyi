@@ -29,14 +29,14 @@ def _pack(
     lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str
 ) -> list[list[int]]: ...
 def _refine(
-    values: npt.NDArray[np.int64],
+    values: npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.float32],
     partitions: Any,
     equal_size: bool,
     exact: bool,
     effort: int | None = None,
 ) -> list[list[int]]: ...
 def _refine_ids(
-    values: npt.NDArray[np.int64],
+    values: npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.float32],
     ids: npt.NDArray[np.int64],
     k: int,
     equal_size: bool,

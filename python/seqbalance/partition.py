@@ -27,8 +27,12 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
     """Split items into ``k_partitions`` parts of nearly equal sums (largest differencing method).
 
     Args:
-        seqlen_list: non-negative integer lengths: a list or tuple of ints, a 1-D integer NumPy
-            array of any width and stride, or an array-like such as a CPU torch tensor.
+        seqlen_list: non-negative weights: a list or tuple of ints or floats, a 1-D integer or
+            float NumPy array of any width and stride, or an array-like such as a CPU torch
+            tensor. Ints are summed exactly; floats as the reference sums them: Python floats and
+            float64 in double precision, float32 arrays and lists of ``np.float32`` scalars in
+            single precision (float16 widened to float32), each set's sum item by item in
+            insertion order.
         k_partitions: number of parts, ``1 <= k_partitions <= len(seqlen_list)``.
         equal_size: seed with sorted chunks of ``k_partitions`` so every part gets
             ``n / k_partitions`` items (requires ``n % k_partitions == 0``).
@@ -40,9 +44,12 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
 
     Raises:
         PartitionError: fewer items than parts, or ``equal_size`` with ``n % k != 0``.
-        ValueError: ``k_partitions < 1``, a negative value, or an array that is not 1-D.
-        TypeError: a non-integer ``k_partitions`` or item.
-        OverflowError: a value above ``2**63 - 1``.
+        ValueError: ``k_partitions < 1``, a negative, NaN or infinite value, ints summing past
+            ``2**53`` beside floats, or an array that is not 1-D.
+        TypeError: a non-integer ``k_partitions``, an item that is not a number, or float32
+            items mixed with other numbers (no reference precision).
+        OverflowError: an int above ``2**63 - 1``, or floats totalling more than half the
+            largest finite value of their precision.
 
     >>> karmarkar_karp([10, 20, 30, 40], 2, True)
     [[3, 0], [2, 1]]
@@ -97,7 +104,8 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
 
     Ties go to the lowest part number. With ``equal_size`` each value is compared with
     ``sum(values) + 1`` added, which keeps the counts equal. Indexes inside a part are ascending.
-    Arguments and errors as in :func:`karmarkar_karp`.
+    Arguments and errors as in :func:`karmarkar_karp`; float weights replay the reference's
+    arithmetic, and where its rounding breaks the equal counts ``PartitionError`` is raised.
 
     >>> greedy_partition([5, 1, 1, 4, 2], 2, False)
     [[0, 4], [1, 2, 3]]

@@ -16,29 +16,44 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+import numpy as np
+
+from ._errors import PartitionError
 from ._inputs import check_k_partitions, check_shape, normalize_weights
 
 __all__ = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
 
 
 class _Set:
-    """Items in insertion order with their running sum (rule 3 defines the order between sets)."""
+    """Items in insertion order with their running sum (rule 3 defines the order between sets).
+
+    The sum starts at the int 0 and adds each item in insertion order, in the values' own
+    arithmetic: exact for ints, double for Python floats, single for NumPy float32 scalars
+    (``0 + np.float32(x)`` stays float32 under NumPy 2).
+    """
 
     __slots__ = ("items", "sum")
 
     def __init__(self) -> None:
-        self.items: list[tuple[int, int]] = []
-        self.sum = 0
+        self.items: list[tuple[int, Any]] = []
+        self.sum: Any = 0
 
-    def add(self, index: int, value: int) -> None:
+    def add(self, index: int, value: Any) -> None:
         self.items.append((index, value))
         self.sum += value
 
     def absorb(self, other: _Set) -> None:
+        if isinstance(other.sum, int):
+            # Exact sums: adding the total is adding the items.
+            self.sum += other.sum
+        else:
+            # Float sums round after every addition, so the order is part of the answer: the
+            # other set's items, one at a time, in their insertion order.
+            for _, value in other.items:
+                self.sum += value
         self.items.extend(other.items)
-        self.sum += other.sum
 
-    def order_key(self) -> tuple[int, int, list[tuple[int, int]]]:
+    def order_key(self) -> tuple[Any, int, list[tuple[int, Any]]]:
         # Larger key = larger set: sum, then count, then the items compared lexicographically.
         return (self.sum, len(self.items), self.items)
 
@@ -60,7 +75,7 @@ class _State:
         self.sets = sorted(self.sets, reverse=True)
 
     @property
-    def spread(self) -> int:
+    def spread(self) -> Any:
         return self.sets[0].sum - self.sets[-1].sum
 
     def absorb(self, other: _State) -> None:
@@ -76,7 +91,7 @@ class _State:
         return self.sets[0] > other.sets[0]
 
 
-def _seed_states(values: list[int], k: int, equal_size: bool) -> list[_State]:
+def _seed_states(values: list[Any], k: int, equal_size: bool) -> list[_State]:
     pairs = sorted(((value, index) for index, value in enumerate(values)))
     states = []
     if equal_size:
@@ -93,7 +108,16 @@ def _seed_states(values: list[int], k: int, equal_size: bool) -> list[_State]:
     return states
 
 
-def _largest_differencing(values: list[int], k: int, equal_size: bool) -> list[list[int]]:
+def _values(seqlen_list: Any) -> list[Any]:
+    """The validated values as the reference computes with them: Python ints, Python floats
+    (double precision) or NumPy float32 scalars (single precision)."""
+    weights = normalize_weights(seqlen_list)
+    if weights.precision == "single":
+        return list(weights.values)
+    return weights.values.tolist()
+
+
+def _largest_differencing(values: list[Any], k: int, equal_size: bool) -> list[list[int]]:
     queue = _seed_states(values, k, equal_size)
     heapq.heapify(queue)
     while len(queue) > 1:
@@ -112,7 +136,7 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
     errors as :func:`seqbalance.karmarkar_karp`.
     """
     k = check_k_partitions(k_partitions)
-    values = normalize_weights(seqlen_list).values.tolist()
+    values = _values(seqlen_list)
     check_shape(len(values), k, bool(equal_size))
     return _largest_differencing(values, k, bool(equal_size))
 
@@ -137,16 +161,29 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     counts equal.
     """
     k = check_k_partitions(k_partitions)
-    values = normalize_weights(seqlen_list).values.tolist()
+    values = _values(seqlen_list)
     equal_size = bool(equal_size)
     check_shape(len(values), k, equal_size)
-    bias = sum(values) + 1 if equal_size else 0
-    partitions: list[list[int]] = [[] for _ in range(k)]
-    sums = [0] * k
-    for index, value in enumerate(values):
-        target = min(range(k), key=lambda p: (sums[p], p))
-        partitions[target].append(index)
-        sums[target] += value + bias
+    bias: Any = 0
     if equal_size:
-        assert len({len(p) for p in partitions}) == 1, "greedy_partition lost equal counts"
+        # A plain left fold in input order (builtin sum() compensates float rounding on 3.12+).
+        for value in values:
+            bias += value
+        bias += 1
+    partitions: list[list[int]] = [[] for _ in range(k)]
+    sums: list[Any] = [0] * k
+    # float32 sums may overflow to inf here (as the replayed reference's do); NumPy would warn.
+    with np.errstate(over="ignore"):
+        for index, value in enumerate(values):
+            target = min(range(k), key=lambda p: (sums[p], p))
+            partitions[target].append(index)
+            sums[target] += value + bias
+    counts = sorted(len(p) for p in partitions)
+    if equal_size and counts[0] != counts[-1]:
+        # Only float rounding can do this (the bias outweighs every difference of exact sums).
+        raise PartitionError(
+            f"greedy_partition with equal_size=True lost equal counts (parts of {counts[0]} to "
+            f"{counts[-1]} items): float rounding of the biased sums; pass integer or smaller "
+            "weights"
+        )
     return partitions

@@ -15,6 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
 use pyo3::{ffi, IntoPyObjectExt};
 
+use seqbalance_core::float::Float;
 use seqbalance_core::parts::Partition;
 
 /// How many index objects are shared: 2**16 ints take ~2 MB and about a millisecond to create.
@@ -109,6 +110,97 @@ macro_rules! array_fast_path {
             }
         )*
     };
+}
+
+/// Weights in the precision the partitioners compute in (see `seqbalance._inputs.Weights`).
+pub enum Weights {
+    Exact(Vec<u64>),
+    Double(Vec<f64>),
+    Single(Vec<f32>),
+}
+
+impl Weights {
+    pub fn len(&self) -> usize {
+        match self {
+            Weights::Exact(v) => v.len(),
+            Weights::Double(v) => v.len(),
+            Weights::Single(v) => v.len(),
+        }
+    }
+}
+
+/// Float weights the fast path may take as they are: finite, `>= 0`, and a total clearly below
+/// half the largest finite value (near that limit, `_inputs` decides on the exact total).
+fn floats_certainly_valid<F: Float>(values: &[F], largest: f64) -> bool {
+    let mut total = 0.0f64;
+    for &v in values {
+        if !(v.is_finite() && v >= F::ZERO) {
+            return false;
+        }
+        total += v.to_f64();
+    }
+    total <= largest / 2.0 * (1.0 - 1.0 / 1_048_576.0)
+}
+
+/// A list of exact Python floats as doubles, or `None` if any item is something else.
+fn list_floats(list: &Bound<'_, PyList>) -> Option<Vec<f64>> {
+    let len = list.len();
+    let mut values = Vec::with_capacity(len);
+    for position in 0..len {
+        // SAFETY: as in `list_values`: a borrowed item of a live list, used only through
+        // `PyFloat_CheckExact` and `PyFloat_AsDouble` (which cannot fail on an exact float), which call nothing back into Python.
+        let value = unsafe {
+            let item = ffi::PyList_GetItem(list.as_ptr(), position as ffi::Py_ssize_t);
+            if item.is_null() {
+                ffi::PyErr_Clear();
+                return None;
+            }
+            if ffi::PyFloat_CheckExact(item) == 0 {
+                return None;
+            }
+            ffi::PyFloat_AsDouble(item)
+        };
+        values.push(value);
+    }
+    floats_certainly_valid(&values, f64::MAX).then_some(values)
+}
+
+/// An exact, aligned float64 or float32 ndarray's values (`check`: only if certainly valid).
+fn float_array(obj: &Bound<'_, PyAny>, check: bool) -> Option<Weights> {
+    match obj.cast::<PyUntypedArray>() {
+        Ok(array) if obj.is_exact_instance_of::<PyUntypedArray>() && array.is_aligned() => {}
+        _ => return None,
+    }
+    if let Ok(array) = obj.cast::<PyArray1<f64>>() {
+        let values = array.try_readonly().ok()?.as_array().to_vec();
+        return (!check || floats_certainly_valid(&values, f64::MAX)).then_some(Weights::Double(values));
+    }
+    if let Ok(array) = obj.cast::<PyArray1<f32>>() {
+        let values = array.try_readonly().ok()?.as_array().to_vec();
+        return (!check || floats_certainly_valid(&values, f32::MAX as f64))
+            .then_some(Weights::Single(values));
+    }
+    None
+}
+
+/// Weights of input that is certainly valid, without a Python object per array item; `None`
+/// sends the input through the full normalisation (which raises the precise error).
+pub fn fast_weights(obj: &Bound<'_, PyAny>) -> Option<Weights> {
+    if let Ok(list) = obj.cast::<PyList>() {
+        return match list_values(list) {
+            Some(values) => Some(Weights::Exact(values)),
+            None => list_floats(list).map(Weights::Double),
+        };
+    }
+    if let Some(values) = fast_values(obj) {
+        return Some(Weights::Exact(values));
+    }
+    float_array(obj, true)
+}
+
+/// The weights in an array that `seqbalance._inputs.normalize_weights` returned (valid already).
+pub fn normalised_weights(array: &Bound<'_, PyAny>) -> Option<Weights> {
+    fast_values(array).map(Weights::Exact).or_else(|| float_array(array, false))
 }
 
 /// Values of input that is certainly valid, without a Python object per array item; `None`

@@ -6,7 +6,7 @@
 //! with the GIL released, and builds the Python results. The public, documented functions are the
 //! thin wrappers in `seqbalance/partition.py`.
 use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyInt, PyList};
@@ -15,10 +15,10 @@ mod convert;
 mod packing;
 mod refine;
 
-use convert::{fast_values, nested_lists};
+use convert::{fast_weights, nested_lists, normalised_weights, Weights};
 use seqbalance_core::error::CoreError;
 use seqbalance_core::parts::Partition;
-use seqbalance_core::{greedy, ldm};
+use seqbalance_core::{float, greedy, ldm};
 
 // The core allocates a few arrays of n items per call; glibc returns those to the kernel and
 // takes them back with fresh zeroed pages every time, which cost a third of the CPU time in the
@@ -36,8 +36,12 @@ fn inputs(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 /// The one place core errors become Python exceptions.
 fn core_error(py: Python<'_>, error: CoreError) -> PyErr {
     match error {
-        CoreError::NoPartitions => PyValueError::new_err(error.to_string()),
-        CoreError::TooFewItems { .. } | CoreError::NotDivisible { .. } | CoreError::TooManyItems { .. } => {
+        CoreError::NoPartitions | CoreError::BadWeight { .. } => PyValueError::new_err(error.to_string()),
+        CoreError::SumOverflow => PyOverflowError::new_err(error.to_string()),
+        CoreError::TooFewItems { .. }
+        | CoreError::NotDivisible { .. }
+        | CoreError::TooManyItems { .. }
+        | CoreError::UnequalCounts { .. } => {
             let class = PARTITION_ERROR.get_or_try_init(py, || {
                 PyModule::import(py, "seqbalance._errors")?.getattr("PartitionError").map(Bound::unbind)
             });
@@ -49,13 +53,13 @@ fn core_error(py: Python<'_>, error: CoreError) -> PyErr {
     }
 }
 
-fn values_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
-    if let Some(values) = fast_values(obj) {
+fn values_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Weights> {
+    if let Some(values) = fast_weights(obj) {
         return Ok(values);
     }
-    let normalised = inputs(py)?.call_method1("normalize_lengths", (obj,))?;
-    fast_values(&normalised)
-        .ok_or_else(|| PyTypeError::new_err("seqlen_list could not be read as non-negative integers"))
+    let normalised = inputs(py)?.call_method1("normalize_weights", (obj,))?.getattr("values")?;
+    normalised_weights(&normalised)
+        .ok_or_else(|| PyTypeError::new_err("seqlen_list could not be read as weights"))
 }
 
 /// `k_partitions` as usize, or `None` when it is a valid int too large for this machine (the
@@ -78,7 +82,7 @@ fn arguments(
     seqlen_list: &Bound<'_, PyAny>,
     k_partitions: &Bound<'_, PyAny>,
     equal_size: &Bound<'_, PyAny>,
-) -> PyResult<(Vec<u64>, usize, bool)> {
+) -> PyResult<(Weights, usize, bool)> {
     let (k, k_object) = k_of(py, k_partitions)?;
     let values = values_of(py, seqlen_list)?;
     let equal_size = equal_size.is_truthy()?;
@@ -96,7 +100,7 @@ fn arguments(
 const DETACH_THRESHOLD: usize = 2048;
 
 /// Run `core` on `values`, with the GIL released for inputs large enough to be worth it.
-fn without_gil<T: Send>(py: Python<'_>, values: Vec<u64>, core: impl FnOnce(&[u64]) -> T + Send) -> T {
+fn without_gil<V: Send, T: Send>(py: Python<'_>, values: Vec<V>, core: impl FnOnce(&[V]) -> T + Send) -> T {
     if values.len() >= DETACH_THRESHOLD {
         py.detach(move || core(&values))
     } else {
@@ -104,15 +108,43 @@ fn without_gil<T: Send>(py: Python<'_>, values: Vec<u64>, core: impl FnOnce(&[u6
     }
 }
 
-fn run_core(
-    py: Python<'_>,
-    values: Vec<u64>,
-    core: impl FnOnce(&[u64]) -> Result<Partition, CoreError> + Send,
-) -> PyResult<Partition> {
-    without_gil(py, values, core).map_err(|error| core_error(py, error))
+/// A partitioner in each precision: the exact one and the float ones (`seqbalance_core::float`).
+struct Core {
+    exact: fn(&[u64], usize, bool) -> Result<Partition, CoreError>,
+    double: fn(&[f64], usize, bool) -> Result<Partition, CoreError>,
+    single: fn(&[f32], usize, bool) -> Result<Partition, CoreError>,
 }
 
-type Core = fn(&[u64], usize, bool) -> Result<Partition, CoreError>;
+const KARMARKAR_KARP: Core =
+    Core { exact: ldm::karmarkar_karp, double: float::karmarkar_karp, single: float::karmarkar_karp };
+const BALANCED: Core = Core {
+    exact: ldm::balanced_partitions,
+    double: float::balanced_partitions,
+    single: float::balanced_partitions,
+};
+const GREEDY: Core = Core {
+    exact: greedy::greedy_partition,
+    double: float::greedy_partition,
+    single: float::greedy_partition,
+};
+
+/// Run `core` in the weights' precision and `finish` on its answer, with the GIL released for
+/// large inputs.
+fn run_core<T: Send>(
+    py: Python<'_>,
+    weights: Weights,
+    k: usize,
+    equal_size: bool,
+    core: &Core,
+    finish: fn(Partition) -> T,
+) -> PyResult<T> {
+    let result = match weights {
+        Weights::Exact(values) => without_gil(py, values, |v| (core.exact)(v, k, equal_size).map(finish)),
+        Weights::Double(values) => without_gil(py, values, |v| (core.double)(v, k, equal_size).map(finish)),
+        Weights::Single(values) => without_gil(py, values, |v| (core.single)(v, k, equal_size).map(finish)),
+    };
+    result.map_err(|error| core_error(py, error))
+}
 
 /// Validate, run `core` and return its partition as lists: the body of the three list functions.
 fn partition_lists<'py>(
@@ -120,10 +152,10 @@ fn partition_lists<'py>(
     seqlen_list: &Bound<'py, PyAny>,
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
-    core: Core,
+    core: &Core,
 ) -> PyResult<Bound<'py, PyList>> {
     let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let partition = run_core(py, values, |v| core(v, k, equal_size))?;
+    let partition = run_core(py, values, k, equal_size, core, |partition| partition)?;
     nested_lists(py, &partition)
 }
 
@@ -134,7 +166,7 @@ fn karmarkar_karp<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    partition_lists(py, seqlen_list, k_partitions, equal_size, ldm::karmarkar_karp)
+    partition_lists(py, seqlen_list, k_partitions, equal_size, &KARMARKAR_KARP)
 }
 
 #[pyfunction]
@@ -144,7 +176,7 @@ fn get_seqlen_balanced_partitions<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    partition_lists(py, seqlen_list, k_partitions, equal_size, ldm::balanced_partitions)
+    partition_lists(py, seqlen_list, k_partitions, equal_size, &BALANCED)
 }
 
 #[pyfunction]
@@ -154,7 +186,7 @@ fn greedy_partition<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    partition_lists(py, seqlen_list, k_partitions, equal_size, greedy::greedy_partition)
+    partition_lists(py, seqlen_list, k_partitions, equal_size, &GREEDY)
 }
 
 #[pyfunction]
@@ -165,9 +197,10 @@ fn partition_ids<'py>(
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let n = values.len();
-    let ids = without_gil(py, values, |values| ldm::karmarkar_karp(values, k, equal_size).map(|p| p.ids(n)))
-        .map_err(|error| core_error(py, error))?;
+    let ids = run_core(py, values, k, equal_size, &KARMARKAR_KARP, |partition| {
+        let n = partition.order.len();
+        partition.ids(n)
+    })?;
     Ok(ids.into_pyarray(py))
 }
 

@@ -1,10 +1,10 @@
 //! Binding of the refinement engine (`seqbalance_core::refine`): the private `_refine` function.
-use numpy::{IntoPyArray, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList};
 
-use seqbalance_core::refine::{refine, Mode};
+use seqbalance_core::refine::{refine, refine_floats, Mode};
 
 /// Copy `partitions` (an iterable of iterables of ints) out of Python, checking every index.
 fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResult<Vec<Vec<u32>>> {
@@ -64,43 +64,71 @@ fn describe(object: &Bound<'_, PyAny>) -> String {
 /// costs, so small calls keep it (as the partitioners do).
 const DETACH_THRESHOLD: usize = 2048;
 
-/// `values` (int64, all >= 0) as `u64`, or a `ValueError` naming the offending value.
-fn lengths_of(values: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
-    let view = values.as_array();
-    if u32::try_from(view.len()).is_err() {
+/// The weights to refine: exact integers, or floats (float32 widened exactly; refinement judges
+/// loads exactly, so the working precision plays no part).
+enum Lengths {
+    Ints(Vec<u64>),
+    Floats(Vec<f64>),
+}
+
+impl Lengths {
+    fn len(&self) -> usize {
+        match self {
+            Lengths::Ints(v) => v.len(),
+            Lengths::Floats(v) => v.len(),
+        }
+    }
+}
+
+/// `values` (1-D int64 with all values >= 0, float64 or float32), or an error naming them.
+fn lengths_of(values: &Bound<'_, PyAny>) -> PyResult<Lengths> {
+    let lengths = if let Ok(array) = values.cast::<PyArray1<i64>>() {
+        let view = array.readonly();
+        let mut lengths = Vec::with_capacity(view.as_array().len());
+        for (i, &v) in view.as_array().iter().enumerate() {
+            let v = u64::try_from(v)
+                .map_err(|_| PyValueError::new_err(format!("values[{i}] must be >= 0, got {v}")))?;
+            lengths.push(v);
+        }
+        Lengths::Ints(lengths)
+    } else if let Ok(array) = values.cast::<PyArray1<f64>>() {
+        Lengths::Floats(array.readonly().as_array().to_vec())
+    } else if let Ok(array) = values.cast::<PyArray1<f32>>() {
+        Lengths::Floats(array.readonly().as_array().iter().map(|&v| v as f64).collect())
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "values must be a 1-D int64, float64 or float32 array, got {}",
+            describe(values)
+        )));
+    };
+    if u32::try_from(lengths.len()).is_err() {
         return Err(PyValueError::new_err(format!(
             "values holds {} items; at most {} can be refined",
-            view.len(),
+            lengths.len(),
             u32::MAX
         )));
-    }
-    let mut lengths = Vec::with_capacity(view.len());
-    for (i, &v) in view.iter().enumerate() {
-        let v = u64::try_from(v)
-            .map_err(|_| PyValueError::new_err(format!("values[{i}] must be >= 0, got {v}")))?;
-        lengths.push(v);
     }
     Ok(lengths)
 }
 
 fn run_refine(
     py: Python<'_>,
-    lengths: &[u64],
+    lengths: &Lengths,
     parts: Vec<Vec<u32>>,
     equal_size: bool,
     exact: bool,
     effort: Option<u64>,
 ) -> PyResult<Vec<Vec<u32>>> {
     let mode = if exact { Mode::Exact } else { Mode::Local };
-    let refined = if lengths.len() >= DETACH_THRESHOLD {
-        py.detach(|| refine(lengths, parts, equal_size, mode, effort))
-    } else {
-        refine(lengths, parts, equal_size, mode, effort)
+    let search = || match lengths {
+        Lengths::Ints(values) => refine(values, parts, equal_size, mode, effort),
+        Lengths::Floats(values) => refine_floats(values, parts, equal_size, mode, effort),
     };
+    let refined = if lengths.len() >= DETACH_THRESHOLD { py.detach(search) } else { search() };
     refined.map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// Refine `partitions` of `values` (int64, all >= 0) and return them heaviest first, sorted inside.
+/// Refine `partitions` of `values` (int64, all >= 0, or validated float64/float32) and return them heaviest first, sorted inside.
 ///
 /// `exact` selects the branch-and-bound mode; `effort` overrides the default budget (local work
 /// units, or exact-search nodes). Invalid partitions raise `ValueError`/`TypeError` naming
@@ -109,13 +137,13 @@ fn run_refine(
 #[pyo3(signature = (values, partitions, equal_size, exact, effort=None))]
 fn _refine<'py>(
     py: Python<'py>,
-    values: PyReadonlyArray1<'py, i64>,
+    values: &Bound<'py, PyAny>,
     partitions: &Bound<'py, PyAny>,
     equal_size: bool,
     exact: bool,
     effort: Option<u64>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let lengths = lengths_of(&values)?;
+    let lengths = lengths_of(values)?;
     let parts = extract_partitions(partitions, lengths.len())?;
     let refined = run_refine(py, &lengths, parts, equal_size, exact, effort)?;
     PyList::new(py, refined)
@@ -131,14 +159,14 @@ fn _refine<'py>(
 #[pyo3(signature = (values, ids, k, equal_size, exact, as_ids))]
 fn _refine_ids<'py>(
     py: Python<'py>,
-    values: PyReadonlyArray1<'py, i64>,
+    values: &Bound<'py, PyAny>,
     ids: PyReadonlyArray1<'py, i64>,
     k: usize,
     equal_size: bool,
     exact: bool,
     as_ids: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let lengths = lengths_of(&values)?;
+    let lengths = lengths_of(values)?;
     let ids = ids.as_array();
     if ids.len() != lengths.len() {
         return Err(PyValueError::new_err(format!(
