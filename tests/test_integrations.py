@@ -434,7 +434,7 @@ def test_a_type_error_without_an_original_is_raised(standin):
             owner="test",
             install_hint="",
             logger=logging.getLogger("test"),
-        ).call("karmarkar_karp", seqbalance.karmarkar_karp, [1.5], 1, False)
+        ).call("karmarkar_karp", seqbalance.karmarkar_karp, ["1.5"], 1, False)
 
 
 def test_documented_deviations_raise(standin):
