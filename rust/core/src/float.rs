@@ -28,6 +28,8 @@ pub trait Float: Copy + PartialOrd + Send + Sync + std::fmt::Display + 'static {
     /// The sum type of the largest differencing method in this precision.
     #[doc(hidden)]
     type Sum: SumInt;
+    /// Significand bits: integers below `2^MANTISSA_BITS` are exact.
+    const MANTISSA_BITS: u32;
     const ZERO: Self;
     const ONE: Self;
     /// The value's bit pattern as a `u64` (zero-extended), `-0.0` read as `0.0`.
@@ -137,6 +139,7 @@ float_sum!(Sum32, f32, u32);
 
 impl Float for f64 {
     type Sum = Sum64;
+    const MANTISSA_BITS: u32 = 53;
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
     #[inline]
@@ -164,6 +167,7 @@ impl Float for f64 {
 
 impl Float for f32 {
     type Sum = Sum32;
+    const MANTISSA_BITS: u32 = 24;
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
     #[inline]
@@ -196,6 +200,52 @@ pub fn check_values<F: Float>(values: &[F]) -> Result<(), CoreError> {
     }
 }
 
+/// The values divided by the largest power of two that divides them all, when the total of
+/// those integers stays below `2^F::MANTISSA_BITS`: then every sum of any of the values, in any
+/// order, is exact in `F` (a multiple of that power of two below `2^MANTISSA_BITS` of it), and
+/// so is every difference of two such sums. Integral weights such as lengths passed as floats
+/// take this path.
+fn exact_image<F: Float>(values: &[F]) -> Option<Vec<u64>> {
+    let decompose = |value: F| {
+        let bits = value.to_f64().to_bits();
+        let exponent = ((bits >> 52) & 0x7ff) as i32;
+        let fraction = bits & ((1 << 52) - 1);
+        if exponent == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction | (1 << 52), exponent - 1075)
+        }
+    };
+    let lowest = values
+        .iter()
+        .filter_map(|&v| {
+            let (mantissa, exponent) = decompose(v);
+            (mantissa != 0).then(|| exponent + mantissa.trailing_zeros() as i32)
+        })
+        .min()
+        .unwrap_or(0);
+    let limit = 1u64 << F::MANTISSA_BITS;
+    let mut total = 0u64;
+    let mut image = Vec::with_capacity(values.len());
+    for &value in values {
+        let (mantissa, exponent) = decompose(value);
+        let shift = exponent - lowest;
+        // `shift < 0` only drops zero bits (no value has a set bit below `lowest`).
+        let scaled = match shift {
+            _ if mantissa == 0 => 0,
+            ..=-1 => mantissa >> -shift,
+            0..=10 => mantissa << shift,
+            _ => return None,
+        };
+        total += scaled;
+        if total >= limit {
+            return None;
+        }
+        image.push(scaled);
+    }
+    Some(image)
+}
+
 /// The largest differencing method on float weights, in their precision; see [`crate::ldm::karmarkar_karp`].
 ///
 /// Values must be finite and `>= 0` ([`CoreError::BadWeight`] names the first that is not). The
@@ -205,6 +255,11 @@ pub fn check_values<F: Float>(values: &[F]) -> Result<(), CoreError> {
 pub fn karmarkar_karp<F: Float>(values: &[F], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
     check_shape(values.len(), k, equal_size)?;
     check_values(values)?;
+    if let Some(image) = exact_image(values) {
+        // Every sum is exact, so the order of additions cannot matter: the exact path (O(1)
+        // merges) gives the same answer on the scaled values.
+        return crate::ldm::karmarkar_karp(&image, k, equal_size);
+    }
     let bits: Vec<u64> = values.iter().map(|v| v.key_bits()).collect();
     let sorted = sort_items(&bits);
     let partition = run_sorted::<F::Sum>(&sorted, k, equal_size);
@@ -295,6 +350,19 @@ mod tests {
                 assert_eq!(kk(&singles, k, equal_size), exact);
             }
         }
+    }
+
+    #[test]
+    fn exact_images_only_where_every_sum_is_exact() {
+        assert_eq!(exact_image(&[1.0f64, 3.0, 0.0, 0.5]), Some(vec![2, 6, 0, 1]));
+        assert_eq!(exact_image(&[0.25f32, 0.75, -0.0]), Some(vec![1, 3, 0]));
+        assert_eq!(exact_image(&[5e-324f64, 1e-323]), Some(vec![1, 2]));
+        // 2^24 + 1 is not exact in single precision, so neither is the total.
+        assert_eq!(exact_image(&[16_777_216.0f32, 1.0]), None);
+        assert_eq!(exact_image(&[16_777_215.0f32, 1.0]), None);
+        assert_eq!(exact_image(&[16_777_214.0f32, 1.0]), Some(vec![16_777_214, 1]));
+        assert_eq!(exact_image(&[0.1f64, 0.2]), None);
+        assert_eq!(exact_image(&[1e300f64, 1.0]), None);
     }
 
     #[test]
