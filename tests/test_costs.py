@@ -195,6 +195,6 @@ def test_sampler_cost_errors():
     with pytest.raises(ValueError, match="custom_meta of index 1 has no 'flops'"):
         _shares(sampler, [{"flops": 1}, {"total_lengths": 3}], 2)
     sampler = SeqlenBalancedSampler(1, 2, cost_field="flops")
-    with pytest.raises(TypeError, match="float weights are not supported yet"):
-        _shares(sampler, [{"flops": 1.5}, {"flops": 2.0}], 2)
+    with pytest.raises(ValueError, match=r"^flops\[1\] must be finite and >= 0, got -2\.0$"):
+        _shares(sampler, [{"flops": 1.5}, {"flops": -2.0}], 2)
     assert "cost_field='flops'" in repr(sampler)

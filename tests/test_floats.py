@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import seqbalance
@@ -236,3 +236,41 @@ def test_refine_spans_wider_than_the_integer_image():
     refined = seqbalance.refine_partitions(values, start)
     assert max(exact_loads(values, refined)) <= max(exact_loads(values, start))
     assert sorted(i for part in refined for i in part) == list(range(len(values)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.one_of(doubles, st.integers(0, 2**40)), min_size=8, max_size=8),
+    st.booleans(),
+)
+def test_planners_balance_float_costs_as_the_partitioner(costs, single):
+    """Groups and the sampler weigh a group by its members' float costs, in their precision."""
+    dtype = np.float32 if single else np.float64
+    assume(sum(map(float, costs)) <= float(np.finfo(dtype).max) / 4)
+    array = np.array(costs, dtype=dtype)
+    uids = [0, 0, 1, 1, 2, 2, 3, 3]
+    group_costs = np.add.reduceat(array, [0, 2, 4, 6])
+    expected_groups = seqbalance.get_seqlen_balanced_partitions(group_costs, 2, True)
+    expected = [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in expected_groups]
+    lengths = [1] * 8
+    assert seqbalance.group_balanced_partitions(lengths, uids, 2, cost=array) == expected
+    assert seqbalance.group_balanced_partitions(lengths, uids, 2, cost=lambda s: array) == expected
+
+    class Meta:
+        def get_custom_meta(self, indexes):
+            return {i: {"total_lengths": 1, "flops": array[i]} for i in indexes}
+
+    sampler = seqbalance.SeqlenBalancedSampler(2, 2, cost_field="flops")
+    shares = [sampler(list(range(8)), 4, dp_rank=r, partition=Meta())[0] for r in range(2)]
+    assert shares == expected
+
+
+def test_planner_float_cost_errors_name_the_cost():
+    uids = [0, 0, 1, 1]
+    with pytest.raises(ValueError, match=r"^cost\[1\] must be finite and >= 0, got nan$"):
+        seqbalance.group_balanced_partitions([1] * 4, uids, 2, cost=[1.0, math.nan, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"^cost mixes float32 items"):
+        seqbalance.group_balanced_partitions([1] * 4, uids, 2, cost=[np.float32(1), 1.0, 2, 3])
+    # Planners that cap integer counts still refuse floats, without rounding them.
+    with pytest.raises(TypeError, match="float weights are not supported yet"):
+        seqbalance.plan_micro_batches([1, 2], 5, cost=[1.5, 2.0])

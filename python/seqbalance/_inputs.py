@@ -242,16 +242,16 @@ def _weight_kind(position: int, item: Any, name: str) -> tuple[str, Any]:
     if isinstance(item, (str, bytes, complex)) or item is None:
         raise TypeError(f"{name}[{position}] must be an int or a float, got {_describe(item)}")
     try:
-        value = operator.index(item)
+        number = operator.index(item)
     except TypeError:
         raise TypeError(
             f"{name}[{position}] must be an int or a float, got {_describe(item)}"
         ) from None
-    if value < 0:
-        raise ValueError(f"{name}[{position}] must be >= 0, got {value}")
-    if value > MAX_VALUE:
-        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {value}")
-    return "exact", value
+    if number < 0:
+        raise ValueError(f"{name}[{position}] must be >= 0, got {number}")
+    if number > MAX_VALUE:
+        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {number}")
+    return "exact", number
 
 
 def _weights_of_items(items: list[Any], name: str) -> Weights:

@@ -9,8 +9,11 @@ A planner's ``cost=`` is one of
 - a callable taking the lengths as a 1-D ``int64`` array and returning such weights, called
   once per plan; :class:`TransformerCost` is a named one for dense transformers.
 
-Float weights: the partitioners take integers for now, so a float weight is a ``TypeError``
-that says so; it is never rounded silently.
+Float weights (costs, FLOPs estimates) are taken by the planners that balance with the
+partitioners (:func:`seqbalance.group_balanced_partitions`, :class:`SeqlenBalancedSampler`), in
+the precision of their kind as the partitioners compute (partition spec, "Float weights"). The
+planners that cap integer token counts (micro-batches, packing) refuse them with a
+``TypeError``; a float weight is never rounded silently.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ._inputs import MAX_VALUE, _describe, check_k_partitions, normalize_lengths
+from ._inputs import MAX_VALUE, _describe, check_k_partitions, normalize_lengths, normalize_weights
 from .metrics import calculate_workload
 
 __all__ = [
@@ -41,9 +44,6 @@ COST_NAMES = ("tokens", "workload")
 
 #: What ``cost=`` accepts (see the module docstring).
 Cost = str | Sequence[Any] | np.ndarray | Callable[[np.ndarray], Any]
-
-# Float weights switch on once the partitioners accept floats (partition-spec "Float weights").
-_FLOAT_WEIGHTS = False
 
 
 def resolve_cost(cost: Any, balance_workload: Any, default: str) -> Any:
@@ -104,14 +104,20 @@ def _is_float_item(item: Any) -> bool:
 
 def _float_error(name: str) -> TypeError:
     return TypeError(
-        f"{name} holds floats, and float weights are not supported yet (the partitioners "
-        "take integers); they are never rounded silently: pass integer weights, e.g. "
+        f"{name} holds floats, and float weights are not supported yet by this planner (it "
+        "caps integer counts); they are never rounded silently: pass integer weights, e.g. "
         "np.rint(weights).astype(np.int64) if rounding is acceptable"
     )
 
 
-def _weights(values: Any, n: int, name: str) -> np.ndarray:
-    """Validate explicit per-sample weights: one non-negative integer per sample."""
+def _weights(values: Any, n: int, name: str, floats: bool) -> np.ndarray:
+    """Validate explicit per-sample weights: one non-negative number per sample (``floats``:
+    floats allowed, in their precision; else integers only)."""
+    if floats:
+        array = normalize_weights(values, name).values
+        if array.size != n:
+            raise ValueError(f"{name} has {array.size} weights but there are {n} samples")
+        return array
     if isinstance(values, np.ndarray) and values.dtype.kind == "f" and values.size:
         raise _float_error(name)
     if isinstance(values, (list, tuple)) and any(_is_float_item(item) for item in values):
@@ -129,11 +135,16 @@ def _weights(values: Any, n: int, name: str) -> np.ndarray:
     return array
 
 
-def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarray:
+def sample_costs(
+    cost: Any, lengths: np.ndarray, name: str = "cost", *, floats: bool = False
+) -> np.ndarray:
     """Per-sample weights (a 1-D ``int64`` array) for ``cost`` on these (padded) lengths.
 
-    Raises ``ValueError`` for an unknown name or a wrong number of weights, ``TypeError`` for
-    float or non-numeric weights, ``OverflowError`` for a weight above ``2**63 - 1``.
+    With ``floats``, explicit or computed float weights are accepted too and come back as a
+    ``float64`` or ``float32`` array (the partitioners' precision for them, see
+    :func:`seqbalance._inputs.normalize_weights`). Raises ``ValueError`` for an unknown name, a
+    wrong number of weights or a NaN/negative weight, ``TypeError`` for non-numeric weights (and
+    float ones without ``floats``), ``OverflowError`` for a weight above ``2**63 - 1``.
     """
     if isinstance(cost, str):
         if cost == "tokens":
@@ -150,8 +161,8 @@ def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarr
         )
     if callable(cost):
         weights = cost(lengths.copy())
-        return _weights(weights, lengths.size, f"{name}(lengths)")
-    return _weights(cost, lengths.size, name)
+        return _weights(weights, lengths.size, f"{name}(lengths)", floats)
+    return _weights(cost, lengths.size, name, floats)
 
 
 def check_total(values: np.ndarray, name: str = "cost") -> None:
@@ -174,10 +185,13 @@ def check_total(values: np.ndarray, name: str = "cost") -> None:
 def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np.ndarray:
     """Sum ``values`` over the groups beginning at ``starts`` (ascending, ``starts[0] == 0``).
 
-    Raises the ``OverflowError`` of :func:`check_total`.
+    Raises the ``OverflowError`` of :func:`check_total`. Float weights are summed in their own
+    precision (the partitioner then checks the group sums as its input).
     """
     if values.size == 0:
         return values[:0].copy()
+    if values.dtype.kind == "f":
+        return np.add.reduceat(values, starts)
     check_total(values, name)
     return np.add.reduceat(values, starts)
 

@@ -51,7 +51,8 @@ def group_balanced_partitions(
         uid_list: per-sample group ids, same length; any values comparable with ``==``.
         k_partitions: number of partitions (ranks), an int >= 1.
         cost: what a sample weighs: ``"workload"`` (default), ``"tokens"``, per-sample integer
-            weights or a callable on the lengths (see :mod:`seqbalance.costs`).
+            or float weights or a callable on the lengths (see :mod:`seqbalance.costs`); float
+            weights are balanced in their precision, as the partitioners compute.
         refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`; group counts stay equal.
 
     Returns:
@@ -83,7 +84,7 @@ def group_balanced_partitions(
             "every partition must get the same number of groups"
         )
     starts = np.asarray([start for start, _ in runs], dtype=np.int64)
-    weights = group_sums(sample_costs(cost, lengths), starts)
+    weights = group_sums(sample_costs(cost, lengths, floats=True), starts)
     group_parts = get_seqlen_balanced_partitions(weights, k, True, refine=refine)
     logger.debug("balanced %d groups of %d samples over %d partitions", len(runs), len(lengths), k)
     return [

@@ -53,12 +53,12 @@ SplitKey = tuple[Hashable, Hashable, Hashable]
 
 
 def split_groups(
-    group_weights: list[int], dp_size: int, refine: bool | str = False
+    group_weights: list[Any], dp_size: int, refine: bool | str = False
 ) -> list[list[int]]:
     """Assign groups (by position) to ``dp_size`` ranks so token sums are balanced.
 
     Args:
-        group_weights: token count of each group, >= 0.
+        group_weights: weight of each group (token count, or a cost), >= 0.
         dp_size: number of ranks, >= 1.
         refine: passed to ``get_seqlen_balanced_partitions``.
 
@@ -370,7 +370,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._remember_batch(partition_id, task_name, batch_index)
         return shares
 
-    def _group_weights(self, groups: list[list[int]], partition: Any, key: SplitKey) -> list[int]:
+    def _group_weights(self, groups: list[list[int]], partition: Any, key: SplitKey) -> list[Any]:
         selected = [index for group in groups for index in group]
         custom_meta = partition.get_custom_meta(selected)
         if not isinstance(custom_meta, Mapping):
@@ -416,8 +416,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
     def _group_costs(
         self, groups: list[list[int]], custom_meta: Mapping[Any, Any], key: SplitKey
-    ) -> list[int]:
-        """Group weights under ``cost="workload"``, a callable, or ``cost_field``."""
+    ) -> list[Any]:
+        """Group weights under ``cost="workload"``, a callable, or ``cost_field`` (ints, or
+        floats in their precision)."""
         selected = [index for group in groups for index in group]
         starts = np.cumsum([0] + [len(group) for group in groups[:-1]], dtype=np.int64)
         if self.cost_field is not None:
@@ -430,7 +431,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                         f"(cost_field={self.cost_field!r})"
                     )
                 values.append(entry[self.cost_field])
-            costs = sample_costs(values, np.zeros(len(values), dtype=np.int64), self.cost_field)
+            costs = sample_costs(
+                values, np.zeros(len(values), dtype=np.int64), self.cost_field, floats=True
+            )
         else:
             missing = 0
             lengths = []
@@ -441,8 +444,10 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                     length = 1
                 lengths.append(length)
             self._warn_missing(missing, len(selected), key)
-            costs = sample_costs(self.cost, np.asarray(lengths, dtype=np.int64))
-        return group_sums(costs, starts).tolist()
+            costs = sample_costs(self.cost, np.asarray(lengths, dtype=np.int64), floats=True)
+        sums = group_sums(costs, starts)
+        # float32 weights stay np.float32 scalars, which the partitioners add in single precision.
+        return list(sums) if sums.dtype == np.float32 else sums.tolist()
 
     def _collect(self, key: SplitKey, dp_rank: int) -> None:
         pending = self._uncollected.get(key)
