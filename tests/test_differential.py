@@ -165,11 +165,15 @@ def test_bools_count_as_zero_and_one():
     )
 
 
-@pytest.mark.parametrize("truthy", [1, "yes", [0], np.bool_(True)])
-def test_equal_size_is_taken_by_truthiness(truthy):
+@pytest.mark.parametrize(
+    "given_value, meaning", [(1, True), (0, False), (np.bool_(True), True), (np.int8(0), False)]
+)
+def test_equal_size_takes_bools_and_the_ints_zero_and_one(given_value, meaning):
     values = [4, 1, 3, 3, 2, 9]
-    assert seqbalance.karmarkar_karp(values, 2, truthy) == reference.karmarkar_karp(values, 2, True)
-    assert seqbalance.karmarkar_karp(values, 2, 0) == reference.karmarkar_karp(values, 2, False)
+    for impl in (seqbalance, reference):
+        assert impl.karmarkar_karp(values, 2, given_value) == reference.karmarkar_karp(
+            values, 2, meaning
+        )
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint16, np.int32])

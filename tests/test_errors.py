@@ -45,8 +45,48 @@ CASES = [
         2,
         True,
         PartitionError,
-        r"^number of items \(3\) is not divisible by k_partitions \(2\) with equal_size=True$",
+        r"^number of items \(3\) is not divisible by k_partitions \(2\) with equal_size=True "
+        r"\(equal_size='nearly' allows counts that differ by one\)$",
     ),
+    # equal_size: strict, checked after k and before the values
+    (
+        [1, 2],
+        1,
+        None,
+        TypeError,
+        r"^equal_size must be True, False or 'nearly', got None \(NoneType\)$",
+    ),
+    (
+        [1, 2],
+        1,
+        "False",
+        TypeError,
+        r"^equal_size must be True, False or 'nearly', got 'False' \(str\)$",
+    ),
+    ([1, 2], 1, 2, TypeError, r"^equal_size must be True, False or 'nearly', got 2 \(int\)$"),
+    (
+        [1, 2],
+        1,
+        1.0,
+        TypeError,
+        r"^equal_size must be True, False or 'nearly', got 1\.0 \(float\)$",
+    ),
+    (
+        [1, 2],
+        1,
+        [0],
+        TypeError,
+        r"^equal_size must be True, False or 'nearly', got \[0\] \(list\)$",
+    ),
+    (
+        [1, 2],
+        1,
+        np.int64(-1),
+        TypeError,
+        r"^equal_size must be True, False or 'nearly', got .*int64",
+    ),
+    ([1, 2], 0, None, ValueError, r"^k_partitions must be >= 1, got 0$"),
+    ([-1], 1, "Nearly", TypeError, r"^equal_size must be True, False or 'nearly', got 'Nearly'"),
     # values in a list
     ([1, -2, 3], 1, False, ValueError, r"^seqlen_list\[1\] must be >= 0, got -2$"),
     (
@@ -301,7 +341,12 @@ junk_k = st.one_of(
 )
 
 
-@given(st.lists(junk_items, max_size=12), junk_k, st.booleans())
+junk_equal_size = st.one_of(
+    st.booleans(), st.sampled_from(["nearly", "False", None, 0, 1, 2, np.bool_(True), 0.0])
+)
+
+
+@given(st.lists(junk_items, max_size=12), junk_k, junk_equal_size)
 def test_any_input_behaves_like_the_reference(values, k, equal_size):
     """Whatever goes in, native and reference either agree on the answer or raise the same error."""
     for function in FUNCTIONS:

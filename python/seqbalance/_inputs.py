@@ -21,7 +21,9 @@ __all__ = [
     "MAX_COUNT",
     "MAX_INT_SUM_WITH_FLOATS",
     "MAX_VALUE",
+    "NEARLY",
     "check_count_bound",
+    "check_equal_size",
     "Weights",
     "as_array",
     "check_k_partitions",
@@ -57,6 +59,9 @@ MAX_VALUE = 2**63 - 1
 #: allocate ``10**12`` empty lists before anything else could go wrong.
 MAX_COUNT = 2**24
 
+#: The ``equal_size`` value asking for counts within one of each other.
+NEARLY = "nearly"
+
 
 def _describe(value: Any) -> str:
     text = repr(value)
@@ -85,16 +90,40 @@ def check_count_bound(count: int, name: str) -> int:
     return count
 
 
-def check_shape(n_items: int, k_partitions: int, equal_size: bool) -> None:
-    """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts."""
+def check_equal_size(equal_size: Any, name: str = "equal_size") -> bool | str:
+    """Return ``equal_size`` as ``True``, ``False`` or ``"nearly"``, or raise ``TypeError``.
+
+    Accepted: Python and NumPy bools, the ints 0 and 1 (Python or NumPy integers; some callers
+    pass them), and the string ``"nearly"``. Anything else -- ``None``, the string ``"False"``,
+    ``2`` -- is a ``TypeError`` naming the argument and the value: the pure-Python partitioners
+    took its truthiness, so ``"False"`` silently meant ``True``.
+
+    >>> check_equal_size(1), check_equal_size("nearly")
+    (True, 'nearly')
+    """
+    if isinstance(equal_size, (bool, np.bool_)):
+        return bool(equal_size)
+    if isinstance(equal_size, (int, np.integer)) and int(equal_size) in (0, 1):
+        return bool(equal_size)
+    if isinstance(equal_size, str) and equal_size == NEARLY:
+        return NEARLY
+    raise TypeError(f"{name} must be True, False or 'nearly', got {_describe(equal_size)}")
+
+
+def check_shape(n_items: int, k_partitions: int, equal_size: bool | str) -> None:
+    """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts.
+
+    ``equal_size`` is a value :func:`check_equal_size` returned: ``True`` needs ``n_items`` to
+    be a multiple of ``k_partitions``; ``"nearly"`` and ``False`` only need ``n_items >= k``.
+    """
     if n_items < k_partitions:
         raise PartitionError(
             f"number of items ({n_items}) is smaller than k_partitions ({k_partitions})"
         )
-    if equal_size and n_items % k_partitions != 0:
+    if equal_size is True and n_items % k_partitions != 0:
         raise PartitionError(
             f"number of items ({n_items}) is not divisible by k_partitions ({k_partitions}) "
-            "with equal_size=True"
+            "with equal_size=True (equal_size='nearly' allows counts that differ by one)"
         )
 
 

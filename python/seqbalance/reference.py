@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import PartitionError
-from ._inputs import check_k_partitions, check_shape, normalize_weights
+from ._inputs import NEARLY, check_equal_size, check_k_partitions, check_shape, normalize_weights
 
 __all__ = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
 
@@ -91,8 +91,7 @@ class _State:
         return self.sets[0] > other.sets[0]
 
 
-def _seed_states(values: list[Any], k: int, equal_size: bool) -> list[_State]:
-    pairs = sorted(((value, index) for index, value in enumerate(values)))
+def _seed_states(pairs: list[tuple[Any, int]], k: int, equal_size: bool) -> list[_State]:
     states = []
     if equal_size:
         for start in range(0, len(pairs), k):
@@ -117,8 +116,14 @@ def _values(seqlen_list: Any) -> list[Any]:
     return weights.values.tolist()
 
 
-def _largest_differencing(values: list[Any], k: int, equal_size: bool) -> list[list[int]]:
-    queue = _seed_states(values, k, equal_size)
+def _largest_differencing(values: list[Any], k: int, equal_size: bool | str) -> list[list[int]]:
+    pairs = [(value, index) for index, value in enumerate(values)]
+    if equal_size == NEARLY:
+        # Placeholders of value 0 with indexes -p..-1: they sort before every real item, so the
+        # first chunk holds all of them, one per set, and they count in every rule.
+        placeholders = (-len(values)) % k
+        pairs += [(0, -index) for index in range(1, placeholders + 1)]
+    queue = _seed_states(sorted(pairs), k, bool(equal_size))
     heapq.heapify(queue)
     while len(queue) > 1:
         first = heapq.heappop(queue)
@@ -126,23 +131,27 @@ def _largest_differencing(values: list[Any], k: int, equal_size: bool) -> list[l
         first.absorb(second)
         heapq.heappush(queue, first)
     final = queue[0]
-    return [[index for index, _ in s.items] for s in final.sets]
+    # Dropping the placeholders re-orders nothing.
+    return [[index for index, _ in s.items if index >= 0] for s in final.sets]
 
 
-def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
+def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool | str) -> list[list[int]]:
     """Largest differencing method: ``k_partitions`` lists of indexes, heaviest partition first.
 
-    Indexes inside a partition are in the order they were merged. Same contract, validation and
-    errors as :func:`seqbalance.karmarkar_karp`.
+    Indexes inside a partition are in the order they were merged. ``equal_size="nearly"`` runs the
+    equal-size rules with ``(-n) % k`` placeholders of value 0 and indexes ``-p..-1`` and drops
+    them from the final sets. Same contract, validation and errors as
+    :func:`seqbalance.karmarkar_karp`.
     """
     k = check_k_partitions(k_partitions)
+    mode = check_equal_size(equal_size)
     values = _values(seqlen_list)
-    check_shape(len(values), k, bool(equal_size))
-    return _largest_differencing(values, k, bool(equal_size))
+    check_shape(len(values), k, mode)
+    return _largest_differencing(values, k, mode)
 
 
 def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: int, equal_size: bool
+    seqlen_list: Any, k_partitions: int, equal_size: bool | str
 ) -> list[list[int]]:
     """:func:`karmarkar_karp` with each partition's indexes sorted ascending (partition order kept)."""
     partitions = karmarkar_karp(seqlen_list, k_partitions, equal_size)
@@ -161,8 +170,10 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     counts equal.
     """
     k = check_k_partitions(k_partitions)
+    equal_size = check_equal_size(equal_size)
+    if equal_size == NEARLY:
+        raise ValueError("greedy_partition does not support equal_size='nearly'")
     values = _values(seqlen_list)
-    equal_size = bool(equal_size)
     check_shape(len(values), k, equal_size)
     bias: Any = 0
     if equal_size:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ._inputs import Weights, normalize_weights
+from ._inputs import Weights, check_equal_size, normalize_weights
 from ._native import _refine, _refine_ids
 
 __all__ = ["apply_refine_ids", "check_refine", "refine_partitions"]
@@ -90,7 +90,7 @@ def refine_partitions(
     seqlen_list: Any,
     partitions: Any,
     *,
-    equal_size: bool = False,
+    equal_size: bool | str = False,
     refine: bool | str = True,
 ) -> list[list[int]]:
     """Improve a partition of ``seqlen_list`` so its heaviest partition is lighter.
@@ -100,7 +100,9 @@ def refine_partitions(
             :func:`seqbalance.get_seqlen_balanced_partitions` (list, tuple or 1-D integer array).
         partitions: a list of lists of indexes into ``seqlen_list``, every index exactly once, no
             partition empty (for example the output of ``get_seqlen_balanced_partitions``).
-        equal_size: keep every partition's item count (only swaps); otherwise items may also move.
+        equal_size: ``True`` or ``"nearly"``: keep every partition's item count (only swaps);
+            ``False``: items may also move. Strict as in the partitioners (a ``TypeError`` for
+            anything but a bool, 0/1 or ``"nearly"``).
         refine: ``True`` for the local search, ``"exact"`` for the exact search on small inputs
             (at most 32 items), ``False`` to only validate and put the partitions in the output
             order below.
@@ -119,11 +121,12 @@ def refine_partitions(
         [[0, 2], [1, 3]]
     """
     mode = check_refine(refine)
+    keep_counts = check_equal_size(equal_size) is not False
     values = normalize_weights(seqlen_list).values
     # Zero effort still validates, sorts and orders the partitions, but exchanges nothing.
     effort = 0 if mode is False else None
     refined = _refine(
-        np.ascontiguousarray(values), partitions, bool(equal_size), mode == "exact", effort
+        np.ascontiguousarray(values), partitions, keep_counts, mode == "exact", effort
     )
     logger.debug("refined %d partitions of %d items (mode %r)", len(refined), len(values), mode)
     return refined

@@ -9,7 +9,7 @@ use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyList};
+use pyo3::types::{PyBool, PyInt, PyList, PyString};
 
 mod convert;
 mod packing;
@@ -18,7 +18,7 @@ mod refine;
 use convert::{fast_weights, nested_lists, normalised_weights, Weights};
 use seqbalance_core::error::CoreError;
 use seqbalance_core::parts::Partition;
-use seqbalance_core::{float, greedy, ldm};
+use seqbalance_core::{float, greedy, ldm, nearly};
 
 // The core allocates a few arrays of n items per call; glibc returns those to the kernel and
 // takes them back with fresh zeroed pages every time, which cost a third of the CPU time in the
@@ -76,20 +76,52 @@ fn k_of<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<(Option<usize
     Ok((checked.extract::<usize>().ok(), checked))
 }
 
-/// Validate in the reference's order (k, then values, then shape) and return the values and k.
+/// What `equal_size` asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Counts {
+    Free,
+    Equal,
+    /// `"nearly"`: counts within one, by the spec's placeholder construction.
+    Nearly,
+}
+
+/// `equal_size` strictly: a bool is read here, everything else by `_inputs.check_equal_size`,
+/// which accepts 0/1 and `"nearly"` and raises the `TypeError` for anything else.
+fn counts_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Counts> {
+    let checked = if obj.is_exact_instance_of::<PyBool>() {
+        obj.clone()
+    } else {
+        inputs(py)?.call_method1("check_equal_size", (obj,))?
+    };
+    if checked.is_instance_of::<PyString>() {
+        Ok(Counts::Nearly)
+    } else if checked.is_truthy()? {
+        Ok(Counts::Equal)
+    } else {
+        Ok(Counts::Free)
+    }
+}
+
+/// Validate in the reference's order (k, equal_size, then values, then shape) and return the
+/// values, k and the count rule.
 fn arguments(
     py: Python<'_>,
     seqlen_list: &Bound<'_, PyAny>,
     k_partitions: &Bound<'_, PyAny>,
     equal_size: &Bound<'_, PyAny>,
-) -> PyResult<(Weights, usize, bool)> {
+) -> PyResult<(Weights, usize, Counts)> {
     let (k, k_object) = k_of(py, k_partitions)?;
+    let counts = counts_of(py, equal_size)?;
     let values = values_of(py, seqlen_list)?;
-    let equal_size = equal_size.is_truthy()?;
     match k {
-        Some(k) => Ok((values, k, equal_size)),
+        Some(k) => Ok((values, k, counts)),
         None => {
-            inputs(py)?.call_method1("check_shape", (values.len(), k_object, equal_size))?;
+            let mode = match counts {
+                Counts::Free => PyBool::new(py, false).to_owned().into_any(),
+                Counts::Equal => PyBool::new(py, true).to_owned().into_any(),
+                Counts::Nearly => PyString::new(py, "nearly").into_any(),
+            };
+            inputs(py)?.call_method1("check_shape", (values.len(), k_object, mode))?;
             Err(PyValueError::new_err("k_partitions is out of range"))
         }
     }
@@ -128,20 +160,35 @@ const GREEDY: Core = Core {
     single: float::greedy_partition,
 };
 
+/// Run a partitioner under the count rule: `"nearly"` wraps its equal-size form in the spec's
+/// placeholders (value zero in every precision).
+fn under<V: Copy + Default>(
+    core: fn(&[V], usize, bool) -> Result<Partition, CoreError>,
+    values: &[V],
+    k: usize,
+    counts: Counts,
+) -> Result<Partition, CoreError> {
+    match counts {
+        Counts::Free => core(values, k, false),
+        Counts::Equal => core(values, k, true),
+        Counts::Nearly => nearly::with_placeholders(values, k, |values, k| core(values, k, true)),
+    }
+}
+
 /// Run `core` in the weights' precision and `finish` on its answer, with the GIL released for
 /// large inputs.
 fn run_core<T: Send>(
     py: Python<'_>,
     weights: Weights,
     k: usize,
-    equal_size: bool,
+    counts: Counts,
     core: &Core,
     finish: fn(Partition) -> T,
 ) -> PyResult<T> {
     let result = match weights {
-        Weights::Exact(values) => without_gil(py, values, |v| (core.exact)(v, k, equal_size).map(finish)),
-        Weights::Double(values) => without_gil(py, values, |v| (core.double)(v, k, equal_size).map(finish)),
-        Weights::Single(values) => without_gil(py, values, |v| (core.single)(v, k, equal_size).map(finish)),
+        Weights::Exact(values) => without_gil(py, values, |v| under(core.exact, v, k, counts).map(finish)),
+        Weights::Double(values) => without_gil(py, values, |v| under(core.double, v, k, counts).map(finish)),
+        Weights::Single(values) => without_gil(py, values, |v| under(core.single, v, k, counts).map(finish)),
     };
     result.map_err(|error| core_error(py, error))
 }
@@ -154,8 +201,8 @@ fn partition_lists<'py>(
     equal_size: &Bound<'py, PyAny>,
     core: &Core,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let partition = run_core(py, values, k, equal_size, core, |partition| partition)?;
+    let (values, k, counts) = arguments(py, seqlen_list, k_partitions, equal_size)?;
+    let partition = run_core(py, values, k, counts, core, |partition| partition)?;
     nested_lists(py, &partition)
 }
 
@@ -186,6 +233,11 @@ fn greedy_partition<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
+    // "nearly" is refused right after k is checked, as the reference does.
+    k_of(py, k_partitions)?;
+    if counts_of(py, equal_size)? == Counts::Nearly {
+        return Err(PyValueError::new_err("greedy_partition does not support equal_size='nearly'"));
+    }
     partition_lists(py, seqlen_list, k_partitions, equal_size, &GREEDY)
 }
 
@@ -196,8 +248,8 @@ fn partition_ids<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let (values, k, equal_size) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let ids = run_core(py, values, k, equal_size, &KARMARKAR_KARP, |partition| {
+    let (values, k, counts) = arguments(py, seqlen_list, k_partitions, equal_size)?;
+    let ids = run_core(py, values, k, counts, &KARMARKAR_KARP, |partition| {
         let n = partition.order.len();
         partition.ids(n)
     })?;

@@ -31,7 +31,7 @@ impl fmt::Display for CoreError {
             CoreError::NotDivisible { n_items, k_partitions } => write!(
                 f,
                 "number of items ({n_items}) is not divisible by k_partitions ({k_partitions}) \
-                 with equal_size=True"
+                 with equal_size=True (equal_size='nearly' allows counts that differ by one)"
             ),
             CoreError::TooManyItems { n_items } => {
                 write!(f, "number of items ({n_items}) exceeds the supported maximum ({})", u32::MAX - 1)

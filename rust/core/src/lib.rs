@@ -2,6 +2,7 @@
 //!
 //! * [`ldm`]: Karmarkar–Karp largest differencing into `k` sets, free or equal-size, exactly as the
 //!   pure-Python reference computes it (the same ties, the same order of sets and items).
+//! * [`nearly`]: nearly equal counts (`n / k` or `n / k + 1` per partition) on the equal-size rules.
 //! * [`greedy`]: the greedy partitioner (heaviest item to the lightest set).
 //! * [`float`]: both partitioners on `f64`/`f32` weights, in the reference's float arithmetic.
 //! * [`refine`]: pairwise item swaps and moves that never make the heaviest set heavier.
@@ -23,6 +24,7 @@ pub mod error;
 pub mod float;
 pub mod greedy;
 pub mod ldm;
+pub mod nearly;
 pub mod packing;
 pub mod parts;
 pub mod refine;

@@ -6,12 +6,13 @@ use proptest::prelude::*;
 use seqbalance_core::error::CoreError;
 use seqbalance_core::greedy::greedy_partition;
 use seqbalance_core::ldm::{balanced_partitions, karmarkar_karp};
+use seqbalance_core::nearly::with_placeholders;
 use seqbalance_core::packing::{pack, Algorithm, PackError};
 use seqbalance_core::parts::Partition;
 use seqbalance_core::refine::{refine, Mode, RefineError};
 
 /// A set of the spec: `(index, value)` items in insertion order.
-type SpecSet = Vec<(usize, u64)>;
+type SpecSet = Vec<(i64, u64)>;
 
 fn set_sum(set: &SpecSet) -> u128 {
     set.iter().map(|&(_, v)| v as u128).sum()
@@ -38,7 +39,23 @@ fn state_priority(a: &[SpecSet], b: &[SpecSet]) -> Ordering {
 
 /// Steps 1–6 of the partition spec, one to one, quadratic and obviously so.
 fn spec_model(values: &[u64], k: usize, equal_size: bool) -> Vec<Vec<usize>> {
-    let mut pairs: Vec<(u64, usize)> = values.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    let pairs = values.iter().enumerate().map(|(i, &v)| (v, i as i64)).collect();
+    let parts = spec_model_pairs(pairs, k, equal_size);
+    parts.iter().map(|p| p.iter().map(|&i| i as usize).collect()).collect()
+}
+
+/// The spec's `equal_size="nearly"`: placeholders of value 0 with indexes -p..-1, the equal-size
+/// rules on all items, then the placeholders dropped from the final sets, nothing re-ordered.
+fn spec_model_nearly(values: &[u64], k: usize) -> Vec<Vec<usize>> {
+    let p = (k - values.len() % k) % k;
+    let placeholders = (1..=p as i64).rev().map(|i| (0u64, -i));
+    let pairs = placeholders.chain(values.iter().enumerate().map(|(i, &v)| (v, i as i64))).collect();
+    let parts = spec_model_pairs(pairs, k, true);
+    parts.iter().map(|p| p.iter().filter(|&&i| i >= 0).map(|&i| i as usize).collect()).collect()
+}
+
+/// The model on explicit `(value, index)` pairs; indexes may be negative (placeholders).
+fn spec_model_pairs(mut pairs: Vec<(u64, i64)>, k: usize, equal_size: bool) -> Vec<Vec<i64>> {
     pairs.sort();
     let mut states: Vec<Vec<SpecSet>> = Vec::new();
     if equal_size {
@@ -141,6 +158,33 @@ proptest! {
         let mut unsorted = as_vecs(&karmarkar_karp(&values, k, equal_size).unwrap());
         unsorted.iter_mut().for_each(|p| p.sort_unstable());
         prop_assert_eq!(unsorted, parts);
+    }
+
+    #[test]
+    fn nearly_equal_is_the_spec((values, k) in instance(40)) {
+        let n = values.len();
+        let result = with_placeholders(&values, k, |v, k| karmarkar_karp(v, k, true));
+        if n < k {
+            prop_assert!(matches!(result, Err(CoreError::TooFewItems { .. })), "{:?}", result);
+        } else {
+            prop_assert_eq!(as_vecs(&result.unwrap()), spec_model_nearly(&values, k));
+        }
+    }
+
+    #[test]
+    fn nearly_equal_counts_within_one_and_equal_size_when_divisible((values, k) in instance(200)) {
+        let n = values.len();
+        prop_assume!(n >= k);
+        let parts = as_vecs(&with_placeholders(&values, k, |v, k| balanced_partitions(v, k, true)).unwrap());
+        prop_assert_eq!(parts.len(), k);
+        assert_covers(&parts, n);
+        for part in &parts {
+            prop_assert!(part.len() == n / k || part.len() == n / k + 1, "count {} of {} over {}", part.len(), n, k);
+            prop_assert!(part.windows(2).all(|w| w[0] < w[1]), "not ascending: {:?}", part);
+        }
+        if n % k == 0 {
+            prop_assert_eq!(parts, as_vecs(&balanced_partitions(&values, k, true).unwrap()));
+        }
     }
 
     #[test]
