@@ -146,5 +146,7 @@ def test_refine_partitions_takes_nearly_and_is_strict():
     start = seqbalance.get_seqlen_balanced_partitions(values, 2, "nearly")
     refined = seqbalance.refine_partitions(values, start, equal_size="nearly")
     assert sorted(map(len, refined)) == sorted(map(len, start))
-    with pytest.raises(TypeError, match=r"^equal_size must be True, False or 'nearly', got 'False'"):
+    with pytest.raises(
+        TypeError, match=r"^equal_size must be True, False or 'nearly', got 'False'"
+    ):
         seqbalance.refine_partitions(values, start, equal_size="False")
