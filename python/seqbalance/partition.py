@@ -7,13 +7,16 @@ in the same order, with the same indexes inside.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from . import _native
-from ._inputs import check_k_partitions, normalize_weights
+from ._inputs import check_equal_size, check_k_partitions, normalize_weights
 from .refine import apply_refine_ids, check_refine
+
+#: What ``equal_size`` takes: ``False`` (free counts), ``True`` (equal counts) or ``"nearly"``.
+EqualSize = bool | Literal["nearly"]
 
 __all__ = [
     "karmarkar_karp",
@@ -23,7 +26,7 @@ __all__ = [
 ]
 
 
-def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
+def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -> list[list[int]]:
     """Split items into ``k_partitions`` parts of nearly equal sums (largest differencing method).
 
     Args:
@@ -34,8 +37,13 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
             single precision (float16 widened to float32), each set's sum item by item in
             insertion order.
         k_partitions: number of parts, ``1 <= k_partitions <= len(seqlen_list)``.
-        equal_size: seed with sorted chunks of ``k_partitions`` so every part gets
-            ``n / k_partitions`` items (requires ``n % k_partitions == 0``).
+        equal_size: ``True`` seeds with sorted chunks of ``k_partitions`` so every part gets
+            ``n / k_partitions`` items (requires ``n % k_partitions == 0``); ``"nearly"`` gives
+            every part ``n // k_partitions`` or one more item, for any ``n``: the equal-size
+            rules run with ``(-n) % k_partitions`` placeholders of value 0 (indexes below every
+            real one), which are then dropped, nothing re-ordered; it is identical to ``True``
+            when ``k_partitions`` divides ``n``. ``False`` leaves counts free. Python or NumPy
+            bools and the ints 0/1 are accepted; anything else is a ``TypeError``.
 
     Returns:
         ``k_partitions`` lists of item indexes, heaviest part first; inside a part, indexes are in
@@ -46,13 +54,16 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool) -> lis
         PartitionError: fewer items than parts, or ``equal_size`` with ``n % k != 0``.
         ValueError: ``k_partitions < 1``, a negative, NaN or infinite value, ints summing past
             ``2**53`` beside floats, or an array that is not 1-D.
-        TypeError: a non-integer ``k_partitions``, an item that is not a number, or float32
-            items mixed with other numbers (no reference precision).
+        TypeError: a non-integer ``k_partitions``, an item that is not a number, float32
+            items mixed with other numbers (no reference precision), or an ``equal_size`` other
+            than the above (``None``, the string ``"False"``, ``2``).
         OverflowError: an int above ``2**63 - 1``, or floats totalling more than half the
             largest finite value of their precision.
 
     >>> karmarkar_karp([10, 20, 30, 40], 2, True)
     [[3, 0], [2, 1]]
+    >>> karmarkar_karp([10, 20, 30, 40, 50], 2, "nearly")
+    [[0, 3, 2], [4, 1]]
     """
     return _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
 
@@ -63,14 +74,16 @@ def _refined(
     """The refined partition: lists as ``get_seqlen_balanced_partitions``, or ``partition_ids``."""
     # Validate once (in the reference's order: k, then the values) and hand the same array to the
     # partitioner and the refinement; the start goes over as one array of ids, not as lists.
+    # True and "nearly" both keep every part's count (so "nearly" keeps the multiset of counts).
     k = check_k_partitions(k_partitions)
+    keep_counts = check_equal_size(equal_size) is not False
     weights = normalize_weights(seqlen_list)
     ids = _native.partition_ids(weights.values, k, equal_size)
-    return apply_refine_ids(weights, ids, k, bool(equal_size), mode, as_ids=as_ids)
+    return apply_refine_ids(weights, ids, k, keep_counts, mode, as_ids=as_ids)
 
 
 def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: int, equal_size: bool, *, refine: bool | str = False
+    seqlen_list: Any, k_partitions: int, equal_size: EqualSize, *, refine: bool | str = False
 ) -> list[list[int]]:
     """Balanced partition of item indexes, each part sorted ascending, heaviest part first.
 
@@ -81,7 +94,8 @@ def get_seqlen_balanced_partitions(
     Args:
         refine: ``False`` (default) returns exactly the reference's answer. ``True`` improves it
             by a bounded local search (item exchanges between parts, keeping every part's count
-            under ``equal_size``), so the heaviest part is never heavier and usually lighter;
+            under ``equal_size=True`` or ``"nearly"``), so the heaviest part is never heavier
+            and usually lighter;
             ``"exact"`` adds a complete search for small inputs (at most 32 items). Refined parts
             still come heaviest first, indexes ascending inside. See
             :func:`seqbalance.refine_partitions`.
@@ -106,6 +120,7 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     ``sum(values) + 1`` added, which keeps the counts equal. Indexes inside a part are ascending.
     Arguments and errors as in :func:`karmarkar_karp`; float weights replay the reference's
     arithmetic, and where its rounding breaks the equal counts ``PartitionError`` is raised.
+    ``equal_size="nearly"`` is a ``ValueError`` (not supported here).
 
     >>> greedy_partition([5, 1, 1, 4, 2], 2, False)
     [[0, 4], [1, 2, 3]]
@@ -117,7 +132,7 @@ def partition_ids(
     seqlen_list: Any,
     k_partitions: int,
     *,
-    equal_size: bool = False,
+    equal_size: EqualSize = False,
     refine: bool | str = False,
 ) -> np.ndarray:
     """For every item, the number of its part, numbered as :func:`get_seqlen_balanced_partitions`.
