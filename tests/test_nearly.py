@@ -150,3 +150,20 @@ def test_refine_partitions_takes_nearly_and_is_strict():
         TypeError, match=r"^equal_size must be True, False or 'nearly', got 'False'"
     ):
         seqbalance.refine_partitions(values, start, equal_size="False")
+
+
+float_lists = st.lists(
+    st.one_of(st.floats(0, 1e6, allow_nan=False), st.sampled_from([0.0, 0.5, 1.0, 1e-300])),
+    min_size=1,
+    max_size=80,
+)
+
+
+@given(float_lists, st.data(), st.booleans())
+def test_float_weights_native_equals_reference(values, data, single):
+    k = data.draw(st.integers(1, len(values)))
+    if single:
+        values = np.asarray(values, dtype=np.float32)
+    expected = reference.karmarkar_karp(values, k, "nearly")
+    assert seqbalance.karmarkar_karp(values, k, "nearly") == expected
+    assert {len(part) for part in expected} <= {len(values) // k, len(values) // k + 1}
