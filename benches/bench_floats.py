@@ -1,6 +1,6 @@
 """Float weights beside integer weights: what the float path costs, as a ratio in the same run.
 
-    python benches/bench_floats.py     # the ratio table (release build; about a minute)
+    python benches/bench_floats.py [--cpu-time]   # the ratio table (release build; a minute)
     pytest benches/bench_floats.py --benchmark-enable
 
 The float path walks an absorbed set's items to add them in the reference's order, where the
@@ -44,12 +44,12 @@ def inputs(n: int) -> dict[str, np.ndarray]:
     }
 
 
-def best_of(function: Callable[[], object], rounds: int = 3) -> float:
+def best_of(function: Callable[[], object], rounds: int = 3, clock=time.perf_counter) -> float:
     times = []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = clock()
         function()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return min(times)
 
 
@@ -74,11 +74,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=N)
     parser.add_argument("--k", type=int, default=K)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time process CPU time instead of wall time (steadier on a shared machine)",
+    )
     args = parser.parse_args()
+    clock = time.process_time if args.cpu_time else time.perf_counter
     if _native.build_profile() != "release":
         raise SystemExit("seqbalance was built in debug mode; time a release build")
     cases = inputs(args.n)
-    print(f"partition_ids, {args.n} items, k = {args.k}; best of 3, ratio to int64 lengths")
+    kind = "CPU time" if args.cpu_time else "wall time"
+    print(f"partition_ids, {args.n} items, k = {args.k}; best of {args.rounds} ({kind})")
     for equal_size in (False, True):
         base = None
         print(f"\nequal_size={equal_size}")
@@ -86,12 +94,14 @@ def main() -> None:
             seconds = best_of(
                 lambda values=values, equal_size=equal_size: seqbalance.partition_ids(
                     values, args.k, equal_size=equal_size
-                )
+                ),
+                args.rounds,
+                clock,
             )
             base = base or seconds
             print(f"  {name:30s} {seconds * 1e3:9.1f} ms   x{seconds / base:5.2f}")
-        sort_floor = best_of(lambda: np.sort(cases["float64 costs"]))
-        print(f"  {'np.sort(float64 costs) floor':30s} {sort_floor * 1e3:9.1f} ms")
+        floor = best_of(lambda: np.sort(cases["float64 costs"]), args.rounds, clock)
+        print(f"  {'np.sort(float64 costs)':30s} {floor * 1e3:9.1f} ms   x{floor / base:5.2f}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ exactly ``k`` sets kept in descending set order, and states wait in a ``heapq`` 
 The differential tests hold the native core to these functions on every input they try, and the
 benchmarks time the native core against them.
 
+Float weights are computed as the pure-Python partitioners compute them: Python floats in double
+precision, NumPy float32 scalars in single precision (NumPy 2 keeps ``0 + np.float32(x)`` in
+float32), each set's sum advanced item by item in insertion order, and greedy's bias a plain left
+fold in input order.
+
 It accepts and rejects exactly what the native functions accept and reject (both call
 :mod:`seqbalance._inputs`). Its cost is what the pure-Python partitioners in RL trainers pay:
 ``O(n * k)`` Python objects when ``equal_size=False``, so keep ``n * k`` modest.
