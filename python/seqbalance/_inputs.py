@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from ._arrays import host_array, item_scalar
 from ._errors import PartitionError
 
 __all__ = [
@@ -128,6 +129,9 @@ def check_shape(n_items: int, k_partitions: int, equal_size: bool | str) -> None
 
 
 def _check_item(position: int, item: Any, name: str) -> int:
+    if type(item) is not int:
+        # A 0-d array or tensor reads as the NumPy scalar of its value and dtype.
+        item = item_scalar(item, f"{name}[{position}]")
     if isinstance(item, (str, bytes, float, complex)) or item is None:
         raise TypeError(f"{name}[{position}] must be an integer, got {_describe(item)}")
     try:
@@ -167,9 +171,11 @@ def _check_array(array: np.ndarray, name: str) -> np.ndarray:
 def as_array(seqlen_list: Any, name: str = "seqlen_list") -> np.ndarray | list[Any]:
     """The array behind ``seqlen_list``, or its items when it is a sequence of Python objects.
 
-    The one place where array-likes are accepted: a NumPy array is returned as it is, anything
-    NumPy can view as an array (``__array__``; torch is never imported) is converted, and a
-    list, tuple or 1-D object array comes back as a list of its items. Refuses strings, mappings,
+    The one place where array-likes are accepted: anything that is not a list or tuple is read
+    by :func:`seqbalance._arrays.host_array` (NumPy arrays of any stride, subclasses and
+    ``np.memmap`` as plain arrays; ``__dlpack__`` and ``__array__`` producers such as torch
+    tensors, never importing their library; an accelerator array copied to host memory once),
+    and a list, tuple or 1-D object array comes back as a list of its items. Refuses strings, mappings,
     sets, masked arrays and scalars with ``TypeError``; the caller checks dtype and dimensions.
     """
     if isinstance(seqlen_list, (list, tuple)):
@@ -185,18 +191,12 @@ def as_array(seqlen_list: Any, name: str = "seqlen_list") -> np.ndarray | list[A
         raise TypeError(
             f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
         )
-    if not isinstance(seqlen_list, np.ndarray):
-        try:
-            converted = np.asarray(seqlen_list)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise TypeError(
-                f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
-            ) from exc
-        if converted.ndim == 0:
-            raise TypeError(
-                f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
-            )
-        seqlen_list = converted
+    array = host_array(seqlen_list, name)
+    if array.ndim == 0 and not isinstance(seqlen_list, np.ndarray):
+        raise TypeError(
+            f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
+        )
+    seqlen_list = array
     if seqlen_list.dtype == object:
         if seqlen_list.ndim != 1:
             raise ValueError(f"{name} must be 1-D, got an array of shape {seqlen_list.shape}")
@@ -385,8 +385,8 @@ def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] 
     """Validate integer ``seqlen_list`` and return it as a list of ints or a 1-D ``int64`` array.
 
     Accepts a list or tuple of ints (``bool`` counts as 0/1, NumPy integer scalars are fine), a 1-D
-    NumPy array of any integer dtype and stride, or anything NumPy can view as one (for example a
-    CPU torch tensor, through ``__array__``; torch is never imported). Raises ``TypeError`` for
+    NumPy array of any integer dtype and stride, or any array-like or tensor (see :func:`as_array`).
+    Raises ``TypeError`` for
     non-integers, ``ValueError`` for negative values or a wrong number of dimensions, and
     ``OverflowError`` for values above ``2**63 - 1``; each message names the position and value.
     """

@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "_dlpack_bfloat16",
     "_pack",
     "_refine",
     "_refine_ids",
@@ -43,3 +44,6 @@ def _refine_ids(
     exact: bool,
     as_ids: bool,
 ) -> list[list[int]] | npt.NDArray[np.int64]: ...
+def _dlpack_bfloat16(
+    capsule: Any,
+) -> tuple[npt.NDArray[np.float32], list[int]] | None: ...

@@ -12,6 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyInt, PyList, PyString};
 
 mod convert;
+mod dlpack;
 mod packing;
 mod refine;
 
@@ -274,6 +275,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greedy_partition, m)?)?;
     m.add_function(wrap_pyfunction!(partition_ids, m)?)?;
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
+    dlpack::register(m)?;
     packing::register(m)?;
     refine::register(m)?;
     Ok(())
