@@ -278,6 +278,8 @@ PUBLIC_CALLS = {
     "plan_micro_batches": lambda x: seqbalance.plan_micro_batches(x, max_token_len=100),
     "pack_sequences": lambda x: seqbalance.pack_sequences(x, 100),
     "plan_packed_steps": lambda x: seqbalance.plan_packed_steps(x, 2, 1, 100),
+    "cost_weights": lambda x: seqbalance.plan_micro_batches([10] * 6, 40, cost=x),
+    "plan_dp_micro_batches": lambda x: seqbalance.plan_dp_micro_batches(x, 2, 100),
     "min_num_micro_batches_for": lambda x: seqbalance.min_num_micro_batches_for(x, 100),
     "log_seqlen_unbalance": lambda x: seqbalance.log_seqlen_unbalance(
         x, [[0, 1, 2], [3, 4, 5]], "p"

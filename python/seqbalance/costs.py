@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ._arrays import host_array
 from ._inputs import MAX_VALUE, _describe, check_k_partitions, normalize_lengths, normalize_weights
 from .metrics import calculate_workload
 
@@ -118,14 +119,15 @@ def _weights(values: Any, n: int, name: str, floats: bool) -> np.ndarray:
         if array.size != n:
             raise ValueError(f"{name} has {array.size} weights but there are {n} samples")
         return array
+    if not isinstance(values, (list, tuple)) and (
+        hasattr(values, "__array__") or hasattr(values, "__dlpack__")
+    ):
+        # Read once (an accelerator tensor is copied to host here, once), then checked as an array.
+        values = host_array(values, name)
     if isinstance(values, np.ndarray) and values.dtype.kind == "f" and values.size:
         raise _float_error(name)
     if isinstance(values, (list, tuple)) and any(_is_float_item(item) for item in values):
         raise _float_error(name)
-    if not isinstance(values, (list, tuple, np.ndarray)) and hasattr(values, "__array__"):
-        converted = np.asarray(values)
-        if converted.dtype.kind == "f" and converted.size:
-            raise _float_error(name)
     if isinstance(values, np.ndarray) and values.size == 0:
         values = values.astype(np.int64)
     checked = normalize_lengths(values, name)
