@@ -299,31 +299,35 @@ def test_every_public_function_takes_every_form_with_one_copy(call):
             assert getattr(argument, "copies", 1) == 1, form
 
 
+FORMS = [
+    "subclass",
+    "memmap",
+    "readonly",
+    "strided",
+    "reversed",
+    "array_only",
+    "dlpack_only",
+    "accelerator",
+    "cpu_method",
+]
+
+
 @given(
-    values=st.lists(st.integers(0, 127), min_size=1, max_size=40),
+    data=st.data(),
     dtype=st.sampled_from(INT_DTYPES + FLOAT_DTYPES),
     k=st.integers(1, 5),
     equal_size=st.booleans(),
-    form=st.sampled_from(
-        [
-            "subclass",
-            "memmap",
-            "readonly",
-            "strided",
-            "reversed",
-            "array_only",
-            "dlpack_only",
-            "accelerator",
-            "cpu_method",
-        ]
-    ),
+    form=st.sampled_from(FORMS),
 )
-def test_any_form_equals_the_reference_on_the_same_values(values, dtype, k, equal_size, form):
-    """For all dtypes, strides and forms: the native answer is the reference's on a plain array.
-
-    Float dtypes raise today's TypeError until float weights land; the comparison holds either way.
-    """
-    plain = np.array(values, dtype=dtype)
+def test_any_form_equals_the_reference_on_the_same_values(data, dtype, k, equal_size, form):
+    """For all dtypes, strides and forms: the native answer is the reference's on a plain array."""
+    if np.dtype(dtype).kind == "f":
+        top = float(np.finfo(dtype).max) / 64
+        bound = float(dtype(min(top, 1e12)))  # representable in the dtype
+        element = st.floats(0, bound, width=np.dtype(dtype).itemsize * 8)
+    else:
+        element = st.integers(0, min(int(np.iinfo(dtype).max), 2**40))
+    plain = np.array(data.draw(st.lists(element, min_size=1, max_size=40)), dtype=dtype)
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"):
             argument = _forms(plain, tmp)[form]
@@ -331,6 +335,20 @@ def test_any_form_equals_the_reference_on_the_same_values(values, dtype, k, equa
             assert outcome(getattr(seqbalance, name), argument, k, equal_size) == expected
         ids = outcome(seqbalance.partition_ids, _forms(plain, tmp)[form], k, equal_size=equal_size)
         assert ids == outcome(seqbalance.partition_ids, plain, k, equal_size=equal_size)
+
+
+@given(
+    bits=st.lists(st.integers(0, 0x7F7F), min_size=1, max_size=30),
+    k=st.integers(1, 4),
+    form=st.sampled_from([DLPackOnly, FakeAccelerator, CpuMethodAccelerator]),
+)
+def test_bfloat16_equals_the_reference_on_float32(bits, k, form):
+    """bfloat16 (finite, non-negative bit patterns) reads as float32, in single precision."""
+    bits = np.array(bits, np.uint16)
+    widened = (bits.astype(np.uint32) << 16).view(np.float32)
+    for name in ("karmarkar_karp", "greedy_partition"):
+        expected = outcome(getattr(reference, name), widened, k, False)
+        assert outcome(getattr(seqbalance, name), form(bits, bfloat16=True), k, False) == expected
 
 
 @given(
@@ -361,12 +379,21 @@ def test_lists_of_zero_d_arrays_and_scalars_read_as_their_values():
         assert reference.karmarkar_karp(items, 2, False) == expected
 
 
-def test_bfloat16_producer_reaches_the_dtype_check():
-    """A bfloat16 tensor is read (as float32), then judged by the seam like any float array."""
-    producer = FakeAccelerator(as_bfloat16_bits(np.array([1.0, 2.0], np.float32)), True)
-    assert outcome(seqbalance.karmarkar_karp, producer, 1, False) == outcome(
-        seqbalance.karmarkar_karp, np.array([1.0, 2.0], np.float32), 1, False
-    )
+def test_lists_of_zero_d_float_arrays_read_as_their_values():
+    values = [0.1, 2.5, 1e-3, 7.0, 3.25, 0.0]
+    for dtype in (np.float32, np.float64):
+        scalars = [dtype(v) for v in values]
+        expected = reference.karmarkar_karp(scalars, 2, False)
+        for items in (
+            [np.array(v, dtype) for v in values],
+            [DLPackOnly(np.array(v, dtype)) for v in values],
+        ):
+            assert seqbalance.karmarkar_karp(items, 2, False) == expected
+    bfloat16_items = [
+        DLPackOnly(as_bfloat16_bits(np.array([1.0], np.float32))[0:1].reshape(()), True)
+    ]
+    with pytest.raises(TypeError, match=r"seqlen_list\[0\] is a bfloat16 scalar"):
+        seqbalance.karmarkar_karp(bfloat16_items, 1, False)
 
 
 def test_errors_never_print_the_values():
@@ -410,6 +437,26 @@ def test_torch_bfloat16_read_exactly(torch):
     assert read.tolist() == tensor[::2].float().tolist()
 
 
+def test_torch_float_tensors_in_their_precision(torch):
+    values = [0.1, 2.5, 1e-3, 7.0, 3.25, 0.0, 1.5, 2.0]
+    for dtype, numpy_dtype in ((torch.float32, np.float32), (torch.float64, np.float64)):
+        tensor = torch.tensor(values, dtype=dtype)
+        plain = np.array(values, numpy_dtype)
+        for name in ("karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"):
+            assert getattr(seqbalance, name)(tensor, 2, True) == getattr(reference, name)(
+                plain, 2, True
+            )
+        items = [torch.tensor(v, dtype=dtype) for v in values]
+        assert seqbalance.karmarkar_karp(items, 2, False) == reference.karmarkar_karp(
+            [numpy_dtype(v) for v in values], 2, False
+        )
+    bf16 = torch.tensor(values, dtype=torch.bfloat16)
+    widened = bf16.float().numpy()
+    assert seqbalance.karmarkar_karp(bf16, 2, False) == reference.karmarkar_karp(widened, 2, False)
+    with pytest.raises(TypeError, match="bfloat16 scalar"):
+        seqbalance.karmarkar_karp(list(bf16), 2, False)
+
+
 def test_torch_requires_grad_error_is_clear(torch):
     tensor = torch.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(TypeError) as info:
@@ -431,3 +478,7 @@ def test_torch_cuda_copied_once(torch):
         )
     bf16 = torch.tensor([1.0, 2.5, 3.0], dtype=torch.bfloat16, device="cuda")
     assert _arrays.host_array(bf16, "x").tolist() == [1.0, 2.5, 3.0]
+    weights = torch.tensor([0.5, 2.25, 1.0, 3.0], dtype=torch.float32, device="cuda")
+    assert seqbalance.karmarkar_karp(weights, 2, False) == reference.karmarkar_karp(
+        weights.cpu().numpy(), 2, False
+    )

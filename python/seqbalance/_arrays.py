@@ -108,12 +108,13 @@ def _copy_to_host(obj: Any, name: str, device_type: int) -> Any:
     )
 
 
-def _from_dlpack(obj: Any, name: str) -> np.ndarray:
+def _from_dlpack(obj: Any, name: str) -> tuple[np.ndarray, bool]:
+    """The host array, and whether it was widened from bfloat16."""
     device_type = _device_type(obj, name)
     source = obj if device_type in _HOST_DEVICES else _copy_to_host(obj, name, device_type)
     if hasattr(source, "__dlpack__"):
         try:
-            return np.from_dlpack(source)
+            return np.from_dlpack(source), False
         except _EXPORT_ERRORS as exc:
             numpy_error: Exception = exc
         # NumPy has no bfloat16: read such a tensor in the binding, widened exactly to float32.
@@ -123,13 +124,13 @@ def _from_dlpack(obj: Any, name: str) -> np.ndarray:
             read = None
         if read is not None:
             values, shape = read
-            return values.reshape(shape)
+            return values.reshape(shape), True
         if not hasattr(source, "__array__"):
             raise TypeError(
                 f"{name} ({_what(obj)}) could not be read through DLPack: {numpy_error}"
             ) from None
     try:
-        return np.asarray(source)
+        return np.asarray(source), False
     except Exception as exc:
         raise TypeError(f"{name} ({_what(obj)}) could not be read as an array: {exc}") from None
 
@@ -149,7 +150,7 @@ def host_array(obj: Any, name: str) -> np.ndarray:
         # Subclasses (np.memmap, ...) as the base class: the same memory, one set of fast paths.
         return obj.view(np.ndarray)
     if hasattr(obj, "__dlpack__") and not isinstance(obj, type):
-        return _from_dlpack(obj, name)
+        return _from_dlpack(obj, name)[0]
     try:
         return np.asarray(obj)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -162,7 +163,8 @@ def item_scalar(item: Any, name: str) -> Any:
     """A list item that is a 0-d array or tensor as a NumPy scalar of its dtype; others as given.
 
     For the seam's item check: a list of 0-d tensors (even on an accelerator, copied one by one)
-    or of NumPy scalars then reads like a list of their values, with their precision.
+    or of NumPy scalars then reads like a list of their values, with their precision. A 0-d
+    bfloat16 tensor is a ``TypeError``, as a float16 scalar in a list is.
     """
     if isinstance(item, (int, float, np.generic)) or item is None:
         return item
@@ -170,5 +172,15 @@ def item_scalar(item: Any, name: str) -> Any:
         return item
     if isinstance(item, (str, bytes, type)) or getattr(item, "ndim", 0) != 0:
         return item
-    array = host_array(item, name)
+    if hasattr(item, "__dlpack__") and not isinstance(item, np.ndarray):
+        array, widened = _from_dlpack(item, name)
+        if widened:
+            # As float32 it would pass for a float32 scalar, but the reference would add it in
+            # bfloat16, a precision no list of scalars has here (as float16 scalars).
+            raise TypeError(
+                f"{name} is a bfloat16 scalar, which has no reference precision in a list; "
+                "pass an array or tensor of the values instead (widened exactly to float32)"
+            )
+    else:
+        array = host_array(item, name)
     return array[()] if array.ndim == 0 else item

@@ -247,6 +247,9 @@ def _check_float_total(values: np.ndarray, name: str) -> None:
 
 def _weight_kind(position: int, item: Any, name: str) -> tuple[str, Any]:
     """Classify one list item as ``("exact", int)``, ``("double", float)`` or ``("single", f32)``."""
+    if type(item) is not int and type(item) is not float:
+        # A 0-d tensor (any producer, any device) reads as the NumPy scalar of its dtype.
+        item = item_scalar(item, f"{name}[{position}]")
     if isinstance(item, np.floating) or (
         not isinstance(item, (int, float, np.integer)) and hasattr(item, "__array__")
     ):
