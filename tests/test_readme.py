@@ -87,18 +87,23 @@ def _code(line: str) -> str:
     return COMMENT.sub("", line).strip()
 
 
+def _lines(block: str) -> list[str]:
+    """The block's commands, a line continued with a trailing backslash joined to the next."""
+    return re.sub(r"\s*\\\n\s*", " ", block).splitlines()
+
+
 def _shell_blocks() -> list[str]:
     """The shell blocks that run seqbalance, in README order."""
     return [
         body
         for lang, body in _blocks(README.read_text())
         if lang in SHELL_LANGUAGES
-        and any(INVOKES_SEQBALANCE.search(_code(line)) for line in body.splitlines())
+        and any(INVOKES_SEQBALANCE.search(_code(line)) for line in _lines(body))
     ]
 
 
 def _commands(block: str) -> list[str]:
-    return [_code(line) for line in block.splitlines() if INVOKES_SEQBALANCE.search(_code(line))]
+    return [_code(line) for line in _lines(block) if INVOKES_SEQBALANCE.search(_code(line))]
 
 
 def _shrink(line: str) -> str:
@@ -145,7 +150,7 @@ def test_readme_shows_seqbalance_commands():
     "block", _shell_blocks(), ids=lambda block: _commands(block)[0].replace(" ", "_")[:60]
 )
 def test_readme_shell_block_runs_as_written(block: str, shims: dict[str, str], tmp_path: Path):
-    lines = block.splitlines()
+    lines = _lines(block)
     set_up = [line for line in lines if SET_UP.match(_code(line))]
     assert not set_up, f"set-up commands in a block of seqbalance commands: {set_up}"
     script = "\n".join(
@@ -172,3 +177,5 @@ def test_shrink_changes_only_a_bench_without_sizes():
     assert _shrink("seqbalance bench   # comment") == f"seqbalance bench {SMALL_BENCH_GRID}"
     assert _shrink("seqbalance bench --sizes 64 -k 8") == "seqbalance bench --sizes 64 -k 8"
     assert _shrink("seqbalance partition -k 4") == "seqbalance partition -k 4"
+    (joined,) = _lines("seqbalance bench \\\n    -k 8   # continued")
+    assert _shrink(joined) == f"seqbalance bench -k 8 {SMALL_BENCH_GRID}"
