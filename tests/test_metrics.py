@@ -142,6 +142,32 @@ def test_unbalance_errors():
         log_seqlen_unbalance([1, 2], "01", "p")
 
 
+def test_unbalance_refuses_an_index_twice_or_missing():
+    # verl's version sums whatever it is given: a sample counted twice, or never, goes unnoticed.
+    with pytest.raises(ValueError, match=r"index 0 appears twice \(again in partitions\[1\]\)"):
+        log_seqlen_unbalance([1, 2, 3, 4], [[0, 1], [0, 3]], "p")
+    with pytest.raises(ValueError, match="index 2 is in no partition"):
+        log_seqlen_unbalance([1, 2, 3, 4], [[0, 1], [3]], "p")
+    with pytest.raises(ValueError, match="index 1 appears twice"):
+        log_seqlen_unbalance(np.array([1, 2]), [np.array([0, 1]), np.array([1])], "p")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 9), min_size=2, max_size=30),
+    st.data(),
+)
+def test_unbalance_accepts_exactly_the_partitions_that_hold_every_index_once(lengths, data):
+    n = len(lengths)
+    parts = data.draw(st.lists(st.lists(st.integers(0, n - 1), max_size=n), min_size=1, max_size=4))
+    flat = sorted(index for part in parts for index in part)
+    if flat == list(range(n)) and n >= len(parts):
+        log_seqlen_unbalance(lengths, parts, "p")
+    else:
+        with pytest.raises(ValueError):
+            log_seqlen_unbalance(lengths, parts, "p")
+
+
 # ---------------------------------------------------------------- balance_report
 
 
@@ -218,9 +244,9 @@ def test_report_properties(case):
 
 
 def test_report_errors():
-    with pytest.raises(ValueError, match="index 1 appears 2 times"):
+    with pytest.raises(ValueError, match=r"index 1 appears twice \(again in partitions\[1\]\)"):
         balance_report([1, 2], [[0, 1], [1]])
-    with pytest.raises(ValueError, match="index 2 appears 0 times"):
+    with pytest.raises(ValueError, match="index 2 is in no partition"):
         balance_report([1, 2, 3], [[0], [1]])
     with pytest.raises(ValueError, match=r"values\[0\] must be >= 0, got -1"):
         balance_report([-1], [[0]])

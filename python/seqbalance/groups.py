@@ -20,7 +20,13 @@ logger = logging.getLogger(__name__)
 
 
 def uid_runs(uid_list: Any) -> list[tuple[int, int]]:
-    """``(start, stop)`` of every maximal run of equal consecutive uids, in order."""
+    """``(start, stop)`` of every maximal run of equal consecutive uids, in order.
+
+    ``uid_list`` must be a sized sequence or an array (a generator, possibly endless, is a
+    ``TypeError``).
+    """
+    if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
+        raise TypeError(f"uid_list must be a sequence of ids, got {type(uid_list).__name__}")
     uids = uid_list.tolist() if isinstance(uid_list, np.ndarray) else list(uid_list)
     runs = []
     start = 0

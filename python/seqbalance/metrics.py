@@ -71,7 +71,7 @@ def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | 
 
 
 def _index_lists(partitions: Any, n_items: int) -> list[list[int]]:
-    """Check that ``partitions`` is a non-empty list of lists of valid indexes into n items."""
+    """Check that ``partitions`` is a non-empty list of lists holding every index exactly once."""
     if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Sequence):
         raise TypeError(
             f"partitions must be a list of lists of indexes, got {type(partitions).__name__}"
@@ -94,7 +94,26 @@ def _index_lists(partitions: Any, n_items: int) -> list[list[int]]:
                 )
             indexes.append(int(index))
         result.append(indexes)
+    _check_exactly_once(result, n_items)
     return result
+
+
+def _check_exactly_once(parts: list[list[int]], n_items: int) -> None:
+    """``ValueError`` naming the first index that appears twice, or that no partition holds."""
+    seen = bytearray(n_items)
+    for p, part in enumerate(parts):
+        for index in part:
+            if seen[index]:
+                raise ValueError(
+                    "partitions must hold every index exactly once; "
+                    f"index {index} appears twice (again in partitions[{p}])"
+                )
+            seen[index] = 1
+    missing = seen.find(0)
+    if missing >= 0:
+        raise ValueError(
+            f"partitions must hold every index exactly once; index {missing} is in no partition"
+        )
 
 
 def log_seqlen_unbalance(seqlen_list: Any, partitions: Any, prefix: str) -> dict[str, int | float]:
@@ -116,6 +135,8 @@ def log_seqlen_unbalance(seqlen_list: Any, partitions: Any, prefix: str) -> dict
 
     Raises:
         PartitionError: fewer items than partitions (verl divides by zero there).
+        ValueError: an index appears twice, or is in no partition (the metrics of such a split
+            would describe samples trained twice or never).
         TypeError, ValueError, IndexError: bad lengths, partitions or indexes.
 
     Example:
@@ -276,16 +297,6 @@ def balance_report(values: Any, partitions: Any) -> BalanceReport:
     """
     loads = lengths_as_list(values, "values")
     parts = _index_lists(partitions, len(loads))
-    seen = [0] * len(loads)
-    for part in parts:
-        for index in part:
-            seen[index] += 1
-    for index, times in enumerate(seen):
-        if times != 1:
-            raise ValueError(
-                "partitions must hold every index exactly once; "
-                f"index {index} appears {times} times"
-            )
     k = len(parts)
 
     def stats(split: list[list[int]]) -> LoadStats:

@@ -22,6 +22,7 @@ depends only on the input.
 from __future__ import annotations
 
 import logging
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -86,6 +87,39 @@ def apply_refine_ids(
     )
 
 
+# Every index appears exactly once and no partition is empty, so neither the number of partitions
+# nor the length of one can exceed the number of items.
+_BOUND_REASON = " (there are only len(seqlen_list) items, each in exactly one partition)"
+
+
+def _finite(items: Any, limit: int, name: str) -> Any:
+    """``items`` itself when it is certainly finite, else its first items, at most ``limit``.
+
+    Lists, tuples and arrays pass unchanged. Any other iterable (a generator, perhaps an endless
+    one) is read into a list, and a ``ValueError`` is raised as soon as it yields more than
+    ``limit`` items, instead of reading on until memory runs out.
+    """
+    if type(items) in (list, tuple) or isinstance(items, np.ndarray):
+        return items
+    try:
+        iterator = iter(items)
+    except TypeError:
+        return items  # not iterable: the engine names it in its TypeError
+    head = list(islice(iterator, limit + 1))
+    if len(head) > limit:
+        raise ValueError(f"{name} yields more than {limit} items{_BOUND_REASON}")
+    return head
+
+
+def _finite_partitions(partitions: Any, n_items: int) -> Any:
+    outer = _finite(partitions, n_items, "partitions")
+    if type(outer) in (list, tuple) and not all(
+        type(part) in (list, tuple) or isinstance(part, np.ndarray) for part in outer
+    ):
+        outer = [_finite(part, n_items, f"partitions[{p}]") for p, part in enumerate(outer)]
+    return outer
+
+
 def refine_partitions(
     seqlen_list: Any,
     partitions: Any,
@@ -114,7 +148,9 @@ def refine_partitions(
     Raises:
         TypeError / ValueError / OverflowError: bad ``seqlen_list`` (as the partitioners),
         a ``refine`` other than ``False``, ``True``, ``"exact"``, or ``partitions`` that are not
-        lists of ints covering every index exactly once with no partition empty.
+        lists of ints covering every index exactly once with no partition empty. Partitions
+        may be any iterables; one that yields more items than ``seqlen_list`` has (an endless
+        generator, say) is a ``ValueError`` as soon as it does.
 
     Example:
         >>> refine_partitions([10, 9, 1, 2], [[0, 1], [2, 3]], equal_size=True)
@@ -125,6 +161,7 @@ def refine_partitions(
     values = normalize_weights(seqlen_list).values
     # Zero effort still validates, sorts and orders the partitions, but exchanges nothing.
     effort = 0 if mode is False else None
+    partitions = _finite_partitions(partitions, len(values))
     refined = _refine(
         np.ascontiguousarray(values), partitions, keep_counts, mode == "exact", effort
     )
