@@ -47,7 +47,7 @@ def test_no_arguments_runs_the_main_job_on_the_built_in_batch():
     assert "built-in synthetic RL batch: 8,192 response lengths" in out
     assert "balance report: 8,192 items" in out
     assert "imbalance (max/mean): naive split" in out and "-> balanced" in out
-    assert "time:" in out and "for get_seqlen_balanced_partitions" in out
+    assert "time:" in out and "for partition_ids (best of 3)" in out
     assert "pure-Python reference:" in out and "same result: yes" in out
 
 

@@ -18,6 +18,7 @@ from seqbalance import (
     get_seqlen_balanced_partitions,
     log_seqlen_unbalance,
 )
+from seqbalance.metrics import balance_report_from_ids
 
 # ---------------------------------------------------------------- calculate_workload
 
@@ -265,3 +266,39 @@ def test_docstring_examples_hold(module_name):
     module = importlib.import_module(module_name)
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+# ---------------------------------------------------------------- balance_report_from_ids
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda k: st.tuples(
+            st.just(k),
+            st.lists(
+                st.tuples(st.integers(0, 2**40), st.integers(0, k - 1)), min_size=0, max_size=40
+            ),
+        )
+    ),
+    st.booleans(),
+)
+def test_report_from_ids_is_the_report_of_the_same_split(case, huge):
+    k, items = case
+    values = [value + (2**62 if huge else 0) for value, _ in items]
+    ids = np.array([part for _, part in items], dtype=np.int64)
+    parts = [[i for i, (_, part) in enumerate(items) if part == p] for p in range(k)]
+    # huge values take the exact Python-int path, small ones the int64 one: the same answer
+    assert balance_report_from_ids(values, ids, k) == balance_report(values, parts)
+    assert balance_report_from_ids(np.asarray(values, dtype=np.int64), ids, k) == balance_report(
+        values, parts
+    )
+
+
+def test_report_from_ids_errors():
+    with pytest.raises(ValueError, match="ids has 1 entries but values has 2"):
+        balance_report_from_ids([1, 2], [0], 1)
+    with pytest.raises(ValueError, match=r"ids\[1\] is 2, not a partition in 0..1"):
+        balance_report_from_ids([1, 2], [0, 2], 2)
+    with pytest.raises(TypeError, match="ids must be a 1-D integer array"):
+        balance_report_from_ids([1, 2], [0.0, 1.0], 2)

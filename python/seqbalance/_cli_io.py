@@ -1,16 +1,34 @@
-"""Where the command line gets its lengths: files in three formats, or a built-in batch."""
+"""Where the command line gets its lengths: files in three formats, or a built-in batch.
+
+Input is streamed: a text or JSON Lines file is read a chunk at a time and each chunk becomes an
+int64 array before the next is read (no Python object per line survives its chunk); a ``.npy``
+file is memory-mapped after its header has been checked against the file's size. Peak memory stays
+a small multiple of 8 bytes per length. Every problem is an :class:`InputError` with a one-line
+message naming the file and, for text, the line.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
+from ._inputs import MAX_VALUE
 from ._lengths import as_int64_array
 
-__all__ = ["InputError", "read_lengths", "synthetic_rl_batch", "SYNTHETIC_DESCRIPTION"]
+__all__ = [
+    "CHUNK_BYTES",
+    "InputError",
+    "MAX_LINE_BYTES",
+    "SYNTHETIC_DESCRIPTION",
+    "read_lengths",
+    "synthetic_rl_batch",
+]
 
 #: Shape of the built-in batch: GRPO-style, 512 prompts with 16 sampled responses each.
 SYNTHETIC_PROMPTS = 512
@@ -22,6 +40,20 @@ SYNTHETIC_DESCRIPTION = (
     f"response lengths, {SYNTHETIC_PROMPTS} prompts x {SYNTHETIC_SAMPLES_PER_PROMPT} samples, "
     f"heavy-tailed, capped at {SYNTHETIC_MAX_LENGTH:,}"
 )
+
+#: Bytes read at a time from a text or JSON Lines file. Parsing a chunk of digits makes a few
+#: int64 arrays of its size, so this bounds the reader's own memory at a few tens of MB.
+CHUNK_BYTES = 4 << 20
+
+#: The longest line accepted (a JSON record with a long token list is still far below this); a
+#: longer one is refused rather than accumulated without end.
+MAX_LINE_BYTES = 64 << 20
+
+# Digits at most in a token the vectorised parser accepts: 10**18 - 1 < 2**63 - 1, so no check
+# for overflow is needed; longer tokens (rare) take the line-by-line path, which checks.
+_FAST_DIGITS = 18
+
+_WHITESPACE = np.array([ord(c) for c in " \t\r\n\v\f"], dtype=np.uint8)
 
 
 class InputError(Exception):
@@ -46,59 +78,190 @@ def synthetic_rl_batch(
     return np.clip(lengths, 8, SYNTHETIC_MAX_LENGTH).reshape(-1)
 
 
-def _read_text(path: Path, text: str) -> list[int]:
+# ---------------------------------------------------------------------------- chunks of lines
+
+
+def _chunks(stream: IO[bytes], path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(number of the chunk's first line, chunk)``; every chunk ends at a line end (or EOF)."""
+    line = 1
+    carry = b""
+    while True:
+        block = stream.read(CHUNK_BYTES)
+        if not block:
+            break
+        data = carry + block if carry else block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            if len(data) > MAX_LINE_BYTES:
+                raise InputError(f"{path}:{line}: line longer than {MAX_LINE_BYTES >> 20} MiB")
+            carry = data
+            continue
+        chunk, carry = data[:cut], data[cut:]
+        yield line, chunk
+        line += chunk.count(b"\n")
+    if carry:
+        yield line, carry
+
+
+def _decode(chunk: bytes, path: Path) -> str:
+    try:
+        return chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file (use .npy for binary input)") from None
+
+
+# ---------------------------------------------------------------------------- one integer a line
+
+
+def _parse_digits(chunk: bytes) -> np.ndarray | None:
+    """The integers of a chunk of plain decimal lines, or None when anything else is in it.
+
+    Vectorised, since a Python int per line is what made large files slow: only digits and
+    whitespace, at most one token per line, at most ``_FAST_DIGITS`` digits per token. Anything
+    else (signs, underscores, long tokens, two numbers on a line) returns None, and the caller
+    parses the chunk line by line with Python's rules and messages.
+    """
+    raw = np.frombuffer(chunk, dtype=np.uint8)
+    digit = (raw >= 48) & (raw <= 57)
+    if not np.all(digit | np.isin(raw, _WHITESPACE)):
+        return None
+    edges = np.diff(digit.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)
+    if starts.size == 0:
+        return np.empty(0, dtype=np.int64)
+    if starts.size > 1:
+        # Two tokens on one line: no newline between one token's end and the next one's start.
+        newlines = np.cumsum(raw == 10)
+        if np.any(newlines[starts[1:]] == newlines[ends[:-1] - 1]):
+            return None
+    widths = ends - starts
+    longest = int(widths.max())
+    if longest > _FAST_DIGITS:
+        return None
+    values = np.zeros(starts.size, dtype=np.int64)
+    for place in range(longest):
+        # Tokens still having a digit at this place shift left by one decimal and add it.
+        live = widths > place
+        positions = starts[live] + place
+        values[live] = values[live] * 10 + (raw[positions].astype(np.int64) - 48)
+    return values
+
+
+def _parse_text_lines(chunk: bytes, first_line: int, path: Path) -> np.ndarray:
+    """Line by line, with Python's ``int`` rules; the first bad line is the error."""
     values = []
-    for line_number, line in enumerate(text.splitlines(), start=1):
+    for offset, line in enumerate(_decode(chunk, path).split("\n")):
         token = line.strip()
         if not token:
             continue
+        where = f"{path}:{first_line + offset}"
         try:
             value = int(token)
         except ValueError:
             raise InputError(
-                f"{path}:{line_number}: expected one integer per line, got {token[:40]!r}"
+                f"{where}: expected one integer per line, got {token[:40]!r}"
             ) from None
         if value < 0:
-            raise InputError(f"{path}:{line_number}: lengths must be >= 0, got {value}")
+            raise InputError(f"{where}: lengths must be >= 0, got {value}")
+        if value > MAX_VALUE:
+            raise InputError(f"{where}: lengths must be <= 2**63 - 1, got {value}")
         values.append(value)
-    return values
+    return np.array(values, dtype=np.int64)
 
 
-def _read_jsonl(path: Path, text: str, field: str) -> list[int]:
-    values = []
-    for line_number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+def _read_text(stream: IO[bytes], path: Path) -> np.ndarray:
+    parts = []
+    for first_line, chunk in _chunks(stream, path):
+        values = _parse_digits(chunk)
+        parts.append(values if values is not None else _parse_text_lines(chunk, first_line, path))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- JSON Lines
+
+
+def _json_value(line: str, where: str, field: str) -> int:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if field not in record:
+        raise InputError(f"{where}: no field {field!r}")
+    value = record[field]
+    # A list (e.g. token ids) counts by its length; a number must be a whole one.
+    if isinstance(value, list):
+        value = len(value)
+    if isinstance(value, bool) or not isinstance(value, int):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{line_number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise InputError(
-                f"{path}:{line_number}: expected a JSON object, got {type(record).__name__}"
-            )
-        if field not in record:
-            raise InputError(f"{path}:{line_number}: no field {field!r}")
-        value = record[field]
-        # A list (e.g. token ids) counts by its length; a number must be a whole one.
-        if isinstance(value, list):
-            value = len(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(
-                f"{path}:{line_number}: field {field!r} must be an integer or a list, "
-                f"got {json.dumps(value)[:40]}"
-            )
-        if value < 0:
-            raise InputError(f"{path}:{line_number}: field {field!r} must be >= 0, got {value}")
-        values.append(value)
-    return values
+            shown = json.dumps(value)[:40]
+        except (ValueError, RecursionError):
+            shown = type(value).__name__
+        raise InputError(f"{where}: field {field!r} must be an integer or a list, got {shown}")
+    if value < 0:
+        raise InputError(f"{where}: field {field!r} must be >= 0, got {value}")
+    if value > MAX_VALUE:
+        raise InputError(f"{where}: field {field!r} must be <= 2**63 - 1, got {value}")
+    return value
+
+
+def _read_jsonl(stream: IO[bytes], path: Path, field: str) -> np.ndarray:
+    parts = []
+    for first_line, chunk in _chunks(stream, path):
+        values = [
+            _json_value(line, f"{path}:{first_line + offset}", field)
+            for offset, line in enumerate(_decode(chunk, path).split("\n"))
+            if line.strip()
+        ]
+        parts.append(np.array(values, dtype=np.int64))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- .npy
 
 
 def _read_npy(path: Path) -> np.ndarray:
+    """Memory-map a ``.npy`` file once its header agrees with the file's size."""
+    fmt = np.lib.format
     try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+        size = path.stat().st_size
+        with open(path, "rb") as stream:
+            version = fmt.read_magic(stream)
+            if version == (1, 0):
+                shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+            offset = stream.tell()
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
         raise InputError(f"{path}: not a readable .npy file ({exc})") from None
+    if dtype.hasobject:
+        raise InputError(f"{path}: holds Python objects (dtype {dtype}); save an integer array")
+    count = 1
+    for extent in shape:
+        count *= extent
+    expected = count * dtype.itemsize
+    if expected != size - offset:
+        raise InputError(
+            f"{path}: the header claims {count:,} items of {dtype} ({expected:,} bytes) but the "
+            f"file holds {size - offset:,} bytes after it"
+        )
+    if count == 0:
+        array = np.empty(shape, dtype=dtype)
+    else:
+        array = np.memmap(
+            path,
+            dtype=dtype,
+            mode="r",
+            offset=offset,
+            shape=shape,
+            order="F" if fortran_order else "C",
+        )
     try:
         return as_int64_array(array, name=str(path))
     except (TypeError, ValueError, OverflowError) as exc:
@@ -115,8 +278,9 @@ def _check_is_file(path: Path) -> None:
 def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     """Read lengths from ``file``: ``.npy``, JSON Lines (with ``field``), or one integer per line.
 
-    ``-`` reads text (or JSON Lines with ``field``) from standard input. Raises
-    :class:`InputError` with a one-line message naming the file and line.
+    ``-`` reads text (or JSON Lines with ``field``) from standard input. Returns a 1-D int64
+    array (for ``.npy``, possibly a read-only memory map). Raises :class:`InputError` with a
+    one-line message naming the file and line.
     """
     path = Path(file)
     if file != "-" and path.suffix == ".npy":
@@ -125,26 +289,31 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
         _check_is_file(path)
         values = _read_npy(path)
     else:
+        if field is None and path.suffix in (".jsonl", ".ndjson"):
+            raise InputError(f"{path}: JSON Lines input needs --field NAME")
         try:
             if file == "-":
-                text = sys.stdin.read()
+                values = _read_stream(_stdin_bytes(), path, field)
             else:
                 _check_is_file(path)
-                text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a UTF-8 text file (use .npy for binary input)") from None
+                with open(path, "rb") as stream:
+                    values = _read_stream(stream, path, field)
         except OSError as exc:
-            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-        if field is not None:
-            numbers = _read_jsonl(path, text, field)
-        elif path.suffix in (".jsonl", ".ndjson"):
-            raise InputError(f"{path}: JSON Lines input needs --field NAME")
-        else:
-            numbers = _read_text(path, text)
-        try:
-            values = as_int64_array(numbers, name=str(path))
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise InputError(str(exc)) from None
+            raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if values.size == 0:
         raise InputError(f"{path}: no lengths found")
     return values
+
+
+def _stdin_bytes() -> IO[bytes]:
+    """Standard input as bytes (a replaced ``sys.stdin`` may be text only, as in tests)."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is not None:
+        return buffer
+    return io.BytesIO(sys.stdin.read().encode("utf-8"))
+
+
+def _read_stream(stream: IO[bytes], path: Path, field: str | None) -> np.ndarray:
+    if field is not None:
+        return _read_jsonl(stream, path, field)
+    return _read_text(stream, path)

@@ -2,7 +2,11 @@
 
 Run with no arguments, it partitions the built-in synthetic RL batch and times the same call on
 the pure-Python reference, so a new user sees the main job, and what it buys, in one command.
-Every user error ends with one line on stderr and exit status 2, never a traceback.
+
+Failures: every error (a bad file, a hostile header, an absurd size, running out of memory) ends
+with one line on stderr and exit status 2, never a traceback; Ctrl-C ends with one line and
+status 130; a reader that closes the pipe early (``seqbalance ... | head -1``) ends the command
+quietly with status 141, as a program killed by SIGPIPE would.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,15 +24,21 @@ import numpy as np
 
 from . import __version__, reference
 from ._cli_io import SYNTHETIC_DESCRIPTION, InputError, read_lengths, synthetic_rl_batch
-from ._inputs import MAX_VALUE
+from ._inputs import MAX_COUNT, MAX_VALUE
 from .costs import sample_costs
-from .metrics import balance_report
+from .metrics import balance_report_from_ids
 from .micro_batches import min_num_micro_batches_for, plan_dp_micro_batches, plan_micro_batches
-from .partition import get_seqlen_balanced_partitions
+from .partition import get_seqlen_balanced_partitions, partition_ids
 
 __all__ = ["main"]
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+#: Inputs up to this many items are timed as the best of three calls (the first call of a process
+#: also pays one-off costs); larger ones once, since each call takes seconds there.
+BEST_OF_THREE_UP_TO = 1 << 20
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
+def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -45,13 +56,16 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum:,}, got {value:,}")
         return value
 
     return parse
 
 
 def _int_list(text: str) -> list[int]:
-    parse = _int_at_least(1)
+    # Sizes decide how much the grid allocates before anything is timed: bounded up front.
+    parse = _int_at_least(1, MAX_COUNT)
     return [parse(part) for part in text.split(",") if part.strip()] or [parse(text)]
 
 
@@ -65,18 +79,47 @@ def _format_seconds(seconds: float) -> str:
 
 def _partition(
     weights: np.ndarray, k: int, equal_size: bool, refine: bool
-) -> tuple[list[list[int]], float]:
-    """Partition with the public function; the time is the best of three calls.
+) -> tuple[np.ndarray, float, int]:
+    """Partition numbers per item (``partition_ids``), the best time, and how many calls it took.
 
-    The first call of a process also pays one-off costs (page faults, lazy imports) that a
-    training loop calling it every step does not.
+    ``partition_ids`` makes the same partition as ``get_seqlen_balanced_partitions`` without a
+    Python object per item, which is what lets the command take files of tens of millions.
     """
+    repeat = 3 if len(weights) <= BEST_OF_THREE_UP_TO else 1
     best = float("inf")
-    for _ in range(3):
+    ids = np.empty(0, dtype=np.int64)
+    for _ in range(repeat):
         start = time.perf_counter()
-        parts = get_seqlen_balanced_partitions(weights, k, equal_size, refine=refine)
+        ids = partition_ids(weights, k, equal_size=equal_size, refine=refine)
         best = min(best, time.perf_counter() - start)
-    return parts, best
+    return ids, best, repeat
+
+
+def _group_weights(values: np.ndarray, group_size: int) -> np.ndarray:
+    """Sums of consecutive groups of ``group_size`` values, refusing one above 2**63 - 1."""
+    if group_size == 1:
+        return values
+    groups = values.reshape(-1, group_size)
+    if int(values.max()) <= MAX_VALUE // group_size:
+        return groups.sum(axis=1, dtype=np.int64)  # cannot wrap around
+    # Values near 2**63: exact Python sums, to name the group that does not fit.
+    weights = []
+    for group, row in enumerate(groups.tolist()):
+        weight = sum(row)
+        if weight > MAX_VALUE:
+            raise InputError(
+                f"group {group} (lengths {group * group_size}..{(group + 1) * group_size - 1}) "
+                f"sums to {weight}, above 2**63 - 1"
+            )
+        weights.append(weight)
+    return np.array(weights, dtype=np.int64)
+
+
+def _parts_from_ids(ids: np.ndarray, k: int) -> list[list[int]]:
+    """The partitions as ascending index lists, in partition order (``ids`` from partition_ids)."""
+    order = np.argsort(ids, kind="stable")
+    cuts = np.cumsum(np.bincount(ids, minlength=k))[:-1]
+    return [part.tolist() for part in np.split(order, cuts)]
 
 
 def _run_partition(args: argparse.Namespace) -> int:
@@ -95,26 +138,11 @@ def _run_partition(args: argparse.Namespace) -> int:
         return _run_plan(args, lengths, source)
     # What a sample weighs (--cost); the report shows the same quantity.
     lengths = sample_costs(args.cost, lengths)
-    # Groups of consecutive samples are balanced as single items weighing their summed cost
-    # (summed as Python ints: an int64 sum could wrap around silently).
-    weights: Any = (
-        [sum(group) for group in lengths.reshape(-1, group_size).tolist()]
-        if group_size > 1
-        else lengths
-    )
-    if group_size > 1:
-        for group, weight in enumerate(weights):
-            if weight > MAX_VALUE:
-                raise InputError(
-                    f"group {group} (lengths {group * group_size}..{(group + 1) * group_size - 1}) "
-                    f"sums to {weight}, above 2**63 - 1"
-                )
-    group_parts, seconds = _partition(weights, args.k, args.equal_size, args.refine)
-    parts = [
-        [g * group_size + offset for g in part for offset in range(group_size)]
-        for part in group_parts
-    ]
-    report = balance_report(lengths, parts)
+    # Groups of consecutive samples are balanced as single items weighing their summed cost.
+    weights = _group_weights(lengths, group_size)
+    group_ids, seconds, repeat = _partition(weights, args.k, args.equal_size, args.refine)
+    ids = np.repeat(group_ids, group_size) if group_size > 1 else group_ids
+    report = balance_report_from_ids(lengths, ids, args.k)
 
     reference_seconds = None
     same_result = None
@@ -122,7 +150,7 @@ def _run_partition(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         reference_parts = reference.get_seqlen_balanced_partitions(weights, args.k, args.equal_size)
         reference_seconds = time.perf_counter() - start
-        same_result = None if args.refine else reference_parts == group_parts
+        same_result = None if args.refine else reference_parts == _parts_from_ids(group_ids, args.k)
 
     if args.json:
         payload = {
@@ -137,7 +165,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             "reference_seconds": reference_seconds,
             "same_as_reference": same_result,
             "report": report.to_dict(),
-            "partitions": parts,
+            "partitions": _parts_from_ids(ids, args.k),
         }
         print(json.dumps(payload))
         return 0
@@ -156,7 +184,8 @@ def _run_partition(args: argparse.Namespace) -> int:
         f"balanced {report.balanced.imbalance:.4f}   "
         f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} {unit})"
     )
-    print(f"time: {_format_seconds(seconds)} for get_seqlen_balanced_partitions (best of 3)")
+    calls = "best of 3" if repeat == 3 else "one call"
+    print(f"time: {_format_seconds(seconds)} for partition_ids ({calls})")
     if reference_seconds is not None:
         same = "" if same_result is None else f", same result: {'yes' if same_result else 'NO'}"
         print(
@@ -465,7 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-k", type=_int_list, default=[8, 32], help="comma-separated k values")
     bench.add_argument("--equal-size", action="store_true", help="equal item counts")
     bench.add_argument(
-        "--repeat", type=_int_at_least(1), default=3, help="best of this many runs of each"
+        "--repeat",
+        type=_int_at_least(1, 1000),
+        default=3,
+        help="best of this many runs of each (at most 1000)",
     )
     bench.add_argument("--json", action="store_true", help="machine-readable output")
     bench.add_argument(
@@ -475,8 +507,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say(line: str) -> None:
+    """Write one line to stderr; a closed stderr is not a second error."""
+    try:
+        print(line, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone.
+
+    Python flushes stdout again at exit; with the pipe closed that flush would fail and print
+    "Exception ignored ... BrokenPipeError" after all.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``seqbalance`` and ``python -m seqbalance``; returns the exit status."""
+    """Entry point of ``seqbalance`` and ``python -m seqbalance``; returns the exit status.
+
+    0 on success (1 when ``bench`` found a result differing from the reference), 2 for every
+    error (one line on stderr), 130 on Ctrl-C, 141 when stdout's reader went away.
+    """
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        _say("seqbalance: interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments:
         arguments = ["partition", "--compare-reference"]
@@ -487,11 +556,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "partition":
         args.k_given = args.k is not None
         args.k = 8 if args.k is None else args.k
+    prefix = f"seqbalance {args.command}: error:"
     try:
-        return args.run(args)
-    except InputError as exc:
-        print(f"seqbalance {args.command}: error: {exc}", file=sys.stderr)
-    except (ValueError, TypeError, OverflowError) as exc:
+        return int(args.run(args))
+    except (InputError, ValueError, TypeError, OverflowError) as exc:
         # The library's own messages name the argument and the value; one line is enough.
-        print(f"seqbalance {args.command}: error: {exc}", file=sys.stderr)
+        _say(f"{prefix} {_one_line(exc)}")
+    except MemoryError as exc:
+        detail = f" ({_one_line(exc)})" if str(exc) else ""
+        _say(f"{prefix} out of memory{detail}; try a smaller input")
+    except RecursionError:
+        _say(f"{prefix} input nested too deeply")
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _say(f"{prefix} {exc.strerror or _one_line(exc)}")
     return EXIT_USAGE
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
