@@ -124,3 +124,63 @@ def test_cost_weighs_each_group_by_its_members(lengths, which):
     ]
     assert group_balanced_partitions(lengths, uids, 2, cost=cost) == expected
     assert group_balanced_partitions(lengths, uids, 2, cost=sample_costs) == expected
+
+
+@st.composite
+def uneven_batches(draw):
+    """Any number of groups >= k, of different sizes (some prompts' responses were filtered)."""
+    k = draw(st.integers(1, 5))
+    n_groups = draw(st.integers(k, 4 * k + 3))
+    sizes = draw(st.lists(st.integers(1, 5), min_size=n_groups, max_size=n_groups))
+    lengths = draw(st.lists(st.integers(0, 5000), min_size=sum(sizes), max_size=sum(sizes)))
+    uids = [group for group, size in enumerate(sizes) for _ in range(size)]
+    return lengths, uids, k
+
+
+@settings(max_examples=150, deadline=None)
+@given(uneven_batches(), st.sampled_from([True, "nearly", False]), st.booleans())
+def test_equal_size_modes_keep_groups_whole_and_counts_as_asked(case, equal_size, refine):
+    lengths, uids, k = case
+    runs = uid_runs(uids)
+    if equal_size is True and len(runs) % k:
+        with pytest.raises(PartitionError, match=r"equal_size='nearly' allows group counts"):
+            group_balanced_partitions(lengths, uids, k, equal_size=equal_size)
+        return
+    partitions = group_balanced_partitions(lengths, uids, k, equal_size=equal_size, refine=refine)
+    assert len(partitions) == k
+    assert sorted(i for p in partitions for i in p) == list(range(len(lengths)))
+    assert all(p == sorted(p) for p in partitions)
+    owner = {i: p for p, part in enumerate(partitions) for i in part}
+    group_counts = [0] * k
+    for start, stop in runs:
+        ranks = {owner[i] for i in range(start, stop)}
+        assert len(ranks) == 1, "a group was split"
+        group_counts[ranks.pop()] += 1
+    assert all(group_counts), "a partition got no group"
+    if equal_size == "nearly":
+        assert max(group_counts) - min(group_counts) <= 1
+    elif equal_size is True:
+        assert len(set(group_counts)) == 1
+    if not refine:
+        # Exactly the partitioner's answer on the group workloads.
+        weights = [sum(24576 * s + s * s for s in lengths[a:b]) for a, b in runs]
+        expected = [
+            sorted(i for g in part for i in range(*runs[g]))
+            for part in get_seqlen_balanced_partitions(weights, k, equal_size)
+        ]
+        assert partitions == expected
+
+
+def test_nearly_balances_six_groups_over_four_ranks():
+    # The issue's case: 6 prompt groups over 4 ranks was a PartitionError with equal_size=True.
+    lengths = [100, 100, 90, 80, 70, 60, 50, 40, 30, 20, 10, 5]
+    uids = [g for g in range(6) for _ in range(2)]
+    with pytest.raises(PartitionError, match=r"not divisible"):
+        group_balanced_partitions(lengths, uids, 4)
+    parts = group_balanced_partitions(lengths, uids, 4, equal_size="nearly", cost="tokens")
+    assert sorted(len(p) // 2 for p in parts) == [1, 1, 2, 2]
+
+
+def test_equal_size_is_strict():
+    with pytest.raises(TypeError, match=r"^equal_size must be True, False or 'nearly', got 'no'"):
+        group_balanced_partitions([1, 2], ["a", "b"], 1, equal_size="no")

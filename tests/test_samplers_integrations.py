@@ -234,3 +234,21 @@ def test_fake_tq_seqlen_balanced_round_trip(fake_tq):
         assert isinstance(copy, base)
         assert copy.has_cached_result("p", "t", {"dp_rank": 2, "batch_index": 0})
         assert [copy([], 4, dp_rank=rank, **config) for rank in range(3)] == expected
+
+
+def test_fake_tq_seqlen_balanced_passes_cost_and_uneven_groups_through(fake_tq):
+    # 5 groups of 2 over 2 ranks (per-rank 5 samples): uneven, so uneven_groups decides.
+    module, _ = fake_tq
+    config = {"task_name": "t", "partition_id": "p", "batch_index": 0, "partition": _Lengths()}
+    for options in (
+        {"uneven_groups": "nearly"},
+        {"uneven_groups": "nearly", "cost": "workload"},
+        {"uneven_groups": "free", "cost": lambda lengths: lengths * lengths},
+    ):
+        sampler = module.SeqlenBalancedSampler(2, 2, **options)
+        plain = seqbalance.SeqlenBalancedSampler(2, 2, **options)
+        assert sampler.uneven_groups == options["uneven_groups"]
+        shares = [sampler(list(range(10)), 5, dp_rank=rank, **config) for rank in range(2)]
+        assert shares == [plain(list(range(10)), 5, dp_rank=rank, **config) for rank in range(2)]
+    with pytest.raises(ValueError, match=r"uneven_groups must be 'free' or 'nearly', got 'even'"):
+        module.SeqlenBalancedSampler(2, 2, uneven_groups="even")

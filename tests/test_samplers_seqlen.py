@@ -159,6 +159,57 @@ def test_groups_not_multiple_of_dp_size_balance_without_equal_counts():
     assert shares[0] == [0, 1]  # the 100-token group alone outweighs the other two
 
 
+def test_uneven_groups_nearly_keeps_group_counts_within_one():
+    # 5 groups of 2 over 2 ranks (per-rank 5 samples). One heavy group: "free" gives it a rank
+    # of its own (1 group against 4); "nearly" gives the ranks 3 and 2 groups.
+    lengths = [100, 100, 1, 1, 2, 2, 3, 3, 4, 4]
+    part = lengths_partition(lengths)
+    free = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
+    nearly = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2, uneven_groups="nearly")
+    free_shares = [call(free, list(range(10)), 5, r, partition=part)[0] for r in range(2)]
+    nearly_shares = [call(nearly, list(range(10)), 5, r, partition=part)[0] for r in range(2)]
+    assert sorted(len(s) // 2 for s in free_shares) == [1, 4]
+    assert sorted(len(s) // 2 for s in nearly_shares) == [2, 3]
+    expected = get_seqlen_balanced_partitions([200, 2, 4, 6, 8], 2, equal_size="nearly")
+    assert nearly_shares == [
+        sorted(2 * g + k for g in groups for k in range(2)) for groups in expected
+    ]
+    assert "uneven_groups='nearly'" in repr(nearly)
+
+
+@pytest.mark.parametrize(
+    "bad, error", [("even", ValueError), ("Nearly", ValueError), (None, TypeError), (1, TypeError)]
+)
+def test_uneven_groups_is_checked(bad, error):
+    with pytest.raises(error, match=r"^uneven_groups must be 'free' or 'nearly', got"):
+        SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2, uneven_groups=bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 10_000), min_size=0, max_size=30),
+    st.integers(1, 8),
+    st.sampled_from(["free", "nearly"]),
+)
+def test_split_groups_policy_for_every_group_count(weights, dp_size, uneven_groups):
+    split = split_groups(weights, dp_size, uneven_groups=uneven_groups)
+    count = len(weights)
+    assert len(split) == dp_size
+    assert sorted(g for share in split for g in share) == list(range(count))
+    sizes = [len(share) for share in split]
+    if count < dp_size:
+        # One group per rank while they last, heaviest first (unchanged by uneven_groups).
+        assert sizes == [1] * count + [0] * (dp_size - count)
+    elif count % dp_size == 0:
+        assert split == get_seqlen_balanced_partitions(weights, dp_size, True)
+    elif uneven_groups == "nearly":
+        assert max(sizes) - min(sizes) <= 1
+        assert split == get_seqlen_balanced_partitions(weights, dp_size, "nearly")
+    else:
+        assert min(sizes) >= 1
+        assert split == get_seqlen_balanced_partitions(weights, dp_size, False)
+
+
 def test_fewer_groups_than_ranks_rounds_up_to_one_group_per_rank(caplog):
     # n=4, dp=4, per-rank 2 -> 8 samples would be 2 groups for 4 ranks (upstream: AssertionError);
     # instead every rank gets one whole group.

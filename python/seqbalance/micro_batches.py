@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import PartitionError
-from ._inputs import MAX_VALUE, _describe, check_k_partitions
+from ._inputs import MAX_VALUE, _describe, check_equal_size, check_k_partitions
 from ._lengths import as_int64_array
 from .costs import (
     check_pad_to_multiple_of,
@@ -471,17 +471,6 @@ def min_num_micro_batches_for(
 # ------------------------------------------------------------ one plan for all ranks
 
 
-def _check_equal_size(equal_size: Any) -> bool | str:
-    if isinstance(equal_size, str):
-        if equal_size == "nearly":
-            return "nearly"
-    elif isinstance(equal_size, (bool, np.bool_)) or (
-        isinstance(equal_size, (int, np.integer)) and int(equal_size) in (0, 1)
-    ):
-        return bool(equal_size)
-    raise TypeError(f"equal_size must be True, False or 'nearly', got {_describe(equal_size)}")
-
-
 def _subproblem(problem: _Problem, groups: np.ndarray) -> _Problem:
     """The problem restricted to some groups (ascending), as one rank sees it."""
     return _Problem(
@@ -620,7 +609,7 @@ def plan_dp_micro_batches(
     """
     ranks_count = check_k_partitions(dp_size, "dp_size")
     order = _check_order(order)
-    equal = _check_equal_size(equal_size)
+    equal = check_equal_size(equal_size)
     problem = _prepare(
         lengths,
         max_token_len,

@@ -4,8 +4,10 @@ Policies (documented for users in the class docstring and the README):
 
 * **Uneven groups.** ``G = batch_size * dp_size / n`` groups over ``dp_size`` ranks. ``G`` a
   multiple of ``dp_size``: equal group counts, balanced tokens (``equal_size=True``). ``G > dp_size``
-  otherwise: balanced tokens without the equal-count constraint (``equal_size=False``); every rank
-  gets at least one group, counts may differ. ``G < dp_size`` (``batch_size < n``): the selection
+  otherwise, by ``uneven_groups``: ``"free"`` (default) balances tokens without the equal-count
+  constraint (``equal_size=False``), every rank gets at least one group and counts may differ;
+  ``"nearly"`` keeps group counts within one of each other (``equal_size="nearly"``), for ranks
+  bound by memory rather than time. ``G < dp_size`` (``batch_size < n``): the selection
   is rounded up to ``dp_size`` groups, one whole group per rank, so each rank gets ``n`` samples.
   An empty share is never produced: a controller cannot tell an empty answer from "not ready yet"
   and would retry it forever. Groups are never split; each selected index goes to exactly one
@@ -52,8 +54,25 @@ logger = logging.getLogger(__name__)
 SplitKey = tuple[Hashable, Hashable, Hashable]
 
 
+#: The accepted values of ``uneven_groups``.
+UNEVEN_GROUPS = ("free", "nearly")
+
+
+def check_uneven_groups(uneven_groups: Any) -> str:
+    """``uneven_groups`` as ``"free"`` or ``"nearly"``; another string is a ``ValueError``, any
+    other type a ``TypeError``, both naming the argument and the value."""
+    if isinstance(uneven_groups, str):
+        if uneven_groups in UNEVEN_GROUPS:
+            return uneven_groups
+        raise ValueError(f"uneven_groups must be 'free' or 'nearly', got {uneven_groups!r}")
+    raise TypeError(f"uneven_groups must be 'free' or 'nearly', got {_describe(uneven_groups)}")
+
+
 def split_groups(
-    group_weights: list[Any], dp_size: int, refine: bool | str = False
+    group_weights: list[Any],
+    dp_size: int,
+    refine: bool | str = False,
+    uneven_groups: str = "free",
 ) -> list[list[int]]:
     """Assign groups (by position) to ``dp_size`` ranks so token sums are balanced.
 
@@ -61,6 +80,9 @@ def split_groups(
         group_weights: weight of each group (token count, or a cost), >= 0.
         dp_size: number of ranks, >= 1.
         refine: passed to ``get_seqlen_balanced_partitions``.
+        uneven_groups: when the group count exceeds ``dp_size`` but is not a multiple of it,
+            ``"free"`` balances the weights with free counts, ``"nearly"`` keeps the group
+            counts within one of each other.
 
     Returns:
         ``dp_size`` ascending lists of group positions; rank 0 holds the heaviest share. Every
@@ -71,16 +93,18 @@ def split_groups(
         [[0, 3], [1, 2]]
         >>> split_groups([5, 9], 3)
         [[1], [0], []]
+        >>> split_groups([9, 1, 1, 1, 1], 2), split_groups([9, 1, 1, 1, 1], 2, uneven_groups="nearly")
+        ([[0], [1, 2, 3, 4]], [[0, 2], [1, 3, 4]])
     """
-    # Imported at call time so the samplers pick up the native core once the package provides it.
-
     count = len(group_weights)
     if count == 0:
         return [[] for _ in range(dp_size)]
     if count < dp_size:
         heaviest_first = sorted(range(count), key=lambda g: (-group_weights[g], g))
         return [[g] for g in heaviest_first] + [[] for _ in range(dp_size - count)]
-    equal_size = count % dp_size == 0
+    equal_size: bool | str = True
+    if count % dp_size:
+        equal_size = "nearly" if uneven_groups == "nearly" else False
     return get_seqlen_balanced_partitions(
         group_weights, dp_size, equal_size=equal_size, refine=refine
     )
@@ -159,8 +183,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
     Policies:
         * Uneven groups: a group count that is a multiple of ``dp_size`` gives equal counts per
-          rank; any other count of at least ``dp_size`` balances tokens without the equal-count
-          constraint (every rank gets at least one group). When ``batch_size * dp_size`` covers
+          rank; any other count of at least ``dp_size`` follows ``uneven_groups``: ``"free"``
+          balances tokens without the equal-count constraint (every rank gets at least one
+          group), ``"nearly"`` keeps group counts within one of each other. When ``batch_size * dp_size`` covers
           fewer groups than ranks (``batch_size < n``), the selection is rounded up to
           ``dp_size`` groups: one whole group, ``n`` samples, per rank. No rank ever gets an empty
           share, and groups are never split.
@@ -200,10 +225,13 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         cost_field: keyword-only; instead of ``cost``, the name of a ``custom_meta`` field that
             holds each sample's weight (e.g. ``"flops"``); a sample without it is a
             ``ValueError`` naming the index. Float weights are a ``TypeError`` for now.
+        uneven_groups: keyword-only; ``"free"`` (default) or ``"nearly"``, the policy for a
+            group count above ``dp_size`` that is not a multiple of it (see Policies).
 
     Raises:
         ValueError: ``n_samples_per_prompt <= 0`` or ``dp_size <= 0`` (checked in that order), or
-            ``dp_size`` above ``2**24``.
+            ``dp_size`` above ``2**24``; an ``uneven_groups`` other than ``"free"`` or
+            ``"nearly"`` (``TypeError`` when it is not a string).
 
     Example:
         >>> class Partition:
@@ -225,12 +253,14 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         refine: bool | str = False,
         cost: Any = "tokens",
         cost_field: str | None = None,
+        uneven_groups: str = "free",
     ) -> None:
         super().__init__(n_samples_per_prompt, max_cached_batches=max_cached_batches)
         self.dp_size = check_count(dp_size, "dp_size")
         # Passed to get_seqlen_balanced_partitions: True or "exact" lowers the heaviest share.
         self.refine = check_refine(refine)
         self.cost, self.cost_field = _check_sampler_cost(cost, cost_field)
+        self.uneven_groups = check_uneven_groups(uneven_groups)
         # (partition_id, task_name, batch_index) -> one ascending index list per rank.
         self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
         # Same key -> ranks that have not collected their share yet.
@@ -245,8 +275,10 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     def _repr_settings(self) -> list[tuple[str, Any]]:
         settings = [*super()._repr_settings(), ("dp_size", self.dp_size), ("refine", self.refine)]
         if self.cost_field is not None:
-            return [*settings, ("cost_field", self.cost_field)]
-        return [*settings, ("cost", self.cost)]
+            settings.append(("cost_field", self.cost_field))
+        else:
+            settings.append(("cost", self.cost))
+        return [*settings, ("uneven_groups", self.uneven_groups)]
 
     def _eviction_rule(self) -> str:
         return " only once every dp_rank has collected its share"
@@ -354,7 +386,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             group_split = equal_split(len(groups), self.dp_size)
         else:
             weights = self._group_weights(groups, partition, key)
-            group_split = split_groups(weights, self.dp_size, self.refine)
+            group_split = split_groups(weights, self.dp_size, self.refine, self.uneven_groups)
 
         shares = [
             sorted(index for g in group_positions for index in groups[g])
