@@ -274,3 +274,16 @@ def test_planner_float_cost_errors_name_the_cost():
     # Planners that cap integer counts still refuse floats, without rounding them.
     with pytest.raises(TypeError, match="float weights are not supported yet"):
         seqbalance.plan_micro_batches([1, 2], 5, cost=[1.5, 2.0])
+
+
+def test_lists_of_zero_d_arrays_count_by_their_dtype():
+    """0-d arrays (and 0-d tensors, through ``__array__``) in a list weigh as their scalars."""
+    values = [3.0, 16777218.0, 2.0, 2.0, 0.0, 16777216.0]
+    singles = [np.asarray(v, dtype=np.float32) for v in values]
+    assert normalize_weights(singles).precision == "single"
+    assert seqbalance.karmarkar_karp(singles, 2, False) == [[2, 0, 5], [1, 3, 4]]
+    doubles = [np.asarray(v) for v in values]
+    assert normalize_weights(doubles).precision == "double"
+    assert seqbalance.karmarkar_karp(doubles, 2, False) == [[0, 5, 2], [1, 3, 4]]
+    with pytest.raises(TypeError, match=r"^seqlen_list mixes float32 items"):
+        seqbalance.karmarkar_karp([singles[0], 1.0], 1, False)
