@@ -6,11 +6,12 @@ import io
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import pytest
 
 import seqbalance
-from seqbalance import cli
+from seqbalance import _version, cli
 from seqbalance.__main__ import main
 
 
@@ -31,13 +32,43 @@ def test_version_prints_the_package_version():
     assert result.stderr == ""
 
 
+def _from_source_tree() -> bool:
+    package = Path(seqbalance.__file__).resolve().parent
+    return package.parent.name == "python" and (package.parents[1] / "Cargo.toml").is_file()
+
+
 def test_version_is_the_installed_metadata_when_installed():
-    try:
-        installed = version("seqbalance")
-    except PackageNotFoundError:
-        pytest.skip("seqbalance runs from the source tree here (no package metadata)")
+    if _from_source_tree():
+        pytest.skip("seqbalance runs from the source tree here")
     # One source: maturin writes Cargo.toml's version into the metadata; __version__ reads it.
-    assert seqbalance.__version__ == installed
+    assert seqbalance.__version__ == version("seqbalance")
+
+
+def test_version_of_a_source_tree_is_its_cargo_toml():
+    if not _from_source_tree():
+        pytest.skip("seqbalance is installed here, not run from the source tree")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    cargo = Path(seqbalance.__file__).resolve().parents[2] / "Cargo.toml"
+    assert seqbalance.__version__ == tomllib.loads(cargo.read_text())["package"]["version"]
+
+
+def test_package_version_reads_the_tree_it_sits_in(tmp_path, monkeypatch):
+    module = tmp_path / "python" / "seqbalance" / "_version.py"
+    module.parent.mkdir(parents=True)
+    (tmp_path / "Cargo.toml").write_text(
+        '[package]\nname = "seqbalance"\nversion = "9.8.7"\n\n[dependencies]\nx = { version = "1" }\n'
+    )
+    monkeypatch.setattr(_version, "__file__", str(module))
+    assert _version.package_version() == "9.8.7"
+    # Outside a source tree (no python/ parent), the metadata decides, whatever Cargo.toml says.
+    elsewhere = tmp_path / "site-packages" / "seqbalance" / "_version.py"
+    elsewhere.parent.mkdir(parents=True)
+    monkeypatch.setattr(_version, "__file__", str(elsewhere))
+    try:
+        expected = version("seqbalance")
+    except PackageNotFoundError:
+        expected = "0.0.0"
+    assert _version.package_version() == expected
 
 
 def test_progress_close_ends_the_line_once_and_only_after_drawing():

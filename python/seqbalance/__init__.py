@@ -12,9 +12,8 @@ The partitioners return exactly what the pure-Python Karmarkar–Karp functions 
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from ._errors import PartitionError
+from ._version import package_version
 from .costs import TransformerCost
 
 # Planning toolkit (after the partitioners: these modules look them up in the package top level).
@@ -43,10 +42,7 @@ from .samplers import (
     SequentialSampler,
 )
 
-try:
-    __version__ = version("seqbalance")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+__version__ = package_version()
 
 __all__ = [
     "BaseSampler",
