@@ -53,7 +53,10 @@ MAX_LINE_BYTES = 64 << 20
 # for overflow is needed; longer tokens (rare) take the line-by-line path, which checks.
 _FAST_DIGITS = 18
 
-_WHITESPACE = np.array([ord(c) for c in " \t\r\n\v\f"], dtype=np.uint8)
+# Byte classes for the vectorised parser: 1 a digit, 2 whitespace, 0 anything else.
+_BYTE_CLASS = np.zeros(256, dtype=np.uint8)
+_BYTE_CLASS[ord("0") : ord("9") + 1] = 1
+_BYTE_CLASS[[ord(c) for c in " \t\r\n\v\f"]] = 2
 
 
 class InputError(Exception):
@@ -122,29 +125,30 @@ def _parse_digits(chunk: bytes) -> np.ndarray | None:
     parses the chunk line by line with Python's rules and messages.
     """
     raw = np.frombuffer(chunk, dtype=np.uint8)
-    digit = (raw >= 48) & (raw <= 57)
-    if not np.all(digit | np.isin(raw, _WHITESPACE)):
+    kind = _BYTE_CLASS[raw]
+    if not kind.all():
         return None
-    edges = np.diff(digit.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    digit = (kind == 1).view(np.int8)
+    edges = np.diff(digit, prepend=np.int8(0), append=np.int8(0))
     starts = np.flatnonzero(edges == 1)
     ends = np.flatnonzero(edges == -1)
     if starts.size == 0:
         return np.empty(0, dtype=np.int64)
-    if starts.size > 1:
-        # Two tokens on one line: no newline between one token's end and the next one's start.
-        newlines = np.cumsum(raw == 10)
-        if np.any(newlines[starts[1:]] == newlines[ends[:-1] - 1]):
-            return None
+    # One token a line: the number of newlines before each token must grow from token to token.
+    line_of = np.searchsorted(np.flatnonzero(raw == 10), starts)
+    if np.any(line_of[1:] == line_of[:-1]):
+        return None
     widths = ends - starts
     longest = int(widths.max())
     if longest > _FAST_DIGITS:
         return None
+    last = raw.size - 1
     values = np.zeros(starts.size, dtype=np.int64)
     for place in range(longest):
-        # Tokens still having a digit at this place shift left by one decimal and add it.
-        live = widths > place
-        positions = starts[live] + place
-        values[live] = values[live] * 10 + (raw[positions].astype(np.int64) - 48)
+        # Tokens that still have a digit at this place shift left one decimal and add it; the
+        # others keep their value (the byte read for them is masked out).
+        digits = raw[np.minimum(starts + place, last)].astype(np.int64) - ord("0")
+        values = np.where(widths > place, values * 10 + digits, values)
     return values
 
 
