@@ -12,9 +12,9 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,7 @@ __all__ = [
     "InputError",
     "MAX_LINE_BYTES",
     "SYNTHETIC_DESCRIPTION",
+    "read_grouped_lengths",
     "read_lengths",
     "synthetic_rl_batch",
 ]
@@ -185,7 +186,7 @@ def _read_text(stream: IO[bytes], path: Path) -> np.ndarray:
 # ---------------------------------------------------------------------------- JSON Lines
 
 
-def _json_value(line: str, where: str, field: str) -> int:
+def _json_record(line: str, where: str) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -194,6 +195,27 @@ def _json_value(line: str, where: str, field: str) -> int:
         raise InputError(f"{where}: JSON nested too deeply") from None
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def _json_value(line: str, where: str, field: str) -> int:
+    return _json_length(_json_record(line, where), where, field)
+
+
+def _json_uid(record: dict[str, Any], where: str, uid_field: str) -> Any:
+    """A record's group id: a string, number, bool or null (compared with ``==``)."""
+    if uid_field not in record:
+        raise InputError(f"{where}: no field {uid_field!r} (--uid-field)")
+    uid = record[uid_field]
+    if isinstance(uid, (list, dict)):
+        raise InputError(
+            f"{where}: field {uid_field!r} must be a string or a number (a group id), "
+            f"got a JSON {'array' if isinstance(uid, list) else 'object'}"
+        )
+    return uid
+
+
+def _json_length(record: dict[str, Any], where: str, field: str) -> int:
     if field not in record:
         raise InputError(f"{where}: no field {field!r}")
     value = record[field]
@@ -211,6 +233,24 @@ def _json_value(line: str, where: str, field: str) -> int:
     if value > MAX_VALUE:
         raise InputError(f"{where}: field {field!r} must be <= 2**63 - 1, got {value}")
     return value
+
+
+def _read_jsonl_groups(
+    stream: IO[bytes], path: Path, field: str, uid_field: str
+) -> tuple[np.ndarray, list[Any]]:
+    """Lengths (as :func:`_read_jsonl`) and every record's group id, in file order."""
+    parts = []
+    uids: list[Any] = []
+    for first_line, chunk in _chunks(stream, path):
+        values = []
+        for offset, line in enumerate(_decode(chunk, path).split("\n")):
+            if line.strip():
+                where = f"{path}:{first_line + offset}"
+                record = _json_record(line, where)
+                values.append(_json_length(record, where, field))
+                uids.append(_json_uid(record, where, uid_field))
+        parts.append(np.array(values, dtype=np.int64))
+    return (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)), uids
 
 
 def _read_jsonl(stream: IO[bytes], path: Path, field: str) -> np.ndarray:
@@ -295,18 +335,44 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     else:
         if field is None and path.suffix in (".jsonl", ".ndjson"):
             raise InputError(f"{path}: JSON Lines input needs --field NAME")
-        try:
-            if file == "-":
-                values = _read_stream(_stdin_bytes(), path, field)
-            else:
-                _check_is_file(path)
-                with open(path, "rb") as stream:
-                    values = _read_stream(stream, path, field)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        values = _read_text_input(file, lambda stream: _read_stream(stream, path, field))
     if values.size == 0:
         raise InputError(f"{path}: no lengths found")
     return values
+
+
+def read_grouped_lengths(file: str, field: str, uid_field: str) -> tuple[np.ndarray, list[Any]]:
+    """Lengths and group ids from a JSON Lines ``file`` (``-``: stdin): ``field`` holds each
+    record's length (or a list counted by its length), ``uid_field`` its group id.
+
+    Consecutive records with equal ids form one group. Raises :class:`InputError` (one line,
+    naming the file and line) for a ``.npy`` file, a missing field or a non-scalar id.
+    """
+    path = Path(file)
+    if file != "-" and path.suffix == ".npy":
+        raise InputError(f"{path}: --uid-field reads JSON Lines, not .npy")
+    values, uids = _read_text_input(
+        file, lambda stream: _read_jsonl_groups(stream, path, field, uid_field)
+    )
+    if values.size == 0:
+        raise InputError(f"{path}: no lengths found")
+    return values, uids
+
+
+_Read = TypeVar("_Read")
+
+
+def _read_text_input(file: str, read: Callable[[IO[bytes]], _Read]) -> _Read:
+    """``read`` applied to ``file`` opened for binary reading, or to stdin for ``-``."""
+    path = Path(file)
+    try:
+        if file == "-":
+            return read(_stdin_bytes())
+        _check_is_file(path)
+        with open(path, "rb") as stream:
+            return read(stream)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _stdin_bytes() -> IO[bytes]:

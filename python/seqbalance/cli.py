@@ -23,9 +23,16 @@ from typing import Any, NoReturn
 import numpy as np
 
 from . import __version__, reference
-from ._cli_io import SYNTHETIC_DESCRIPTION, InputError, read_lengths, synthetic_rl_batch
+from ._cli_io import (
+    SYNTHETIC_DESCRIPTION,
+    InputError,
+    read_grouped_lengths,
+    read_lengths,
+    synthetic_rl_batch,
+)
 from ._inputs import MAX_COUNT, MAX_VALUE
-from .costs import sample_costs
+from .costs import group_sums, sample_costs
+from .groups import uid_runs
 from .metrics import balance_report_from_ids
 from .micro_batches import min_num_micro_batches_for, plan_dp_micro_batches, plan_micro_batches
 from .partition import get_seqlen_balanced_partitions, partition_ids
@@ -78,7 +85,7 @@ def _format_seconds(seconds: float) -> str:
 
 
 def _partition(
-    weights: np.ndarray, k: int, equal_size: bool, refine: bool
+    weights: np.ndarray, k: int, equal_size: bool | str, refine: bool
 ) -> tuple[np.ndarray, float, int]:
     """Partition numbers per item (``partition_ids``), the best time, and how many calls it took.
 
@@ -122,33 +129,68 @@ def _parts_from_ids(ids: np.ndarray, k: int) -> list[list[int]]:
     return [part.tolist() for part in np.split(order, cuts)]
 
 
-def _run_partition(args: argparse.Namespace) -> int:
+def _equal_size(args: argparse.Namespace) -> bool | str:
+    """``equal_size`` from ``--equal-size`` / ``--nearly-equal`` (argparse keeps them apart)."""
+    return "nearly" if args.nearly_equal else args.equal_size
+
+
+def _read_input(args: argparse.Namespace) -> tuple[np.ndarray, list[Any] | None, str]:
+    """Lengths, the group id of each (``--uid-field``, else ``None``) and where they came from."""
+    if args.uid_field is not None:
+        if args.file is None or args.field is None:
+            raise InputError(
+                "--uid-field reads JSON Lines: give a FILE ('-' for stdin) and --field NAME"
+            )
+        if args.group_size != 1:
+            raise InputError("pass either --group-size or --uid-field, not both")
+        lengths, uids = read_grouped_lengths(args.file, args.field, args.uid_field)
+        source = f"{args.file}: {lengths.size:,} lengths in {len(uid_runs(uids)):,} uid groups"
+        return lengths, uids, source
     if args.file is None:
-        lengths = synthetic_rl_batch()
-        source = SYNTHETIC_DESCRIPTION
-    else:
-        lengths = read_lengths(args.file, args.field)
-        source = f"{args.file}: {lengths.size:,} lengths"
+        return synthetic_rl_batch(), None, SYNTHETIC_DESCRIPTION
+    lengths = read_lengths(args.file, args.field)
+    return lengths, None, f"{args.file}: {lengths.size:,} lengths"
+
+
+def _run_partition(args: argparse.Namespace) -> int:
+    lengths, uids, source = _read_input(args)
     group_size = args.group_size
     if lengths.size % group_size:
         raise InputError(
             f"number of lengths ({lengths.size}) is not divisible by --group-size ({group_size})"
         )
+    equal_size = _equal_size(args)
     if args.dp is not None or args.max_token_len is not None:
-        return _run_plan(args, lengths, source)
+        return _run_plan(args, lengths, uids, source)
     # What a sample weighs (--cost); the report shows the same quantity.
     lengths = sample_costs(args.cost, lengths)
-    # Groups of consecutive samples are balanced as single items weighing their summed cost.
-    weights = _group_weights(lengths, group_size)
-    group_ids, seconds, repeat = _partition(weights, args.k, args.equal_size, args.refine)
-    ids = np.repeat(group_ids, group_size) if group_size > 1 else group_ids
+    # Groups of consecutive samples (--group-size, or runs of equal --uid-field) are balanced as
+    # single items weighing their summed cost.
+    if uids is None:
+        weights = _group_weights(lengths, group_size)
+        sizes: int | np.ndarray = group_size
+    else:
+        starts = np.asarray([start for start, _ in uid_runs(uids)], dtype=np.int64)
+        if starts.size < args.k:
+            raise InputError(
+                f"number of groups ({starts.size}) is smaller than k_partitions ({args.k})"
+            )
+        if equal_size is True and starts.size % args.k:
+            raise InputError(
+                f"number of groups ({starts.size}) is not divisible by k_partitions ({args.k}) "
+                "with --equal-size (--nearly-equal allows group counts that differ by one)"
+            )
+        weights = group_sums(lengths, starts)
+        sizes = np.diff(np.append(starts, lengths.size))
+    group_ids, seconds, repeat = _partition(weights, args.k, equal_size, args.refine)
+    ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
     report = balance_report_from_ids(lengths, ids, args.k)
 
     reference_seconds = None
     same_result = None
     if args.compare_reference:
         start = time.perf_counter()
-        reference_parts = reference.get_seqlen_balanced_partitions(weights, args.k, args.equal_size)
+        reference_parts = reference.get_seqlen_balanced_partitions(weights, args.k, equal_size)
         reference_seconds = time.perf_counter() - start
         same_result = None if args.refine else reference_parts == _parts_from_ids(group_ids, args.k)
 
@@ -157,8 +199,10 @@ def _run_partition(args: argparse.Namespace) -> int:
             "source": source,
             "n": int(lengths.size),
             "k": args.k,
-            "equal_size": args.equal_size,
+            "equal_size": equal_size,
             "group_size": group_size,
+            "uid_field": args.uid_field,
+            "groups": int(weights.size),
             "cost": args.cost,
             "refine": args.refine,
             "seconds": seconds,
@@ -170,7 +214,8 @@ def _run_partition(args: argparse.Namespace) -> int:
         print(json.dumps(payload))
         return 0
 
-    options = f"k={args.k}, equal_size={args.equal_size}, group_size={group_size}"
+    grouping = f"uid_field={args.uid_field}" if uids is not None else f"group_size={group_size}"
+    options = f"k={args.k}, equal_size={equal_size!r}, {grouping}"
     if args.cost != "tokens":
         options += f", cost={args.cost}"
     if args.refine:
@@ -195,19 +240,28 @@ def _run_partition(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_plan(args: argparse.Namespace, lengths: np.ndarray, source: str) -> int:
+def _run_plan(
+    args: argparse.Namespace, lengths: np.ndarray, uids: list[Any] | None, source: str
+) -> int:
     """``--max-token-len`` (with ``-k`` or ``--dp``): micro-batches under the cap, summarised."""
     cap = args.max_token_len
     if cap is None:
         raise InputError("--dp needs --max-token-len (the DP-wide micro-batch plan)")
     if args.dp is not None and args.k_given:
         raise InputError("pass either -k (two-step plan per rank) or --dp (DP-wide plan), not both")
+    if uids is not None and args.dp is None:
+        raise InputError(
+            "--uid-field with --max-token-len needs --dp (the DP-wide plan keeps uid groups whole)"
+        )
+    equal_size = _equal_size(args)
     keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=args.group_size)
     start = time.perf_counter()
     if args.dp is not None:
         function = "plan_dp_micro_batches"
+        if uids is not None:
+            keywords = dict(cost=args.cost, uid_list=uids)
         plan = plan_dp_micro_batches(
-            lengths, args.dp, cap, equal_size=args.equal_size, refine=args.refine, **keywords
+            lengths, args.dp, cap, equal_size=equal_size, refine=args.refine, **keywords
         )
     else:
         # The two-step pattern a trainer runs on every rank: the agreed count is the largest.
@@ -218,7 +272,7 @@ def _run_plan(args: argparse.Namespace, lengths: np.ndarray, source: str) -> int
         ranks = [
             [g * group_size + offset for g in part for offset in range(group_size)]
             for part in get_seqlen_balanced_partitions(
-                group_costs, args.k, args.equal_size, refine=args.refine
+                group_costs, args.k, equal_size, refine=args.refine
             )
         ]
         agreed = max(min_num_micro_batches_for(lengths[rank], cap, **keywords) for rank in ranks)
@@ -362,7 +416,8 @@ def _run_bench(args: argparse.Namespace) -> int:
     if not cells:
         raise InputError("no grid cell has n >= k; choose larger --sizes or smaller -k")
     uneven = [(n, k) for n, k in cells if n % k]
-    if args.equal_size and uneven:
+    equal_size = _equal_size(args)
+    if equal_size is True and uneven:
         # Found before any timing starts, not after the cells before it have run.
         n, k = uneven[0]
         raise InputError(f"--equal-size needs n divisible by k; n={n} is not divisible by k={k}")
@@ -373,14 +428,12 @@ def _run_bench(args: argparse.Namespace) -> int:
             lengths = synthetic_rl_batch(n_prompts=-(-n // 16))[:n]
             progress.update(done, f"n={n} k={k}: seqbalance")
             native, native_seconds = _time_best(
-                functools.partial(get_seqlen_balanced_partitions, lengths, k, args.equal_size),
+                functools.partial(get_seqlen_balanced_partitions, lengths, k, equal_size),
                 args.repeat,
             )
             progress.update(done, f"n={n} k={k}: reference")
             slow, reference_seconds = _time_best(
-                functools.partial(
-                    reference.get_seqlen_balanced_partitions, lengths, k, args.equal_size
-                ),
+                functools.partial(reference.get_seqlen_balanced_partitions, lengths, k, equal_size),
                 args.repeat,
             )
             rows.append(
@@ -401,9 +454,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
     else:
-        print(
-            f"get_seqlen_balanced_partitions, equal_size={args.equal_size}, best of {args.repeat}"
-        )
+        print(f"get_seqlen_balanced_partitions, equal_size={equal_size!r}, best of {args.repeat}")
         print(f"{'n':>8} {'k':>5} {'seqbalance':>12} {'reference':>12} {'speed-up':>9}  same")
         for row in rows:
             print(
@@ -444,7 +495,13 @@ def build_parser() -> argparse.ArgumentParser:
     partition.add_argument(
         "-k", type=_int_at_least(1), default=None, help="partitions (ranks; default 8)"
     )
-    partition.add_argument("--equal-size", action="store_true", help="equal item counts")
+    counts = partition.add_mutually_exclusive_group()
+    counts.add_argument("--equal-size", action="store_true", help="equal item counts")
+    counts.add_argument(
+        "--nearly-equal",
+        action="store_true",
+        help="item (or group) counts within one of each other, for any n (equal_size='nearly')",
+    )
     partition.add_argument(
         "--group-size",
         type=_int_at_least(1),
@@ -474,6 +531,12 @@ def build_parser() -> argparse.ArgumentParser:
     partition.add_argument(
         "--field", metavar="NAME", help="JSON Lines field holding the length (or a token list)"
     )
+    partition.add_argument(
+        "--uid-field",
+        metavar="NAME",
+        help="JSON Lines field holding a group id: consecutive records with equal ids form a "
+        "group kept on one rank (prompt groups of any sizes)",
+    )
     partition.add_argument("--json", action="store_true", help="machine-readable output")
     partition.add_argument(
         "--compare-reference",
@@ -492,7 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--sizes", type=_int_list, default=[1024, 4096, 16384], help="comma-separated n values"
     )
     bench.add_argument("-k", type=_int_list, default=[8, 32], help="comma-separated k values")
-    bench.add_argument("--equal-size", action="store_true", help="equal item counts")
+    bench_counts = bench.add_mutually_exclusive_group()
+    bench_counts.add_argument("--equal-size", action="store_true", help="equal item counts")
+    bench_counts.add_argument(
+        "--nearly-equal", action="store_true", help="counts within one (equal_size='nearly')"
+    )
     bench.add_argument(
         "--repeat",
         type=_int_at_least(1, 1000),
