@@ -60,6 +60,15 @@ def test_usage_example_comment_matches_the_output():
     assert out.getvalue().strip() == claimed.group(1)
 
 
+def test_readme_never_installs_seqbalance_from_an_index():
+    # The name is not published on a package index: `pip install seqbalance` would fetch nothing,
+    # or someone else's package. A clone or a wheel file it is.
+    from_index = re.compile(r"pip3? install [\"']?seqbalance(?![-\w.])")
+    assert not from_index.findall(README.read_text())
+    assert from_index.search("pip install 'seqbalance[plot]'")
+    assert not from_index.search("pip install dist/seqbalance-0.1.0-cp310-abi3-linux_x86_64.whl")
+
+
 @pytest.mark.parametrize("command", ["make run", "make test"])
 def test_the_two_commands_are_documented(command):
     assert command in README.read_text()
