@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqbalance import (
+    _plan_reference,
     calculate_workload,
     get_seqlen_balanced_partitions,
     min_num_micro_batches_for,
@@ -115,31 +116,6 @@ def test_two_step_agreement_gives_every_rank_the_same_count(case):
         assert all(sum(lengths[i] for i in batch) <= cap for batch in plan)
 
 
-@settings(max_examples=100, deadline=None)
-@given(
-    st.integers(1, 300).flatmap(
-        lambda cap: st.tuples(st.just(cap), st.lists(st.integers(0, cap), min_size=1, max_size=20))
-    )
-)
-def test_count_is_the_first_from_the_lower_bound_whose_balanced_split_fits(case):
-    cap, lengths = case
-    count = min_num_micro_batches_for(lengths, cap, cost="tokens")
-    lower_bound = max(1, math.ceil(sum(lengths) / cap))
-
-    def fits(k: int) -> bool:
-        k = min(k, len(lengths))
-        parts = get_seqlen_balanced_partitions(lengths, k, False)
-        return all(sum(lengths[i] for i in part) <= cap for part in parts)
-
-    assert count >= lower_bound
-    assert fits(count)
-    assert not any(fits(k) for k in range(lower_bound, count))
-    # With tokens as weights and no reordering, the plan is the partitioner's split.
-    plan = plan_micro_batches(lengths, cap, cost="tokens", order="none")
-    if count <= len(lengths):
-        assert plan == get_seqlen_balanced_partitions(lengths, count, False)
-
-
 def bubble(batches: list[list[int]], costs: list[int]) -> list[list[int]]:
     """The spec's ordering, written out independently: empty micro-batches last."""
     keyed = sorted(
@@ -220,29 +196,6 @@ def test_numpy_input():
     assert plan_micro_batches(lengths, 50) == plan_micro_batches(lengths.tolist(), 50)
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    st.integers(2, 6).flatmap(
-        lambda target: st.tuples(
-            st.just(target),
-            st.lists(st.integers(0, 50), min_size=target, max_size=target + 10),
-        )
-    )
-)
-def test_splitting_a_fitting_plan_further_keeps_the_cap(case):
-    # The fallback behind the agreement guarantee, exercised directly: it is only reached when
-    # the partitioner's split at the agreed count would break the cap.
-    target, lengths = case
-    problem = mb_module._prepare(lengths, 60, 1, None, "workload")
-    own_count, own_ids = mb_module._own_plan(problem)
-    own_parts = mb_module._parts(own_ids, own_count)
-    parts = mb_module._split_further(problem, own_parts, max(target, own_count))
-    assert len(parts) == max(target, own_count)
-    assert sorted(g for part in parts for g in part) == list(range(len(lengths)))
-    assert all(part for part in parts)
-    assert all(sum(lengths[g] for g in part) <= 60 for part in parts)
-
-
 def test_errors():
     with pytest.raises(
         ValueError, match=r"lengths\[1\] = 600 is longer than max_token_len \(500\)"
@@ -281,18 +234,6 @@ def test_errors():
 
 
 # ------------------------------------------------- the count search: bound, scan, gallop
-
-
-def linear_scan_count(lengths, cap, group_size, multiple, cost) -> int:
-    """The search as it was before the lower bound: every count from ceil(total / cap)."""
-    problem = mb_module._prepare(lengths, cap, group_size, multiple, cost)
-    if not problem.n_groups:
-        return 0
-    multiple = multiple or 1
-    count = -(-max(1, math.ceil(int(problem.tokens.sum()) / cap)) // multiple) * multiple
-    while not mb_module._fits(problem, mb_module._balanced_split(problem, count)):
-        count += multiple
-    return count
 
 
 def optimal_bin_count(sizes: list[int], cap: int) -> int:
@@ -336,12 +277,14 @@ def test_the_lower_bound_with_python_ints_above_int64():
     assert mb_module._bin_lower_bound([cap, 1, 1], cap) == 2
 
 
+# ------------------------------------------- the native planner against its Python oracle
+
+
 @st.composite
-def count_search_cases(draw):
+def oracle_cases(draw):
     group_size = draw(st.integers(1, 2))
     cap = draw(st.integers(2, 500))
-    n_groups = draw(st.integers(0, 24))
-    # One group holds group_size samples; keep it under the cap with sizes near cap / k.
+    n_groups = draw(st.integers(0, 40))
     per_sample = cap // group_size
     lengths = draw(
         st.lists(
@@ -350,90 +293,84 @@ def count_search_cases(draw):
             max_size=n_groups * group_size,
         )
     )
-    multiple = draw(st.none() | st.integers(1, 3))
-    return lengths, cap, group_size, multiple, draw(st.sampled_from(["tokens", "workload"]))
-
-
-@settings(max_examples=250, deadline=None)
-@given(count_search_cases())
-def test_the_count_is_the_one_the_linear_scan_finds(case):
-    lengths, cap, group_size, multiple, cost = case
-    options = dict(
-        force_group_size=group_size,
-        num_micro_batches_multiple=multiple,
-        cost=cost,
-    )
-    expected = linear_scan_count(lengths, cap, group_size, multiple, cost)
-    assert min_num_micro_batches_for(lengths, cap, **options) == expected
-    assert len(plan_micro_batches(lengths, cap, **options)) == expected
-
-
-def count_partitions(monkeypatch) -> list[int]:
-    """Record the count of every balanced split the search makes."""
-    counts: list[int] = []
-    real = mb_module._balanced_split
-
-    def spy(problem, count):
-        counts.append(count)
-        return real(problem, count)
-
-    monkeypatch.setattr(mb_module, "_balanced_split", spy)
-    return counts
-
-
-@pytest.mark.parametrize(("length", "per_bin"), [(501, 1), (1000, 1), (334, 2), (251, 3), (201, 4)])
-def test_samples_just_over_a_fraction_of_the_cap_take_one_partition(monkeypatch, length, per_bin):
-    # Review item 1: [cap // 2 + 1] * n made the scan try about n / 2 counts.
-    counts = count_partitions(monkeypatch)
-    n = 600
-    assert min_num_micro_batches_for([length] * n, 1000, cost="tokens") == n // per_bin
-    assert counts == [n // per_bin]
-
-
-@pytest.mark.parametrize("steps", [0, 1, 3])
-@settings(max_examples=60, deadline=None)
-@given(case=count_search_cases())
-def test_past_the_step_budget_the_search_gallops_to_a_fitting_count(steps, case):
-    lengths, cap, group_size, multiple, cost = case
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(mb_module, "_SCAN_STEPS", steps)
-        counts = count_partitions(patch)
-        count = min_num_micro_batches_for(
-            lengths,
-            cap,
+    return (
+        lengths,
+        cap,
+        dict(
             force_group_size=group_size,
-            num_micro_batches_multiple=multiple,
-            cost=cost,
-        )
-    assert count >= linear_scan_count(lengths, cap, group_size, multiple, cost)
-    problem = mb_module._prepare(lengths, cap, group_size, multiple, cost)
-    if lengths:
-        assert split_fits(problem, count)
-        # Locally first: the count before it fails, or is below the bound the search starts at.
-        start = mb_module._round_up(
-            mb_module._bin_lower_bound(problem.tokens, cap), problem.multiple
-        )
-        assert count == start or not split_fits(problem, count - problem.multiple)
-    assert len(counts) <= steps + 2 * max(1, len(problem.tokens)).bit_length() + 2
+            num_micro_batches_multiple=draw(st.none() | st.integers(1, 3)),
+            cost=draw(st.sampled_from(["tokens", "workload"])),
+            min_num_micro_batches=draw(st.none() | st.integers(0, 50)),
+            order=draw(st.sampled_from(["bubble", "none"])),
+        ),
+    )
 
 
-def split_fits(problem, count: int) -> bool:
-    return mb_module._fits(problem, mb_module._balanced_split(problem, count))
+def oracle_plan(lengths, cap, options):
+    """plan_micro_batches by the pure-Python oracle of the native planner."""
+    g = options["force_group_size"]
+    multiple = options["num_micro_batches_multiple"] or 1
+    costs = lengths if options["cost"] == "tokens" else calculate_workload(lengths)
+    tokens = [sum(lengths[i : i + g]) for i in range(0, len(lengths), g)]
+    weights = [sum(costs[i : i + g]) for i in range(0, len(lengths), g)]
+    starts = list(range(0, len(lengths), g))
+    core_cap = max(1, min(cap, sum(tokens)))
+    bound = mb_module._bin_lower_bound(tokens, core_cap) if tokens else 0
+    minimum = -(-(options["min_num_micro_batches"] or 0) // multiple) * multiple
+    count, _, _, plan = _plan_reference.plan_ranks(
+        tokens,
+        weights,
+        starts,
+        [g] * len(tokens),
+        [list(range(len(tokens)))],
+        core_cap,
+        multiple,
+        minimum,
+        options["order"] == "bubble",
+        [bound],
+    )
+    return count, plan[0]
 
 
-def test_a_search_past_the_budget_stays_logarithmic(monkeypatch):
-    # Balancing by workload, uniform lengths fit about 10% above the bound: > _SCAN_STEPS tries.
-    rng = np.random.default_rng(3)
-    lengths = rng.integers(1, 16_385, 1_000).tolist()
-    counts = count_partitions(monkeypatch)
-    count = min_num_micro_batches_for(lengths, 16_384)
-    assert counts[mb_module._SCAN_STEPS - 1] == counts[0] + mb_module._SCAN_STEPS - 1
-    assert len(counts) > mb_module._SCAN_STEPS  # the case does reach the gallop
-    assert len(counts) <= mb_module._SCAN_STEPS + 2 * (1_000).bit_length() + 2
-    plan = plan_micro_batches(lengths, 16_384, order="none")
-    assert len(plan) == count
-    assert all(sum(lengths[i] for i in batch) <= 16_384 for batch in plan)
-    assert not split_fits(mb_module._prepare(lengths, 16_384, 1, None, "workload"), count - 1)
+@settings(max_examples=400, deadline=None)
+@given(oracle_cases())
+def test_native_planner_is_the_python_oracle(case):
+    lengths, cap, options = case
+    count, plan = oracle_plan(lengths, cap, options)
+    assert plan_micro_batches(lengths, cap, **options) == plan
+    own = {k: v for k, v in options.items() if k not in ("order", "min_num_micro_batches")}
+    own_count, _ = oracle_plan(lengths, cap, {**options, "min_num_micro_batches": None})
+    assert min_num_micro_batches_for(lengths, cap, **own) == own_count
+
+
+@settings(max_examples=200, deadline=None)
+@given(oracle_cases())
+def test_the_count_search_settles_where_the_count_before_fails(case):
+    # The search gallops from the lower bound and bisects back: the count it returns fits and
+    # the count one multiple below does not (or is below the bound it starts from).
+    lengths, cap, options = case
+    g = options["force_group_size"]
+    multiple = options["num_micro_batches_multiple"] or 1
+    costs = lengths if options["cost"] == "tokens" else calculate_workload(lengths)
+    tokens = [sum(lengths[i : i + g]) for i in range(0, len(lengths), g)]
+    weights = [sum(costs[i : i + g]) for i in range(0, len(lengths), g)]
+    own = {k: v for k, v in options.items() if k not in ("order", "min_num_micro_batches")}
+    count = min_num_micro_batches_for(lengths, cap, **own)
+    if not tokens:
+        assert count == 0
+        return
+    start = mb_module._round_up(mb_module._bin_lower_bound(tokens, cap), multiple)
+    assert count >= start and count % multiple == 0
+    assert _plan_reference.split(tokens, weights, cap, count) is not None
+    if count > start:
+        assert _plan_reference.split(tokens, weights, cap, count - multiple) is None
+
+
+def test_the_split_prefers_the_cheapest_part_with_room():
+    # Costs decide the order and the part; tokens only rule parts out.
+    assert _plan_reference.split([5, 5, 5], [3, 2, 1], 10, 2) == [0, 1, 1]
+    assert _plan_reference.split([9, 5, 5], [3, 2, 1], 10, 2) == [0, 1, 1]
+    assert _plan_reference.split([6, 6, 6], [3, 2, 1], 10, 2) is None
 
 
 # ------------------------------------------------------------------ alignment

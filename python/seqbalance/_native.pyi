@@ -7,7 +7,9 @@ import numpy.typing as npt
 
 __all__ = [
     "_dlpack_bfloat16",
+    "_own_count",
     "_pack",
+    "_plan_ranks",
     "_refine",
     "_refine_ids",
     "build_profile",
@@ -47,3 +49,18 @@ def _refine_ids(
 def _dlpack_bfloat16(
     capsule: Any,
 ) -> tuple[npt.NDArray[np.float32], list[int]] | None: ...
+def _own_count(
+    tokens: npt.NDArray[np.int64], costs: npt.NDArray[np.int64], cap: int, multiple: int
+) -> int: ...
+def _plan_ranks(
+    tokens: npt.NDArray[np.int64],
+    costs: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+    rank_of_item: npt.NDArray[np.int64],
+    n_ranks: int,
+    cap: int,
+    multiple: int,
+    minimum: int,
+    bubble: bool,
+) -> tuple[int, int, int, list[list[list[int]]]]: ...

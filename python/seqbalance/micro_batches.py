@@ -6,12 +6,12 @@ Also the data-parallel-wide plan: which rank trains which samples in which micro
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from . import _native, _plan_reference
 from ._errors import PartitionError
 from ._inputs import MAX_VALUE, _describe, check_equal_size, check_k_partitions
 from ._lengths import as_int64_array
@@ -23,8 +23,8 @@ from .costs import (
     sample_costs,
 )
 from .groups import uid_runs
-from .partition import get_seqlen_balanced_partitions, partition_ids
-from .refine import check_refine
+from .partition import partition_ids
+from .refine import check_refine, refine_partitions
 
 __all__ = [
     "MAX_MICRO_BATCHES",
@@ -132,38 +132,9 @@ def _prepare(
     return _Problem(starts, sizes, tokens, weights, sample_weights, cap, multiple, refine)
 
 
-def _balanced_split(problem: _Problem, count: int) -> np.ndarray:
-    """The part of every group in a balanced split into ``count`` parts (an int64 array).
-
-    Parts are numbered as :func:`get_seqlen_balanced_partitions` orders them (heaviest first);
-    with fewer groups than ``count`` the parts from ``n_groups`` on stay empty.
-    """
-    filled = min(count, problem.n_groups)
-    if not filled:
-        return np.zeros(0, dtype=np.int64)
-    return partition_ids(problem.weights, filled, equal_size=False, refine=problem.refine)
-
-
-def _part_sums(values: np.ndarray, ids: np.ndarray, count: int) -> np.ndarray:
-    """Exact int64 sums of ``values`` per part (no part's sum passes the checked total)."""
-    sums = np.zeros(count, dtype=np.int64)
-    np.add.at(sums, ids, values)
-    return sums
-
-
-def _fits(problem: _Problem, ids: np.ndarray) -> bool:
-    if ids.size == 0:
-        return True
-    return bool(_part_sums(problem.tokens, ids, int(ids.max()) + 1).max() <= problem.cap)
-
-
 # The Fekete-Schepers bounds below use u_k for k = 2.._DFF_MAX: enough for items down to
 # cap / (_DFF_MAX + 1); the scan's step budget covers what the bounds miss.
 _DFF_MAX = 16
-
-# Counts tried one by one above the lower bound before the search gallops: each try is a full
-# partition, and the first fitting count is usually within a few steps of the bound.
-_SCAN_STEPS = 32
 
 
 def _bin_lower_bound(tokens: Any, cap: int) -> int:
@@ -209,77 +180,58 @@ def _bin_lower_bound(tokens: Any, cap: int) -> int:
     return bound
 
 
-def _own_plan(problem: _Problem) -> tuple[int, np.ndarray]:
-    """The first count from the lower bound, in steps of the multiple, whose split fits.
+def _core_cap(problem: _Problem) -> int:
+    """The cap as the core takes it: a cap above the total token count acts as that total.
 
-    Returns the count and the part of every group. The scan starts from
-    :func:`_bin_lower_bound`, rounded up to the multiple: no smaller count can fit, so this is
-    the first fitting count from ``ceil(total / cap)``. After ``_SCAN_STEPS`` failed counts it
-    gallops (doubling the step) to a fitting count and bisects back to one whose predecessor
-    fails, so the work stays O(log n) partitions; in that rare case the count can be above the
-    first fitting one (it still fits the cap).
+    Both hold every group in one micro-batch, so the plan is the same; the core needs a cap
+    below 2**63.
     """
-    if not problem.n_groups:
-        return 0, np.zeros(0, dtype=np.int64)
-    multiple = problem.multiple
-    count = _round_up(_bin_lower_bound(problem.tokens, problem.cap), multiple)
-    # Each group in a part of its own always fits (no group is above the cap).
-    ceiling = _round_up(problem.n_groups, multiple)
-    for _ in range(_SCAN_STEPS):
-        ids = _balanced_split(problem, count)
-        if _fits(problem, ids):
-            return count, ids
-        logger.debug("%d micro-batches exceed the token cap %d; trying more", count, problem.cap)
-        count += multiple
-    failed, jump = count - multiple, multiple
-    while True:
-        jump *= 2
-        count = min(failed + jump, ceiling)
-        ids = _balanced_split(problem, count)
-        if _fits(problem, ids):
-            break
-        failed = count
-    logger.debug(
-        "no fitting count within %d steps of the bound; bisecting in (%d, %d]",
-        _SCAN_STEPS,
-        failed,
-        count,
+    return max(1, min(problem.cap, int(problem.tokens.sum())))
+
+
+def _plan_ranks(
+    problem: _Problem, rank_of_group: np.ndarray, n_ranks: int, minimum: int, bubble: bool
+) -> tuple[int, int, int, list[list[list[int]]]]:
+    """The native planner: ``(count, heaviest micro-batch, heaviest rank, plan)``.
+
+    Every rank gets the same count: the largest of the ranks' own counts and ``minimum``.
+    """
+    return _native._plan_ranks(
+        problem.tokens,
+        problem.weights,
+        problem.starts,
+        problem.sizes,
+        np.ascontiguousarray(rank_of_group, dtype=np.int64),
+        n_ranks,
+        _core_cap(problem),
+        problem.multiple,
+        minimum,
+        bubble,
     )
-    while count - failed > multiple:
-        middle = failed + (count - failed) // multiple // 2 * multiple
-        middle_ids = _balanced_split(problem, middle)
-        if _fits(problem, middle_ids):
-            count, ids = middle, middle_ids
-        else:
-            failed = middle
-    return count, ids
 
 
-def _parts(ids: np.ndarray, count: int) -> list[list[int]]:
-    """Group indexes per part, ascending, from the part of every group."""
-    if not count:
-        return []
-    order = np.argsort(ids, kind="stable")
-    bounds = np.cumsum(np.bincount(ids, minlength=count))[:-1]
-    return [part.tolist() for part in np.split(order, bounds)]
+def _refined_micro_batches(
+    problem: _Problem, batches: list[list[int]], order: str
+) -> list[list[int]]:
+    """``refine=True``/``"exact"``: refine the micro-batches' split by cost, kept if it fits.
 
-
-def _split_further(problem: _Problem, parts: list[list[int]], count: int) -> list[list[int]]:
-    """Grow a fitting split to ``count`` parts by halving the heaviest divisible part.
-
-    Halving never adds tokens to a part, so the cap still holds: this is what makes a count
-    agreed across ranks (at least each rank's own count) always achievable. Empty parts last.
+    :func:`refine_partitions` never makes the heaviest micro-batch heavier by cost; the refined
+    split replaces the planner's only when every micro-batch still fits the cap.
     """
-    weights = problem.weights.tolist()
-    filled = [part for part in parts if part]
-    target = min(count, problem.n_groups)
-    while len(filled) < target:
-        candidates = [p for p, part in enumerate(filled) if len(part) >= 2]
-        heaviest = max(candidates, key=lambda p: (sum(weights[g] for g in filled[p]), -p))
-        part = filled[heaviest]
-        halves = get_seqlen_balanced_partitions([weights[g] for g in part], 2, False)
-        filled[heaviest : heaviest + 1] = [[part[i] for i in half] for half in halves]
-    return filled + [[] for _ in range(count - len(filled))]
+    group_of_sample = np.repeat(np.arange(problem.n_groups, dtype=np.int64), problem.sizes)
+    parts = [np.unique(group_of_sample[batch]).tolist() for batch in batches if batch]
+    empty = len(batches) - len(parts)
+    if parts:
+        refined = refine_partitions(problem.weights, parts, refine=problem.refine)
+        if all(int(problem.tokens[part].sum()) <= problem.cap for part in refined):
+            parts = refined
+    weights, starts = problem.weights.tolist(), problem.starts.tolist()
+    if order == "bubble":
+        parts = _plan_reference.bubble(parts, weights, starts)
+    sizes = problem.sizes.tolist()
+    return [
+        [i for g in sorted(part) for i in range(starts[g], starts[g] + sizes[g])] for part in parts
+    ] + [[] for _ in range(empty)]
 
 
 def _check_min_count(min_num_micro_batches: Any) -> int:
@@ -303,42 +255,6 @@ def _check_order(order: Any) -> str:
     return order
 
 
-def _plan_parts(problem: _Problem, minimum: int) -> list[list[int]]:
-    """Group indexes per micro-batch: the own plan, grown to ``minimum`` parts if that is more."""
-    own_count, own_ids = _own_plan(problem)
-    if minimum <= own_count:
-        return _parts(own_ids, own_count)
-    ids = _balanced_split(problem, minimum)
-    if _fits(problem, ids):
-        return _parts(ids, minimum)
-    return _split_further(problem, _parts(own_ids, own_count), minimum)
-
-
-def _micro_batches(problem: _Problem, parts: list[list[int]], order: str) -> list[list[int]]:
-    """Sample indexes per micro-batch (ascending), ordered; empty micro-batches last."""
-    starts, sizes, weights = problem.starts, problem.sizes, problem.weights
-    filled = [np.asarray(part, dtype=np.int64) for part in parts if part]
-    empty = len(parts) - len(filled)
-    if order == "bubble":
-        # By (cost, first index) descending, then the smaller ones to both ends.
-        keys = [(int(weights[part].sum()), int(starts[part].min())) for part in filled]
-        ranked = sorted(range(len(filled)), key=keys.__getitem__, reverse=True)
-        ranked = ranked[::2][::-1] + ranked[1::2]
-        filled = [filled[p] for p in ranked]
-    batches = []
-    for part in filled:
-        groups = np.sort(starts[part]) if part.size > 1 else starts[part]
-        if sizes[part].max() == 1:
-            batches.append(groups.tolist())
-        else:
-            group_sizes = sizes[part][np.argsort(starts[part])]
-            offsets = np.arange(int(group_sizes.sum())) - np.repeat(
-                np.cumsum(group_sizes) - group_sizes, group_sizes
-            )
-            batches.append((np.repeat(groups, group_sizes) + offsets).tolist())
-    return batches + [[] for _ in range(empty)]
-
-
 def plan_micro_batches(
     lengths: Any,
     max_token_len: int,
@@ -354,14 +270,16 @@ def plan_micro_batches(
 ) -> list[list[int]]:
     """Split one rank's samples into micro-batches of at most ``max_token_len`` tokens each.
 
-    The cap is a hard guarantee. The count is the first one from the lower bound
-    ``ceil(total / cap)``, in steps of ``num_micro_batches_multiple``, whose balanced split
-    fits; it is then raised to ``min_num_micro_batches`` (rounded up to the multiple) if that
-    is larger. The search skips the counts that bin-packing lower bounds rule out (samples
-    just over half the cap need one micro-batch each), so it usually costs a few partitions.
-    After 32 failed counts it gallops and bisects instead (O(log n) more partitions), and may
-    then settle a little above the first fitting count; the two-step pattern below is
-    unaffected, since both functions search the same way.
+    The cap is a hard guarantee. The split into a given count is a cap-aware greedy in the
+    native core: groups by cost descending (ties by index), each into the micro-batch of least
+    cost among those with room for its tokens (ties to an empty one, then the lowest number);
+    it fails when a group fits nowhere. The count starts from bin-packing lower bounds
+    (``ceil(total / cap)``, and stronger ones: samples just over half the cap need one
+    micro-batch each), rounded up to ``num_micro_batches_multiple``, gallops up (1, 2, 4, ...
+    multiples) to a count whose split fits and bisects back, so the count before it does not
+    fit; it is then raised to ``min_num_micro_batches`` (rounded up to the multiple) if that is
+    larger, splitting the heaviest micro-batches further when the split at that count would not
+    fit. ``seqbalance._plan_reference`` is the same rules in pure Python.
 
     Data-parallel ranks must run the same number of micro-batches. Use two steps::
 
@@ -392,9 +310,10 @@ def plan_micro_batches(
             smaller ones at both ends (``mb[::2][::-1] + mb[1::2]``) to shrink pipeline warm-up
             and cool-down bubbles; ``"none"`` keeps the partitioner's order. Empty micro-batches
             always come last.
-        refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`: refine each balanced
-            split, which never raises its heaviest micro-batch by the balancing weight (with
-            ``cost="tokens"``, by tokens, so a count can only fit sooner).
+        refine: ``True`` or ``"exact"`` refines the final split by cost
+            (:func:`seqbalance.refine_partitions`, which never makes the heaviest micro-batch
+            heavier) and keeps the refined split when every micro-batch still fits the cap; the
+            count is the unrefined one.
         balance_workload: deprecated alias of ``cost`` (``True`` = ``"workload"``, ``False`` =
             ``"tokens"``); a ``DeprecationWarning``, and a ``TypeError`` beside ``cost``.
 
@@ -425,7 +344,11 @@ def plan_micro_batches(
         refine,
     )
     minimum = _round_up(_check_min_count(min_num_micro_batches), problem.multiple)
-    return _micro_batches(problem, _plan_parts(problem, minimum), order)
+    one_rank = np.zeros(problem.n_groups, dtype=np.int64)
+    if problem.refine is False:
+        return _plan_ranks(problem, one_rank, 1, minimum, order == "bubble")[3][0]
+    batches = _plan_ranks(problem, one_rank, 1, minimum, False)[3][0]
+    return _refined_micro_batches(problem, batches, order)
 
 
 def min_num_micro_batches_for(
@@ -465,74 +388,58 @@ def min_num_micro_batches_for(
         pad_to_multiple_of,
         refine,
     )
-    return _own_plan(problem)[0]
+    if not problem.n_groups:
+        return 0
+    return int(
+        _native._own_count(problem.tokens, problem.weights, _core_cap(problem), problem.multiple)
+    )
 
 
 # ------------------------------------------------------------ one plan for all ranks
 
 
-def _subproblem(problem: _Problem, groups: np.ndarray) -> _Problem:
-    """The problem restricted to some groups (ascending), as one rank sees it."""
-    return _Problem(
-        problem.starts[groups],
-        problem.sizes[groups],
-        problem.tokens[groups],
-        problem.weights[groups],
-        problem.sample_weights[:0],
-        problem.cap,
-        problem.multiple,
-        problem.refine,
-    )
 
 
 @dataclass(frozen=True)
 class _DpPlan:
-    ranks: list[np.ndarray]  # rank -> group indexes, ascending
-    parts: list[list[list[int]]]  # rank -> micro-batch -> positions in the rank's groups
     heaviest: int  # the heaviest rank's cost
     count: int  # micro-batches per rank
     heaviest_micro_batch: int  # the heaviest micro-batch's cost
+    plan: list[list[list[int]]]
 
     def score(self) -> tuple[int, int, int]:
         return self.heaviest, self.count, self.heaviest_micro_batch
 
 
-def _fill_empty_ranks(problem: _Problem, ranks: list[np.ndarray]) -> list[np.ndarray]:
-    """Give every empty rank one group: the lightest group of a rank holding several.
+def _fill_empty_ranks(problem: _Problem, rank_of_group: np.ndarray, n_ranks: int) -> np.ndarray:
+    """Give every empty rank one group: the lightest group of the rank holding the most.
 
     Only zero-cost groups can leave a rank empty in a balanced split, and moving a group to an
     empty rank never makes the heaviest rank heavier.
     """
-    ranks = [np.asarray(rank, dtype=np.int64) for rank in ranks]
-    for r in range(len(ranks)):
-        if ranks[r].size:
-            continue
-        donor = max(
-            (d for d in range(len(ranks)) if ranks[d].size >= 2),
-            key=lambda d: (ranks[d].size, -d),
-        )
-        lightest = int(np.argmin(problem.weights[ranks[donor]]))
-        ranks[r] = ranks[donor][lightest : lightest + 1]
-        ranks[donor] = np.delete(ranks[donor], lightest)
-    return ranks
+    counts = np.bincount(rank_of_group, minlength=n_ranks)
+    if problem.n_groups < n_ranks or counts.min() > 0:
+        return rank_of_group
+    rank_of_group = rank_of_group.copy()
+    for rank in np.flatnonzero(counts == 0).tolist():
+        donor = int(np.argmax(counts))
+        members = np.flatnonzero(rank_of_group == donor)
+        lightest = int(members[np.argmin(problem.weights[members])])
+        rank_of_group[lightest] = rank
+        counts[donor] -= 1
+        counts[rank] += 1
+    return rank_of_group
 
 
-def _dp_plan(problem: _Problem, ranks: Sequence[Any], minimum: int) -> _DpPlan:
+def _dp_plan(
+    problem: _Problem, rank_of_group: np.ndarray, n_ranks: int, minimum: int, order: str
+) -> _DpPlan:
     """Micro-batches for a given rank split: the common count is the largest own count."""
-    ranks = _fill_empty_ranks(problem, [np.sort(np.asarray(r, dtype=np.int64)) for r in ranks])
-    subproblems = [_subproblem(problem, rank) for rank in ranks]
-    count = max([minimum] + [_own_plan(sub)[0] for sub in subproblems])
-    parts = [_plan_parts(sub, count) for sub in subproblems]
-    heaviest_micro_batch = max(
-        (
-            int(sub.weights[part].sum())
-            for sub, rank in zip(subproblems, parts, strict=True)
-            for part in rank
-        ),
-        default=0,
+    rank_of_group = _fill_empty_ranks(problem, rank_of_group, n_ranks)
+    count, heaviest_micro_batch, heaviest, plan = _plan_ranks(
+        problem, rank_of_group, n_ranks, minimum, order == "bubble"
     )
-    heaviest = max((int(sub.weights.sum()) for sub in subproblems), default=0)
-    return _DpPlan(ranks, parts, heaviest, count, heaviest_micro_batch)
+    return _DpPlan(heaviest, count, heaviest_micro_batch, plan)
 
 
 def plan_dp_micro_batches(
@@ -638,22 +545,20 @@ def plan_dp_micro_batches(
         )
     # With a divisible count "nearly" is exactly True.
     partition_equal: Any = equal if problem.n_groups % ranks_count else bool(equal)
-    recipe = _dp_plan(
-        problem,
-        get_seqlen_balanced_partitions(
-            problem.weights, ranks_count, partition_equal, refine=problem.refine
-        ),
-        minimum,
+    recipe_ids = partition_ids(
+        problem.weights, ranks_count, equal_size=partition_equal, refine=problem.refine
     )
+    recipe = _dp_plan(problem, recipe_ids, ranks_count, minimum, order)
     best = recipe
     if problem.refine is False and ranks_count > 1:
-        refined = _dp_plan(
-            problem,
-            get_seqlen_balanced_partitions(
-                problem.weights, ranks_count, partition_equal, refine=True
+        # The local search of refine=True, started from the recipe's own split.
+        refined_ids = cast(
+            np.ndarray,
+            _native._refine_ids(
+                problem.weights, recipe_ids, ranks_count, bool(partition_equal), False, True
             ),
-            minimum,
         )
+        refined = _dp_plan(problem, refined_ids, ranks_count, minimum, order)
         if (
             refined.heaviest <= recipe.heaviest
             and refined.count <= recipe.count
@@ -666,8 +571,4 @@ def plan_dp_micro_batches(
         ranks_count,
         best.count,
     )
-    plan = []
-    for rank, parts in zip(best.ranks, best.parts, strict=True):
-        sub = _subproblem(problem, rank)
-        plan.append(_micro_batches(sub, parts, order))
-    return plan
+    return best.plan

@@ -14,6 +14,7 @@ use pyo3::types::{PyBool, PyInt, PyList, PyString};
 mod convert;
 mod dlpack;
 mod packing;
+mod planner;
 mod refine;
 
 use convert::{fast_weights, nested_lists, normalised_weights, Weights};
@@ -277,6 +278,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
     dlpack::register(m)?;
     packing::register(m)?;
+    planner::register(m)?;
     refine::register(m)?;
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! * [`greedy`]: the greedy partitioner (heaviest item to the lightest set).
 //! * [`float`]: both partitioners on `f64`/`f32` weights, in the reference's float arithmetic.
 //! * [`refine`]: pairwise item swaps and moves that never make the heaviest set heavier.
+//! * [`planner`]: micro-batches under a token cap (count search, fit test, balanced split).
 //! * [`packing`]: bin packing under a capacity (next fit, first fit, first/best fit decreasing).
 //! * [`sort`]: the seeding sort shared by the partitioners.
 //!
@@ -27,5 +28,6 @@ pub mod ldm;
 pub mod nearly;
 pub mod packing;
 pub mod parts;
+pub mod planner;
 pub mod refine;
 pub mod sort;

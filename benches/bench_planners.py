@@ -1,0 +1,108 @@
+"""The planners against the floor: numpy.sort of the same lengths, timed in the same run.
+
+Workload (planning spec, "Speed of the planners"): int64 lengths
+``min(int(lognormal(mean=7, sigma=1)) + 1, 32768)``; ``plan_micro_batches`` at n = 2^17 with caps
+of 32,768 and 262,144 tokens (target: within 25x numpy.sort), ``plan_dp_micro_batches`` at
+n = 2^20, dp = 64, cap 65,536 (target: within 40x). ``numpy.argsort(kind="stable")`` is timed
+beside them for context.
+
+Run the ratios: ``python benches/bench_planners.py`` (best of 5 each, one process);
+pytest-benchmark: ``pytest benches/bench_planners.py --benchmark-enable``. With benchmarks
+disabled (the default in the test suite) each case runs once and checks its plan.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import seqbalance
+
+N_PLAN, N_DP, DP, DP_CAP = 2**17, 2**20, 64, 65_536
+PLAN_CAPS = (32_768, 262_144)
+
+
+def workload(n: int, seed: int = 0) -> np.ndarray:
+    raw = np.random.default_rng(seed).lognormal(mean=7.0, sigma=1.0, size=n)
+    return np.minimum(raw.astype(np.int64) + 1, 32_768)
+
+
+@pytest.fixture(scope="module")
+def plan_lengths():
+    return workload(N_PLAN)
+
+
+@pytest.fixture(scope="module")
+def dp_lengths():
+    return workload(N_DP)
+
+
+def check_plan(plan: list[list[int]], lengths: np.ndarray, cap: int) -> None:
+    flat = np.concatenate([np.asarray(mb, dtype=np.int64) for mb in plan])
+    assert np.array_equal(np.sort(flat), np.arange(lengths.size))
+    assert max(int(lengths[mb].sum()) for mb in plan) <= cap
+
+
+@pytest.mark.parametrize("cap", PLAN_CAPS)
+def test_plan_micro_batches(benchmark, plan_lengths, cap):
+    benchmark.group = f"plan_micro_batches 2^17, cap {cap}"
+    check_plan(seqbalance.plan_micro_batches(plan_lengths, cap), plan_lengths, cap)
+    benchmark.pedantic(seqbalance.plan_micro_batches, args=(plan_lengths, cap), rounds=3)
+
+
+@pytest.mark.parametrize("cap", PLAN_CAPS)
+def test_plan_floor_numpy_sort(benchmark, plan_lengths, cap):
+    benchmark.group = f"plan_micro_batches 2^17, cap {cap}"
+    benchmark(np.sort, plan_lengths)
+
+
+def test_plan_dp_micro_batches(benchmark, dp_lengths):
+    benchmark.group = "plan_dp_micro_batches 2^20, dp 64, cap 65536"
+    plan = seqbalance.plan_dp_micro_batches(dp_lengths, DP, DP_CAP)
+    assert len(plan) == DP and len({len(rank) for rank in plan}) == 1
+    check_plan([mb for rank in plan for mb in rank], dp_lengths, DP_CAP)
+    benchmark.pedantic(seqbalance.plan_dp_micro_batches, args=(dp_lengths, DP, DP_CAP), rounds=1)
+
+
+def test_dp_floor_numpy_sort(benchmark, dp_lengths):
+    benchmark.group = "plan_dp_micro_batches 2^20, dp 64, cap 65536"
+    benchmark(np.sort, dp_lengths)
+
+
+def _best(function: Callable[[], Any], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def report(repeat: int = 5) -> None:
+    """Print each planner's time as a ratio of numpy.sort of the same lengths (same run)."""
+    rows = []
+    small = workload(N_PLAN)
+    sort = _best(lambda: np.sort(small), repeat)
+    argsort = _best(lambda: np.argsort(small, kind="stable"), repeat)
+    for cap in PLAN_CAPS:
+        seconds = _best(lambda cap=cap: seqbalance.plan_micro_batches(small, cap), repeat)
+        rows.append((f"plan_micro_batches n=2^17 cap={cap}", seconds, sort, argsort, 25))
+    large = workload(N_DP)
+    sort = _best(lambda: np.sort(large), repeat)
+    argsort = _best(lambda: np.argsort(large, kind="stable"), repeat)
+    seconds = _best(lambda: seqbalance.plan_dp_micro_batches(large, DP, DP_CAP), repeat)
+    rows.append((f"plan_dp_micro_batches n=2^20 dp={DP} cap={DP_CAP}", seconds, sort, argsort, 40))
+    print(f"{'case':<50} {'time':>10} {'x numpy.sort':>13} {'x argsort':>10} {'target':>7}")
+    for name, seconds, sort, argsort, target in rows:
+        print(
+            f"{name:<50} {seconds * 1e3:>8.1f}ms {seconds / sort:>12.1f}x "
+            f"{seconds / argsort:>9.1f}x {target:>6}x"
+        )
+
+
+if __name__ == "__main__":
+    report()
