@@ -33,7 +33,7 @@ def dp_cases(draw):
         )
     )
     divisible = n_groups % dp == 0
-    equal = draw(st.sampled_from([False, True, "nearly"] if divisible else [False]))
+    equal = draw(st.sampled_from([False, True, "nearly"] if divisible else [False, "nearly"]))
     options = dict(
         cost=draw(st.sampled_from(["tokens", "workload"])),
         equal_size=equal,
@@ -84,7 +84,7 @@ def recipe(lengths, dp, cap, options):
     g = options["force_group_size"]
     _, costs = padded_costs(lengths, options)
     group_cost = [sum(costs[i : i + g]) for i in range(0, len(lengths), g)]
-    ranks = get_seqlen_balanced_partitions(group_cost, dp, bool(options["equal_size"]))
+    ranks = get_seqlen_balanced_partitions(group_cost, dp, options["equal_size"])
     keywords = dict(
         force_group_size=g,
         num_micro_batches_multiple=options["num_micro_batches_multiple"],
