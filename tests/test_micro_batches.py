@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqbalance import (
+    _native,
     _plan_reference,
     calculate_workload,
     get_seqlen_balanced_partitions,
@@ -266,15 +267,15 @@ def near_fractions(cap: int):
 )
 def test_the_lower_bound_never_exceeds_the_optimal_bin_count(case):
     cap, sizes = case
-    bound = mb_module._bin_lower_bound(sizes, cap)
+    bound = _plan_reference.bin_lower_bound(sizes, cap)
     assert math.ceil(sum(sizes) / cap) <= bound <= optimal_bin_count(sizes, cap)
 
 
 def test_the_lower_bound_with_python_ints_above_int64():
     cap = 2**70
-    assert mb_module._bin_lower_bound([cap // 2 + 1] * 5, cap) == 5
-    assert mb_module._bin_lower_bound([cap // 3 + 1] * 5, cap) == 3
-    assert mb_module._bin_lower_bound([cap, 1, 1], cap) == 2
+    assert _plan_reference.bin_lower_bound([cap // 2 + 1] * 5, cap) == 5
+    assert _plan_reference.bin_lower_bound([cap // 3 + 1] * 5, cap) == 3
+    assert _plan_reference.bin_lower_bound([cap, 1, 1], cap) == 2
 
 
 # ------------------------------------------- the native planner against its Python oracle
@@ -315,7 +316,7 @@ def oracle_plan(lengths, cap, options):
     weights = [sum(costs[i : i + g]) for i in range(0, len(lengths), g)]
     starts = list(range(0, len(lengths), g))
     core_cap = max(1, min(cap, sum(tokens)))
-    bound = mb_module._bin_lower_bound(tokens, core_cap) if tokens else 0
+    bound = _plan_reference.bin_lower_bound(tokens, core_cap) if tokens else 0
     minimum = -(-(options["min_num_micro_batches"] or 0) // multiple) * multiple
     count, _, _, plan = _plan_reference.plan_ranks(
         tokens,
@@ -359,11 +360,44 @@ def test_the_count_search_settles_where_the_count_before_fails(case):
     if not tokens:
         assert count == 0
         return
-    start = mb_module._round_up(mb_module._bin_lower_bound(tokens, cap), multiple)
+    start = mb_module._round_up(_plan_reference.bin_lower_bound(tokens, cap), multiple)
     assert count >= start and count % multiple == 0
     assert _plan_reference.split(tokens, weights, cap, count) is not None
     if count > start:
         assert _plan_reference.split(tokens, weights, cap, count - multiple) is None
+
+
+@st.composite
+def rank_cases(draw):
+    n_ranks = draw(st.integers(1, 4))
+    cap = draw(st.integers(1, 300))
+    n = draw(st.integers(0, 30))
+    sizes = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
+    tokens = draw(st.lists(near_fractions(cap), min_size=n, max_size=n))
+    costs = draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n))
+    rank_of_item = draw(st.lists(st.integers(0, n_ranks - 1), min_size=n, max_size=n))
+    multiple = draw(st.integers(1, 3))
+    minimum = draw(st.integers(0, 12)) * multiple
+    return tokens, costs, sizes, rank_of_item, n_ranks, cap, multiple, minimum
+
+
+@settings(max_examples=300, deadline=None)
+@given(rank_cases(), st.booleans())
+def test_native_rank_plans_are_the_python_oracle(case, bubble):
+    # Several ranks with one common count (the plan_dp_micro_batches path), items of any sizes.
+    tokens, costs, sizes, rank_of_item, n_ranks, cap, multiple, minimum = case
+    starts = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))[:-1].tolist()
+    ranks = [[g for g, r in enumerate(rank_of_item) if r == rank] for rank in range(n_ranks)]
+    bounds = [
+        _plan_reference.bin_lower_bound([tokens[g] for g in rank], cap) if rank else 0
+        for rank in ranks
+    ]
+    expected = _plan_reference.plan_ranks(
+        tokens, costs, starts, sizes, ranks, cap, multiple, minimum, bubble, bounds
+    )
+    arrays = [np.asarray(v, dtype=np.int64) for v in (tokens, costs, starts, sizes, rank_of_item)]
+    got = _native._plan_ranks(*arrays, n_ranks, cap, multiple, minimum, bubble)
+    assert got == expected
 
 
 def test_the_split_prefers_the_cheapest_part_with_room():

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _native, _plan_reference
 from ._errors import PartitionError
-from ._inputs import MAX_VALUE, _describe, check_equal_size, check_k_partitions
+from ._inputs import _describe, check_equal_size, check_k_partitions
 from ._lengths import as_int64_array
 from .costs import (
     check_pad_to_multiple_of,
@@ -130,54 +130,6 @@ def _prepare(
     sample_weights = sample_costs(cost, padded)
     weights = group_sums(sample_weights, starts)
     return _Problem(starts, sizes, tokens, weights, sample_weights, cap, multiple, refine)
-
-
-# The Fekete-Schepers bounds below use u_k for k = 2.._DFF_MAX: enough for items down to
-# cap / (_DFF_MAX + 1); the scan's step budget covers what the bounds miss.
-_DFF_MAX = 16
-
-
-def _bin_lower_bound(tokens: Any, cap: int) -> int:
-    """A count below which no split of ``tokens`` into parts of at most ``cap`` exists.
-
-    Any fitting split is a bin packing, so every bin-packing lower bound holds for it; the
-    largest of these three is returned (each O(n) after one sort):
-
-    - ``ceil(total / cap)``;
-    - Martello-Toth L2: for a threshold ``a <= cap / 2``, items above ``cap - a`` and items in
-      ``(cap / 2, cap - a]`` each need a bin of their own (the latter share it only with
-      items below ``a``), and items in ``[a, cap / 2]`` fill the room those leave or open
-      new bins;
-    - Fekete-Schepers dual-feasible functions ``u_k``: an item ``s`` counts as ``s / cap`` of
-      a bin when ``(k + 1) * s`` is a multiple of ``cap``, else as ``floor((k + 1) * s / cap) / k``;
-      a bin's counts never add to more than one, so their ceiled sum is a bound (for k = 2:
-      no bin holds three items above ``cap / 3``).
-
-    Example: 10 items of 501 under a cap of 1000 need 10 bins, not ``ceil(5010 / 1000) = 6``.
-    """
-    n = len(tokens)
-    # Exact int64 arithmetic while no intermediate can pass 2**63 - 1; Python ints otherwise.
-    dtype: Any = np.int64 if (_DFF_MAX + 2) * max(n, 1) * cap <= MAX_VALUE else object
-    sizes = np.sort(np.asarray(tokens, dtype=dtype))
-    prefix = np.concatenate((np.zeros(1, dtype=dtype), np.cumsum(sizes, dtype=dtype)))
-    total = prefix[-1]
-    bound = max(1, -(-int(total) // cap))
-
-    half = int(np.searchsorted(sizes, cap // 2, side="right"))  # sizes[:half] have 2 * s <= cap
-    thresholds = np.concatenate((np.zeros(1, dtype=dtype), np.unique(sizes[:half])))
-    above = np.searchsorted(sizes, cap - thresholds, side="right")  # J1 = sizes[above:]
-    small = np.searchsorted(sizes, thresholds, side="left")  # J3 = sizes[small:half]
-    big_count = (above - half).astype(dtype)  # J2 = sizes[half:above]
-    room = big_count * cap - (prefix[above] - prefix[half])
-    overflow = prefix[half] - prefix[small] - room
-    l2 = (n - half) + np.maximum(0, -(-overflow // cap))
-    bound = max(bound, int(l2.max()))
-
-    for k in range(2, _DFF_MAX + 1):
-        scaled = (k + 1) * sizes
-        counts = np.where(scaled % cap == 0, k * sizes, (scaled // cap) * cap)
-        bound = max(bound, -(-int(counts.sum()) // (k * cap)))
-    return bound
 
 
 def _core_cap(problem: _Problem) -> int:
@@ -396,8 +348,6 @@ def min_num_micro_batches_for(
 
 
 # ------------------------------------------------------------ one plan for all ranks
-
-
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ const DFF_MAX: u64 = 16;
 
 /// A count below which no split of `tokens` into parts of at most `cap` tokens exists: the
 /// largest of `ceil(total / cap)`, the Martello–Toth bound L2 and the Fekete–Schepers bounds
-/// `u_k` for `k = 2..=16` (see `seqbalance.micro_batches._bin_lower_bound`, the same formulas).
+/// `u_k` for `k = 2..=16` (see `seqbalance._plan_reference.bin_lower_bound`, the same formulas).
 /// At least 1; every item must be at most `cap`.
 pub fn lower_bound(tokens: &[u64], cap: u64) -> usize {
     let mut sizes = tokens.to_vec();
