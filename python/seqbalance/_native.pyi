@@ -7,6 +7,7 @@ import numpy.typing as npt
 
 __all__ = [
     "_dlpack_bfloat16",
+    "_internal_error_check",
     "_own_count",
     "_pack",
     "_plan_ranks",
@@ -49,6 +50,7 @@ def _refine_ids(
 def _dlpack_bfloat16(
     capsule: Any,
 ) -> tuple[npt.NDArray[np.float32], list[int]] | None: ...
+def _internal_error_check(detached: bool) -> None: ...
 def _own_count(
     tokens: npt.NDArray[np.int64], costs: npt.NDArray[np.int64], cap: int, multiple: int
 ) -> int: ...

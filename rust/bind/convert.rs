@@ -9,14 +9,24 @@
 //! * result lists reuse one shared int object per index below `SHARED_INDEXES` (ints are
 //!   immutable, so sharing is invisible), created once when the module is imported: building a
 //!   list is then a reference increment per item instead of an allocation.
+//!
+//! Both directions allocate fallibly (a list too large for memory is a `MemoryError`, never an
+//! abort or a panic on a null pointer) and let Python handle signals every [`SIGNAL_EVERY`] items.
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
 use pyo3::{ffi, IntoPyObjectExt};
 
+use seqbalance_core::alloc;
 use seqbalance_core::float::Float;
 use seqbalance_core::parts::Partition;
+
+use crate::errors::{core_error, out_of_memory};
+
+/// Items converted between two looks at pending signals (Ctrl-C): a millisecond or less.
+const SIGNAL_EVERY: usize = 1 << 16;
 
 /// How many index objects are shared: 2**16 ints take ~2 MB and about a millisecond to create.
 const SHARED_INDEXES: usize = 1 << 16;
@@ -29,19 +39,102 @@ pub fn init_shared_indexes(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
+/// An empty Python list of `len` slots, or the `MemoryError` Python raised.
+fn new_list(py: Python<'_>, len: usize) -> PyResult<Bound<'_, PyList>> {
+    let len =
+        ffi::Py_ssize_t::try_from(len).map_err(|_| out_of_memory("a result list", len.saturating_mul(8)))?;
+    // SAFETY: the GIL is held; a NULL result comes with the Python error set, which
+    // `from_owned_ptr_or_err` fetches. The new list's slots are NULL until set below, which
+    // Python tolerates (a partly filled list is freed normally when an error drops it).
+    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len)).map(|list| list.cast_into_unchecked()) }
+}
+
+/// Put `item` (a new reference, or NULL with a Python error set) at `position` of a new `list`.
+fn set_new_item(
+    py: Python<'_>,
+    list: &Bound<'_, PyList>,
+    position: usize,
+    item: *mut ffi::PyObject,
+) -> PyResult<()> {
+    if item.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `list` is a list made by `new_list` with more than `position` slots; SetItem
+    // steals the reference to `item`.
+    if unsafe { ffi::PyList_SetItem(list.as_ptr(), position as ffi::Py_ssize_t, item) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(())
+}
+
+/// An item index as the core stores it.
+pub trait Index: Copy {
+    fn as_u64(self) -> u64;
+}
+
+impl Index for u32 {
+    fn as_u64(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Index for usize {
+    fn as_u64(self) -> u64 {
+        self as u64
+    }
+}
+
+/// A list of lists of ints from `parts` (each a slice of indexes below `n_items`).
+pub fn index_lists<'py, I: Index>(
+    py: Python<'py>,
+    n_items: usize,
+    parts: impl ExactSizeIterator<Item = impl AsRef<[I]>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let n_parts = parts.len();
+    build_index_lists(py, n_items, parts).map_err(|error| {
+        if error.is_instance_of::<PyMemoryError>(py) {
+            // Python's own MemoryError says nothing; name what was being built (about a list
+            // slot and an int object per item).
+            out_of_memory("the result lists", n_items.saturating_add(n_parts).saturating_mul(40))
+        } else {
+            error
+        }
+    })
+}
+
+fn build_index_lists<'py, I: Index>(
+    py: Python<'py>,
+    n_items: usize,
+    parts: impl ExactSizeIterator<Item = impl AsRef<[I]>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let shared = INDEXES.get(py).filter(|shared| n_items <= shared.len());
+    let outer = new_list(py, parts.len())?;
+    let mut converted = 0usize;
+    for (p, part) in parts.enumerate() {
+        let part = part.as_ref();
+        let inner = new_list(py, part.len())?;
+        for (position, &index) in part.iter().enumerate() {
+            converted += 1;
+            if converted % SIGNAL_EVERY == 0 {
+                py.check_signals()?;
+            }
+            let index = index.as_u64();
+            let item = match shared {
+                // Every index is below n_items, so one check above covers the whole partition.
+                Some(shared) => shared[index as usize].clone_ref(py).into_ptr(),
+                // SAFETY: the GIL is held; NULL (with MemoryError set) is handled by set_new_item.
+                None => unsafe { ffi::PyLong_FromUnsignedLongLong(index) },
+            };
+            set_new_item(py, &inner, position, item)?;
+        }
+        set_new_item(py, &outer, p, inner.into_ptr())?;
+    }
+    Ok(outer)
+}
+
 /// `k` lists of ints, one per partition.
 pub fn nested_lists<'py>(py: Python<'py>, partition: &Partition) -> PyResult<Bound<'py, PyList>> {
-    match INDEXES.get(py) {
-        // Every index is below n, so one check covers the whole partition.
-        Some(shared) if partition.order.len() <= shared.len() => {
-            let lists = partition
-                .parts()
-                .map(|part| PyList::new(py, part.iter().map(|&index| &shared[index as usize])))
-                .collect::<PyResult<Vec<_>>>()?;
-            PyList::new(py, lists)
-        }
-        _ => PyList::new(py, partition.parts()),
-    }
+    index_lists(py, partition.order.len(), (0..partition.k()).map(|p| partition.part(p)))
 }
 
 fn item_value(item: &Bound<'_, PyAny>) -> Option<u64> {
@@ -49,11 +142,20 @@ fn item_value(item: &Bound<'_, PyAny>) -> Option<u64> {
     u64::try_from(value).ok()
 }
 
+/// Room for `len` values, or `MemoryError`.
+fn value_buffer(py: Python<'_>, len: usize) -> PyResult<Vec<u64>> {
+    alloc::with_capacity(len, "the lengths").map_err(|error| core_error(py, error))
+}
+
 /// A list's items as non-negative values, or `None` if any is not one.
-fn list_values(list: &Bound<'_, PyList>) -> Option<Vec<u64>> {
+fn list_values(list: &Bound<'_, PyList>) -> PyResult<Option<Vec<u64>>> {
+    let py = list.py();
     let len = list.len();
-    let mut values = Vec::with_capacity(len);
+    let mut values = value_buffer(py, len)?;
     for position in 0..len {
+        if position % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+            py.check_signals()?;
+        }
         // SAFETY: `list` is a live list and the GIL is held. `PyList_GetItem` returns a borrowed
         // reference (or NULL with IndexError if the list shrank, which is cleared and sends the
         // input to the careful path). The borrowed item is only used while no Python code can
@@ -63,13 +165,13 @@ fn list_values(list: &Bound<'_, PyList>) -> Option<Vec<u64>> {
             let item = ffi::PyList_GetItem(list.as_ptr(), position as ffi::Py_ssize_t);
             if item.is_null() {
                 ffi::PyErr_Clear();
-                return None;
+                return Ok(None);
             }
             if ffi::PyLong_CheckExact(item) != 0 {
                 let value = ffi::PyLong_AsLongLong(item);
                 if value == -1 && !ffi::PyErr_Occurred().is_null() {
                     ffi::PyErr_Clear(); // above i64: the careful path reports it
-                    return None;
+                    return Ok(None);
                 }
                 Some(value)
             } else {
@@ -77,12 +179,13 @@ fn list_values(list: &Bound<'_, PyList>) -> Option<Vec<u64>> {
             }
         };
         let value = match fast {
-            Some(value) => u64::try_from(value).ok()?,
-            None => item_value(&list.get_item(position).ok()?)?,
+            Some(value) => u64::try_from(value).ok(),
+            None => list.get_item(position).ok().and_then(|item| item_value(&item)),
         };
+        let Some(value) = value else { return Ok(None) };
         values.push(value);
     }
-    Some(values)
+    Ok(Some(values))
 }
 
 // Only exact, aligned ndarrays: subclasses (a masked array's data includes its masked values)
@@ -91,22 +194,38 @@ macro_rules! array_fast_path {
     ($obj:expr, $($signed:ty),* ; $($unsigned:ty),*) => {
         match $obj.cast::<PyUntypedArray>() {
             Ok(array) if $obj.is_exact_instance_of::<PyUntypedArray>() && array.is_aligned() => {}
-            _ => return None,
+            _ => return Ok(None),
         }
         $(
             if let Ok(array) = $obj.cast::<PyArray1<$signed>>() {
-                let view = array.try_readonly().ok()?;
-                return view.as_array().iter().map(|&v| u64::try_from(v).ok()).collect();
+                let Ok(view) = array.try_readonly() else { return Ok(None) };
+                let view = view.as_array();
+                let mut values = value_buffer($obj.py(), view.len())?;
+                for (position, &v) in view.iter().enumerate() {
+                    if position % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+                        $obj.py().check_signals()?;
+                    }
+                    let Ok(v) = u64::try_from(v) else { return Ok(None) };
+                    values.push(v);
+                }
+                return Ok(Some(values));
             }
         )*
         $(
             if let Ok(array) = $obj.cast::<PyArray1<$unsigned>>() {
-                let view = array.try_readonly().ok()?;
-                return view
-                    .as_array()
-                    .iter()
-                    .map(|&v| (v as u64 <= i64::MAX as u64).then_some(v as u64))
-                    .collect();
+                let Ok(view) = array.try_readonly() else { return Ok(None) };
+                let view = view.as_array();
+                let mut values = value_buffer($obj.py(), view.len())?;
+                for (position, &v) in view.iter().enumerate() {
+                    if position % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+                        $obj.py().check_signals()?;
+                    }
+                    if v as u64 > i64::MAX as u64 {
+                        return Ok(None);
+                    }
+                    values.push(v as u64);
+                }
+                return Ok(Some(values));
             }
         )*
     };
@@ -143,80 +262,98 @@ fn floats_certainly_valid<F: Float>(values: &[F], largest: f64) -> bool {
 }
 
 /// A list of exact Python floats as doubles, or `None` if any item is something else.
-fn list_floats(list: &Bound<'_, PyList>) -> Option<Vec<f64>> {
+fn list_floats(list: &Bound<'_, PyList>) -> PyResult<Option<Vec<f64>>> {
+    let py = list.py();
     let len = list.len();
-    let mut values = Vec::with_capacity(len);
+    let mut values = alloc::with_capacity(len, "the weights").map_err(|error| core_error(py, error))?;
     for position in 0..len {
+        if position % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+            py.check_signals()?;
+        }
         // SAFETY: as in `list_values`: a borrowed item of a live list, used only through
         // `PyFloat_CheckExact` and `PyFloat_AsDouble` (which cannot fail on an exact float), which call nothing back into Python.
         let value = unsafe {
             let item = ffi::PyList_GetItem(list.as_ptr(), position as ffi::Py_ssize_t);
             if item.is_null() {
                 ffi::PyErr_Clear();
-                return None;
+                return Ok(None);
             }
             if ffi::PyFloat_CheckExact(item) == 0 {
-                return None;
+                return Ok(None);
             }
             ffi::PyFloat_AsDouble(item)
         };
         values.push(value);
     }
-    floats_certainly_valid(&values, f64::MAX).then_some(values)
+    Ok(floats_certainly_valid(&values, f64::MAX).then_some(values))
 }
 
 /// An exact, aligned float64 or float32 ndarray's values (`check`: only if certainly valid).
-fn float_array(obj: &Bound<'_, PyAny>, check: bool) -> Option<Weights> {
+fn float_array(obj: &Bound<'_, PyAny>, check: bool) -> PyResult<Option<Weights>> {
+    let py = obj.py();
     match obj.cast::<PyUntypedArray>() {
         Ok(array) if obj.is_exact_instance_of::<PyUntypedArray>() && array.is_aligned() => {}
-        _ => return None,
+        _ => return Ok(None),
+    }
+    fn copy<T: Copy>(py: Python<'_>, view: numpy::ndarray::ArrayView1<'_, T>) -> PyResult<Vec<T>> {
+        alloc::collect(view.iter().copied(), "the weights").map_err(|error| core_error(py, error))
     }
     if let Ok(array) = obj.cast::<PyArray1<f64>>() {
-        let values = array.try_readonly().ok()?.as_array().to_vec();
-        return (!check || floats_certainly_valid(&values, f64::MAX)).then_some(Weights::Double(values));
+        let Ok(view) = array.try_readonly() else { return Ok(None) };
+        let values: Vec<f64> = copy(py, view.as_array())?;
+        return Ok((!check || floats_certainly_valid(&values, f64::MAX)).then_some(Weights::Double(values)));
     }
     if let Ok(array) = obj.cast::<PyArray1<f32>>() {
-        let values = array.try_readonly().ok()?.as_array().to_vec();
-        return (!check || floats_certainly_valid(&values, f32::MAX as f64))
-            .then_some(Weights::Single(values));
+        let Ok(view) = array.try_readonly() else { return Ok(None) };
+        let values: Vec<f32> = copy(py, view.as_array())?;
+        return Ok(
+            (!check || floats_certainly_valid(&values, f32::MAX as f64)).then_some(Weights::Single(values))
+        );
     }
-    None
+    Ok(None)
 }
 
 /// Weights of input that is certainly valid, without a Python object per array item; `None`
 /// sends the input through the full normalisation (which raises the precise error).
-pub fn fast_weights(obj: &Bound<'_, PyAny>) -> Option<Weights> {
+pub fn fast_weights(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Weights>> {
     if let Ok(list) = obj.cast::<PyList>() {
-        return match list_values(list) {
+        return Ok(match list_values(list)? {
             Some(values) => Some(Weights::Exact(values)),
-            None => list_floats(list).map(Weights::Double),
-        };
+            None => list_floats(list)?.map(Weights::Double),
+        });
     }
-    if let Some(values) = fast_values(obj) {
-        return Some(Weights::Exact(values));
+    if let Some(values) = fast_values(py, obj)? {
+        return Ok(Some(Weights::Exact(values)));
     }
     float_array(obj, true)
 }
 
 /// The weights in an array that `seqbalance._inputs.normalize_weights` returned (valid already).
-pub fn normalised_weights(array: &Bound<'_, PyAny>) -> Option<Weights> {
-    fast_values(array).map(Weights::Exact).or_else(|| float_array(array, false))
+pub fn normalised_weights(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Option<Weights>> {
+    match fast_values(py, array)? {
+        Some(values) => Ok(Some(Weights::Exact(values))),
+        None => float_array(array, false),
+    }
 }
 
 /// Values of input that is certainly valid, without a Python object per array item; `None`
-/// sends the input through the full normalisation (which raises the precise error).
-pub fn fast_values(obj: &Bound<'_, PyAny>) -> Option<Vec<u64>> {
+/// sends the input through the full normalisation (which raises the precise error). Errors:
+/// `MemoryError` for an input too large to copy, or what a signal handler raised.
+pub fn fast_values(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u64>>> {
     if let Ok(list) = obj.cast::<PyList>() {
         return list_values(list);
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
-        // Collecting into `Option<Vec<_>>` would not know the length and regrow the vector.
-        let mut values = Vec::with_capacity(tuple.len());
-        for item in tuple.iter() {
-            values.push(item_value(&item)?);
+        let mut values = value_buffer(py, tuple.len())?;
+        for (position, item) in tuple.iter().enumerate() {
+            if position % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+                py.check_signals()?;
+            }
+            let Some(value) = item_value(&item) else { return Ok(None) };
+            values.push(value);
         }
-        return Some(values);
+        return Ok(Some(values));
     }
     array_fast_path!(obj, i64, i32, i16, i8; u64, u32, u16, u8);
-    None
+    Ok(None)
 }

@@ -6,19 +6,22 @@
 //! with the GIL released, and builds the Python results. The public, documented functions are the
 //! thin wrappers in `seqbalance/partition.py`.
 use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyInt, PyList, PyString};
 
 mod convert;
 mod dlpack;
+mod errors;
 mod packing;
 mod planner;
 mod refine;
 
 use convert::{fast_weights, nested_lists, normalised_weights, Weights};
+use errors::{core_result, guard, interruptible};
 use seqbalance_core::error::CoreError;
+use seqbalance_core::interrupt::Interrupt;
 use seqbalance_core::parts::Partition;
 use seqbalance_core::{float, greedy, ldm, nearly};
 
@@ -29,38 +32,17 @@ use seqbalance_core::{float, greedy, ldm, nearly};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 static INPUTS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-static PARTITION_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn inputs(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     Ok(INPUTS.get_or_try_init(py, || PyModule::import(py, "seqbalance._inputs").map(Bound::unbind))?.bind(py))
 }
 
-/// The one place core errors become Python exceptions.
-fn core_error(py: Python<'_>, error: CoreError) -> PyErr {
-    match error {
-        CoreError::NoPartitions | CoreError::BadWeight { .. } => PyValueError::new_err(error.to_string()),
-        CoreError::SumOverflow => PyOverflowError::new_err(error.to_string()),
-        CoreError::TooFewItems { .. }
-        | CoreError::NotDivisible { .. }
-        | CoreError::TooManyItems { .. }
-        | CoreError::UnequalCounts { .. } => {
-            let class = PARTITION_ERROR.get_or_try_init(py, || {
-                PyModule::import(py, "seqbalance._errors")?.getattr("PartitionError").map(Bound::unbind)
-            });
-            match class.and_then(|class| class.bind(py).call1((error.to_string(),))) {
-                Ok(instance) => PyErr::from_value(instance),
-                Err(import_failure) => import_failure,
-            }
-        }
-    }
-}
-
 fn values_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Weights> {
-    if let Some(values) = fast_weights(obj) {
+    if let Some(values) = fast_weights(py, obj)? {
         return Ok(values);
     }
     let normalised = inputs(py)?.call_method1("normalize_weights", (obj,))?.getattr("values")?;
-    normalised_weights(&normalised)
+    normalised_weights(py, &normalised)?
         .ok_or_else(|| PyTypeError::new_err("seqlen_list could not be read as weights"))
 }
 
@@ -133,49 +115,60 @@ fn arguments(
 /// the GIL costs (a few hundred nanoseconds), so small calls keep it.
 const DETACH_THRESHOLD: usize = 2048;
 
-/// Run `core` on `values`, with the GIL released for inputs large enough to be worth it.
-fn without_gil<V: Send, T: Send>(py: Python<'_>, values: Vec<V>, core: impl FnOnce(&[V]) -> T + Send) -> T {
-    if values.len() >= DETACH_THRESHOLD {
-        py.detach(move || core(&values))
-    } else {
-        core(&values)
-    }
+/// Run `core` on `values` under a signal watch (Ctrl-C), with the GIL released for inputs large
+/// enough to be worth it.
+fn without_gil<V: Send, T: Send>(
+    py: Python<'_>,
+    values: Vec<V>,
+    core: impl FnOnce(&[V], &Interrupt<'_>) -> Result<T, CoreError> + Send,
+) -> PyResult<T> {
+    let detach = values.len() >= DETACH_THRESHOLD;
+    core_result(py, interruptible(py, detach, move |interrupt| core(&values, interrupt)))
 }
+
+type CoreFn<V> = fn(&[V], usize, bool, &Interrupt<'_>) -> Result<Partition, CoreError>;
 
 /// A partitioner in each precision: the exact one and the float ones (`seqbalance_core::float`).
 struct Core {
-    exact: fn(&[u64], usize, bool) -> Result<Partition, CoreError>,
-    double: fn(&[f64], usize, bool) -> Result<Partition, CoreError>,
-    single: fn(&[f32], usize, bool) -> Result<Partition, CoreError>,
+    exact: CoreFn<u64>,
+    double: CoreFn<f64>,
+    single: CoreFn<f32>,
 }
 
-const KARMARKAR_KARP: Core =
-    Core { exact: ldm::karmarkar_karp, double: float::karmarkar_karp, single: float::karmarkar_karp };
+const KARMARKAR_KARP: Core = Core {
+    exact: ldm::karmarkar_karp_interruptible,
+    double: float::karmarkar_karp_interruptible,
+    single: float::karmarkar_karp_interruptible,
+};
 const BALANCED: Core = Core {
-    exact: ldm::balanced_partitions,
-    double: float::balanced_partitions,
-    single: float::balanced_partitions,
+    exact: ldm::balanced_partitions_interruptible,
+    double: float::balanced_partitions_interruptible,
+    single: float::balanced_partitions_interruptible,
 };
 const GREEDY: Core = Core {
-    exact: greedy::greedy_partition,
-    double: float::greedy_partition,
-    single: float::greedy_partition,
+    exact: greedy::greedy_partition_interruptible,
+    double: float::greedy_partition_interruptible,
+    single: float::greedy_partition_interruptible,
 };
 
 /// Run a partitioner under the count rule: `"nearly"` wraps its equal-size form in the spec's
 /// placeholders (value zero in every precision).
 fn under<V: Copy + Default>(
-    core: fn(&[V], usize, bool) -> Result<Partition, CoreError>,
+    core: CoreFn<V>,
     values: &[V],
     k: usize,
     counts: Counts,
+    interrupt: &Interrupt<'_>,
 ) -> Result<Partition, CoreError> {
     match counts {
-        Counts::Free => core(values, k, false),
-        Counts::Equal => core(values, k, true),
-        Counts::Nearly => nearly::with_placeholders(values, k, |values, k| core(values, k, true)),
+        Counts::Free => core(values, k, false, interrupt),
+        Counts::Equal => core(values, k, true, interrupt),
+        Counts::Nearly => nearly::with_placeholders(values, k, |values, k| core(values, k, true, interrupt)),
     }
 }
+
+/// What to make of a partition, still under the signal watch.
+type Finish<T> = fn(Partition, &Interrupt<'_>) -> Result<T, CoreError>;
 
 /// Run `core` in the weights' precision and `finish` on its answer, with the GIL released for
 /// large inputs.
@@ -185,14 +178,19 @@ fn run_core<T: Send>(
     k: usize,
     counts: Counts,
     core: &Core,
-    finish: fn(Partition) -> T,
+    finish: Finish<T>,
 ) -> PyResult<T> {
-    let result = match weights {
-        Weights::Exact(values) => without_gil(py, values, |v| under(core.exact, v, k, counts).map(finish)),
-        Weights::Double(values) => without_gil(py, values, |v| under(core.double, v, k, counts).map(finish)),
-        Weights::Single(values) => without_gil(py, values, |v| under(core.single, v, k, counts).map(finish)),
-    };
-    result.map_err(|error| core_error(py, error))
+    match weights {
+        Weights::Exact(values) => {
+            without_gil(py, values, |v, stop| finish(under(core.exact, v, k, counts, stop)?, stop))
+        }
+        Weights::Double(values) => {
+            without_gil(py, values, |v, stop| finish(under(core.double, v, k, counts, stop)?, stop))
+        }
+        Weights::Single(values) => {
+            without_gil(py, values, |v, stop| finish(under(core.single, v, k, counts, stop)?, stop))
+        }
+    }
 }
 
 /// Validate, run `core` and return its partition as lists: the body of the three list functions.
@@ -204,7 +202,7 @@ fn partition_lists<'py>(
     core: &Core,
 ) -> PyResult<Bound<'py, PyList>> {
     let (values, k, counts) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let partition = run_core(py, values, k, counts, core, |partition| partition)?;
+    let partition = run_core(py, values, k, counts, core, |partition, _| Ok(partition))?;
     nested_lists(py, &partition)
 }
 
@@ -215,7 +213,7 @@ fn karmarkar_karp<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    partition_lists(py, seqlen_list, k_partitions, equal_size, &KARMARKAR_KARP)
+    guard("karmarkar_karp", || partition_lists(py, seqlen_list, k_partitions, equal_size, &KARMARKAR_KARP))
 }
 
 #[pyfunction]
@@ -225,7 +223,9 @@ fn get_seqlen_balanced_partitions<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    partition_lists(py, seqlen_list, k_partitions, equal_size, &BALANCED)
+    guard("get_seqlen_balanced_partitions", || {
+        partition_lists(py, seqlen_list, k_partitions, equal_size, &BALANCED)
+    })
 }
 
 #[pyfunction]
@@ -235,12 +235,14 @@ fn greedy_partition<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    // "nearly" is refused right after k is checked, as the reference does.
-    k_of(py, k_partitions)?;
-    if counts_of(py, equal_size)? == Counts::Nearly {
-        return Err(PyValueError::new_err("greedy_partition does not support equal_size='nearly'"));
-    }
-    partition_lists(py, seqlen_list, k_partitions, equal_size, &GREEDY)
+    guard("greedy_partition", || {
+        // "nearly" is refused right after k is checked, as the reference does.
+        k_of(py, k_partitions)?;
+        if counts_of(py, equal_size)? == Counts::Nearly {
+            return Err(PyValueError::new_err("greedy_partition does not support equal_size='nearly'"));
+        }
+        partition_lists(py, seqlen_list, k_partitions, equal_size, &GREEDY)
+    })
 }
 
 #[pyfunction]
@@ -250,12 +252,28 @@ fn partition_ids<'py>(
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let (values, k, counts) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-    let ids = run_core(py, values, k, counts, &KARMARKAR_KARP, |partition| {
-        let n = partition.order.len();
-        partition.ids(n)
-    })?;
-    Ok(ids.into_pyarray(py))
+    guard("partition_ids", || {
+        let (values, k, counts) = arguments(py, seqlen_list, k_partitions, equal_size)?;
+        let ids = run_core(py, values, k, counts, &KARMARKAR_KARP, |partition, stop| {
+            let n = partition.order.len();
+            partition.ids(n, stop)
+        })?;
+        Ok(ids.into_pyarray(py))
+    })
+}
+
+/// Test hook of the panic boundary: panics inside it (after releasing the GIL when `detached`).
+#[pyfunction]
+fn _internal_error_check(py: Python<'_>, detached: bool) -> PyResult<()> {
+    guard("_internal_error_check", || {
+        let fail = || -> () { panic!("deliberate panic to test the boundary") };
+        if detached {
+            py.detach(fail);
+        } else {
+            fail();
+        }
+        Ok(())
+    })
 }
 
 /// "release" or "debug": benchmarks refuse to time a debug build.
@@ -277,6 +295,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition_ids, m)?)?;
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
     dlpack::register(m)?;
+    m.add_function(wrap_pyfunction!(_internal_error_check, m)?)?;
     packing::register(m)?;
     planner::register(m)?;
     refine::register(m)?;

@@ -3,7 +3,13 @@ use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use seqbalance_core::packing::{pack, Algorithm};
+use pyo3::types::PyList;
+
+use seqbalance_core::alloc;
+use seqbalance_core::packing::{pack_interruptible, Algorithm, PackError};
+
+use crate::convert::index_lists;
+use crate::errors::{core_error, guard, interruptible};
 
 /// Pack non-negative int64 `lengths` into packs of total length at most `pack_max_length`.
 ///
@@ -11,12 +17,21 @@ use seqbalance_core::packing::{pack, Algorithm};
 /// this function still refuses bad input with `ValueError` rather than trusting its caller.
 #[pyfunction]
 #[pyo3(name = "_pack", signature = (lengths, pack_max_length, algorithm))]
-fn pack_py(
-    py: Python<'_>,
-    lengths: PyReadonlyArray1<'_, i64>,
+fn pack_py<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
     pack_max_length: u64,
     algorithm: &str,
-) -> PyResult<Vec<Vec<usize>>> {
+) -> PyResult<Bound<'py, PyList>> {
+    guard("_pack", || pack_body(py, lengths, pack_max_length, algorithm))
+}
+
+fn pack_body<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    pack_max_length: u64,
+    algorithm: &str,
+) -> PyResult<Bound<'py, PyList>> {
     let algorithm = Algorithm::from_name(algorithm).ok_or_else(|| {
         PyValueError::new_err(format!(
             "algorithm must be one of 'next_fit', 'first_fit', 'ffd', 'bfd', got {algorithm:?}"
@@ -24,14 +39,21 @@ fn pack_py(
     })?;
     // `as_array` also covers strided views, where `as_slice` would fail.
     let view = lengths.as_array();
-    let mut values = Vec::with_capacity(view.len());
+    let mut values = alloc::with_capacity(view.len(), "the lengths").map_err(|e| core_error(py, e))?;
     for (position, &length) in view.iter().enumerate() {
         let length = u64::try_from(length)
             .map_err(|_| PyValueError::new_err(format!("lengths[{position}] must be >= 0, got {length}")))?;
         values.push(length);
     }
-    py.detach(|| pack(&values, pack_max_length, algorithm))
-        .map_err(|err| PyValueError::new_err(err.to_string()))
+    let (packs, raised) = interruptible(py, true, |interrupt| {
+        pack_interruptible(&values, pack_max_length, algorithm, interrupt)
+    });
+    let packs = packs.map_err(|error| match (error, raised) {
+        (PackError::Core(_), Some(raised)) => raised,
+        (PackError::Core(error), None) => core_error(py, error),
+        (error, _) => PyValueError::new_err(error.to_string()),
+    })?;
+    index_lists(py, values.len(), packs.iter())
 }
 
 /// Add the packing functions to the `_native` module.

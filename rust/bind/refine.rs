@@ -4,10 +4,21 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList};
 
-use seqbalance_core::refine::{refine, refine_floats, Mode};
+use seqbalance_core::alloc;
+use seqbalance_core::refine::{
+    refine_floats_interruptible, refine_interruptible, validate, Mode, RefineError,
+};
+
+use crate::convert::index_lists;
+use crate::errors::{core_error, guard, interruptible};
 
 /// Copy `partitions` (an iterable of iterables of ints) out of Python, checking every index.
+///
+/// A valid partition holds each of the `n_values` indexes once in at most `n_values` non-empty
+/// partitions, so reading stops as soon as more arrive (an endless iterator cannot exhaust
+/// memory): what was read is then invalid, and the error is the one validating it reports.
 fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResult<Vec<Vec<u32>>> {
+    let py = partitions.py();
     let outer = partitions.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "partitions must be a list of lists of int, got {}",
@@ -15,13 +26,28 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
         ))
     })?;
     let mut parts = Vec::new();
+    let mut total = 0usize;
+    let too_many = |parts: &[Vec<u32>]| {
+        let error = validate(n_values, parts).err();
+        PyValueError::new_err(error.map_or_else(
+            || format!("partitions holds more than {n_values} indexes, more than there are values"),
+            |error| error.to_string(),
+        ))
+    };
     for (p, part) in outer.enumerate() {
+        if p > n_values {
+            // n + 1 partitions, all of them non-empty, would hold more than n indexes.
+            return Err(too_many(&parts));
+        }
         let part = part?;
         let inner = part.try_iter().map_err(|_| {
             PyTypeError::new_err(format!("partitions[{p}] must be a list of int, got {}", describe(&part)))
         })?;
         let mut indexes = Vec::new();
         for (j, item) in inner.enumerate() {
+            if total % (1 << 16) == (1 << 16) - 1 {
+                py.check_signals()?;
+            }
             let item = item?;
             let index: i64 = match item.extract() {
                 Ok(index) => index,
@@ -46,6 +72,12 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
             }
             // In range of a slice whose length fits u32 (checked by the caller).
             indexes.push(index as u32);
+            total += 1;
+            if total > n_values {
+                // More indexes than values, each of them in range: one is there twice.
+                parts.push(indexes);
+                return Err(too_many(&parts));
+            }
         }
         parts.push(indexes);
     }
@@ -82,9 +114,13 @@ impl Lengths {
 
 /// `values` (1-D int64 with all values >= 0, float64 or float32), or an error naming them.
 fn lengths_of(values: &Bound<'_, PyAny>) -> PyResult<Lengths> {
+    let py = values.py();
+    fn buffer<T>(py: Python<'_>, len: usize) -> PyResult<Vec<T>> {
+        alloc::with_capacity(len, "the values").map_err(|e| core_error(py, e))
+    }
     let lengths = if let Ok(array) = values.cast::<PyArray1<i64>>() {
         let view = array.readonly();
-        let mut lengths = Vec::with_capacity(view.as_array().len());
+        let mut lengths = buffer(py, view.as_array().len())?;
         for (i, &v) in view.as_array().iter().enumerate() {
             let v = u64::try_from(v)
                 .map_err(|_| PyValueError::new_err(format!("values[{i}] must be >= 0, got {v}")))?;
@@ -92,9 +128,15 @@ fn lengths_of(values: &Bound<'_, PyAny>) -> PyResult<Lengths> {
         }
         Lengths::Ints(lengths)
     } else if let Ok(array) = values.cast::<PyArray1<f64>>() {
-        Lengths::Floats(array.readonly().as_array().to_vec())
+        let view = array.readonly();
+        let mut floats = buffer(py, view.as_array().len())?;
+        floats.extend(view.as_array().iter().copied());
+        Lengths::Floats(floats)
     } else if let Ok(array) = values.cast::<PyArray1<f32>>() {
-        Lengths::Floats(array.readonly().as_array().iter().map(|&v| v as f64).collect())
+        let view = array.readonly();
+        let mut floats = buffer(py, view.as_array().len())?;
+        floats.extend(view.as_array().iter().map(|&v| v as f64));
+        Lengths::Floats(floats)
     } else {
         return Err(PyTypeError::new_err(format!(
             "values must be a 1-D int64, float64 or float32 array, got {}",
@@ -120,12 +162,18 @@ fn run_refine(
     effort: Option<u64>,
 ) -> PyResult<Vec<Vec<u32>>> {
     let mode = if exact { Mode::Exact } else { Mode::Local };
-    let search = || match lengths {
-        Lengths::Ints(values) => refine(values, parts, equal_size, mode, effort),
-        Lengths::Floats(values) => refine_floats(values, parts, equal_size, mode, effort),
-    };
-    let refined = if lengths.len() >= DETACH_THRESHOLD { py.detach(search) } else { search() };
-    refined.map_err(|e| PyValueError::new_err(e.to_string()))
+    let detach = lengths.len() >= DETACH_THRESHOLD;
+    let (refined, raised) = interruptible(py, detach, |interrupt| match lengths {
+        Lengths::Ints(values) => refine_interruptible(values, parts, equal_size, mode, effort, interrupt),
+        Lengths::Floats(values) => {
+            refine_floats_interruptible(values, parts, equal_size, mode, effort, interrupt)
+        }
+    });
+    refined.map_err(|error| match (error, raised) {
+        (RefineError::Core(_), Some(raised)) => raised,
+        (RefineError::Core(error), None) => core_error(py, error),
+        (error, _) => PyValueError::new_err(error.to_string()),
+    })
 }
 
 /// Refine `partitions` of `values` (int64, all >= 0, or validated float64/float32) and return them heaviest first, sorted inside.
@@ -143,10 +191,12 @@ fn _refine<'py>(
     exact: bool,
     effort: Option<u64>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let lengths = lengths_of(values)?;
-    let parts = extract_partitions(partitions, lengths.len())?;
-    let refined = run_refine(py, &lengths, parts, equal_size, exact, effort)?;
-    PyList::new(py, refined)
+    guard("_refine", || {
+        let lengths = lengths_of(values)?;
+        let parts = extract_partitions(partitions, lengths.len())?;
+        let refined = run_refine(py, &lengths, parts, equal_size, exact, effort)?;
+        index_lists(py, lengths.len(), refined.iter())
+    })
 }
 
 /// Refine the partition given as a partition number per item (`ids`, int64 in `0..k`, as
@@ -166,6 +216,18 @@ fn _refine_ids<'py>(
     exact: bool,
     as_ids: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
+    guard("_refine_ids", || refine_ids_body(py, values, ids, k, equal_size, exact, as_ids))
+}
+
+fn refine_ids_body<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+    ids: PyReadonlyArray1<'py, i64>,
+    k: usize,
+    equal_size: bool,
+    exact: bool,
+    as_ids: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let lengths = lengths_of(values)?;
     let ids = ids.as_array();
     if ids.len() != lengths.len() {
@@ -175,17 +237,25 @@ fn _refine_ids<'py>(
             lengths.len()
         )));
     }
-    let mut parts: Vec<Vec<u32>> = vec![Vec::new(); k];
+    if k > lengths.len() {
+        return Err(PyValueError::new_err(format!(
+            "k is {k}, more partitions than the {} values",
+            lengths.len()
+        )));
+    }
+    let mut parts: Vec<Vec<u32>> =
+        alloc::filled(k, Vec::new(), "the partitions").map_err(|e| core_error(py, e))?;
     for (index, &id) in ids.iter().enumerate() {
         let part = usize::try_from(id).ok().and_then(|id| parts.get_mut(id)).ok_or_else(|| {
             PyValueError::new_err(format!("ids[{index}] is {id}, not a partition number below {k}"))
         })?;
         // In range: lengths_of checked that the item count fits u32.
-        part.push(index as u32);
+        alloc::push(part, index as u32, "a partition").map_err(|e| core_error(py, e))?;
     }
     let refined = run_refine(py, &lengths, parts, equal_size, exact, None)?;
     if as_ids {
-        let mut numbers = vec![0i64; lengths.len()];
+        let mut numbers =
+            alloc::filled(lengths.len(), 0i64, "partition numbers").map_err(|e| core_error(py, e))?;
         for (number, part) in refined.iter().enumerate() {
             for &index in part {
                 numbers[index as usize] = number as i64;
@@ -193,7 +263,7 @@ fn _refine_ids<'py>(
         }
         return Ok(numbers.into_pyarray(py).into_any());
     }
-    Ok(PyList::new(py, refined)?.into_any())
+    Ok(index_lists(py, lengths.len(), refined.iter())?.into_any())
 }
 
 /// Add the refinement functions to the native module.

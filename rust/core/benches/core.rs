@@ -5,6 +5,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use seqbalance_core::greedy::greedy_partition;
+use seqbalance_core::interrupt::Interrupt;
 use seqbalance_core::ldm::{balanced_partitions, karmarkar_karp};
 use seqbalance_core::sort::sorted_order;
 
@@ -48,7 +49,7 @@ fn main() {
         row(&format!("balanced_partitions, {mode}"), best(|| balanced_partitions(&lengths, K, equal_size)));
         row(
             &format!("partition ids, {mode}"),
-            best(|| karmarkar_karp(&lengths, K, equal_size).map(|p| p.ids(N))),
+            best(|| karmarkar_karp(&lengths, K, equal_size).and_then(|p| p.ids(N, &Interrupt::NEVER))),
         );
     }
     row("greedy_partition, free", best(|| greedy_partition(&lengths, K, false)));

@@ -17,7 +17,7 @@ fn main() {
         })
         .collect();
     let started = Instant::now();
-    let sorted = seqbalance_core::sort::sorted_order(&values);
+    let sorted = seqbalance_core::sort::sorted_order(&values).expect("sortable");
     let sort_time = started.elapsed();
     let started = Instant::now();
     let mut parts = 0;

@@ -17,6 +17,10 @@ pub enum CoreError {
     SumOverflow,
     /// `greedy_partition` with `equal_size`: float rounding of the biased sums broke equal counts.
     UnequalCounts { smallest: usize, largest: usize },
+    /// A buffer that grows with the input could not be allocated.
+    OutOfMemory { what: &'static str, bytes: usize },
+    /// The caller's [`Interrupt`](crate::interrupt::Interrupt) asked to stop.
+    Interrupted,
 }
 
 impl fmt::Display for CoreError {
@@ -47,6 +51,10 @@ impl fmt::Display for CoreError {
                 "greedy_partition with equal_size=True lost equal counts (parts of {smallest} to \
                  {largest} items): float rounding of the biased sums; pass integer or smaller weights"
             ),
+            CoreError::OutOfMemory { what, bytes } => {
+                write!(f, "out of memory: could not allocate {bytes} bytes for {what}")
+            }
+            CoreError::Interrupted => write!(f, "interrupted"),
         }
     }
 }

@@ -18,7 +18,9 @@
 //! (`sum(values) + 1`, summed in input order), each biased value, and the running sums.
 use std::ops::{Add, AddAssign, Sub};
 
+use crate::alloc;
 use crate::error::{check_shape, CoreError};
+use crate::interrupt::Interrupt;
 use crate::ldm::{run_sorted, SumInt};
 use crate::parts::Partition;
 use crate::sort::sort_items;
@@ -205,7 +207,7 @@ pub fn check_values<F: Float>(values: &[F]) -> Result<(), CoreError> {
 /// order, is exact in `F` (a multiple of that power of two below `2^MANTISSA_BITS` of it), and
 /// so is every difference of two such sums. Integral weights such as lengths passed as floats
 /// take this path.
-fn exact_image<F: Float>(values: &[F]) -> Option<Vec<u64>> {
+fn exact_image<F: Float>(values: &[F]) -> Result<Option<Vec<u64>>, CoreError> {
     let decompose = |value: F| {
         let bits = value.to_f64().to_bits();
         let exponent = ((bits >> 52) & 0x7ff) as i32;
@@ -224,9 +226,9 @@ fn exact_image<F: Float>(values: &[F]) -> Option<Vec<u64>> {
         })
         .min()
         .unwrap_or(0);
+    let mut image = alloc::with_capacity(values.len(), "the weights' integer image")?;
     let limit = 1u64 << F::MANTISSA_BITS;
     let mut total = 0u64;
-    let mut image = Vec::with_capacity(values.len());
     for &value in values {
         let (mantissa, exponent) = decompose(value);
         let shift = exponent - lowest;
@@ -235,15 +237,15 @@ fn exact_image<F: Float>(values: &[F]) -> Option<Vec<u64>> {
             _ if mantissa == 0 => 0,
             ..=-1 => mantissa >> -shift,
             0..=10 => mantissa << shift,
-            _ => return None,
+            _ => return Ok(None),
         };
         total += scaled;
         if total >= limit {
-            return None;
+            return Ok(None);
         }
         image.push(scaled);
     }
-    Some(image)
+    Ok(Some(image))
 }
 
 /// The largest differencing method on float weights, in their precision; see [`crate::ldm::karmarkar_karp`].
@@ -253,16 +255,26 @@ fn exact_image<F: Float>(values: &[F]) -> Option<Vec<u64>> {
 /// every sum finite; should a sum still reach infinity, the answer is refused with
 /// [`CoreError::SumOverflow`] rather than computed with NaN spreads.
 pub fn karmarkar_karp<F: Float>(values: &[F], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    karmarkar_karp_interruptible(values, k, equal_size, &Interrupt::NEVER)
+}
+
+/// [`karmarkar_karp`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
+pub fn karmarkar_karp_interruptible<F: Float>(
+    values: &[F],
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
     check_shape(values.len(), k, equal_size)?;
     check_values(values)?;
-    if let Some(image) = exact_image(values) {
+    if let Some(image) = exact_image(values)? {
         // Every sum is exact, so the order of additions cannot matter: the exact path (O(1)
         // merges) gives the same answer on the scaled values.
-        return crate::ldm::karmarkar_karp(&image, k, equal_size);
+        return crate::ldm::karmarkar_karp_interruptible(&image, k, equal_size, interrupt);
     }
-    let bits: Vec<u64> = values.iter().map(|v| v.key_bits()).collect();
-    let sorted = sort_items(&bits);
-    let partition = run_sorted::<F::Sum>(&sorted, k, equal_size);
+    let bits = alloc::collect(values.iter().map(|v| v.key_bits()), "the weights' bits")?;
+    let sorted = sort_items(&bits, interrupt)?;
+    let partition = run_sorted::<F::Sum>(&sorted, k, equal_size, interrupt)?;
     // Sums only grow as sets absorb others (a fold of non-negative values is monotone in its
     // start), so if the final sums are finite every sum and spread along the way was.
     let finite = partition.parts().all(|part| {
@@ -280,8 +292,18 @@ pub fn balanced_partitions<F: Float>(
     k: usize,
     equal_size: bool,
 ) -> Result<Partition, CoreError> {
-    let mut partition = karmarkar_karp(values, k, equal_size)?;
-    partition.sort_within();
+    balanced_partitions_interruptible(values, k, equal_size, &Interrupt::NEVER)
+}
+
+/// [`balanced_partitions`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
+pub fn balanced_partitions_interruptible<F: Float>(
+    values: &[F],
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
+    let mut partition = karmarkar_karp_interruptible(values, k, equal_size, interrupt)?;
+    partition.sort_within(interrupt)?;
     Ok(partition)
 }
 
@@ -294,18 +316,29 @@ pub fn balanced_partitions<F: Float>(
 /// totals, or many items per partition in single precision): that answer is refused with
 /// [`CoreError::UnequalCounts`], as the reference's assertion refuses it.
 pub fn greedy_partition<F: Float>(values: &[F], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    greedy_partition_interruptible(values, k, equal_size, &Interrupt::NEVER)
+}
+
+/// [`greedy_partition`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
+pub fn greedy_partition_interruptible<F: Float>(
+    values: &[F],
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
     check_shape(values.len(), k, equal_size)?;
     check_values(values)?;
-    let values: Vec<F> = values.iter().map(|v| F::from_key_bits(v.key_bits())).collect();
+    let values = alloc::collect(values.iter().map(|v| F::from_key_bits(v.key_bits())), "the weights")?;
     let bias =
         if equal_size { values.iter().fold(F::ZERO, |sum, &v| sum.plus(v)).plus(F::ONE) } else { F::ZERO };
     // Min-heap on (sum bits, partition): bits order as the non-negative sums do, +inf included
     // (sums may overflow to +inf here, as the reference's do; no NaN can arise from additions).
-    let mut open: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
-        (0..k as u32).map(|p| std::cmp::Reverse((0, p))).collect();
-    let mut sums = vec![F::ZERO; k];
-    let mut assignment = vec![0u32; values.len()];
-    for (slot, &value) in assignment.iter_mut().zip(&values) {
+    let open = alloc::collect((0..k as u32).map(|p| std::cmp::Reverse((0u64, p))), "the partition heap")?;
+    let mut open = std::collections::BinaryHeap::from(open);
+    let mut sums = alloc::filled(k, F::ZERO, "partition sums")?;
+    let mut assignment = alloc::zeroed(values.len(), "partition numbers")?;
+    for (step, (slot, &value)) in assignment.iter_mut().zip(&values).enumerate() {
+        interrupt.every(step)?;
         let Some(std::cmp::Reverse((_, p))) = open.pop() else {
             unreachable!("k >= 1 partitions are always open")
         };
@@ -314,7 +347,7 @@ pub fn greedy_partition<F: Float>(values: &[F], k: usize, equal_size: bool) -> R
         *sum = sum.plus(value.plus(bias));
         open.push(std::cmp::Reverse((sum.key_bits(), p)));
     }
-    let result = Partition::from_assignment(&assignment, k);
+    let result = Partition::from_assignment(&assignment, k)?;
     if equal_size {
         let (smallest, largest) = result
             .parts()
@@ -354,15 +387,15 @@ mod tests {
 
     #[test]
     fn exact_images_only_where_every_sum_is_exact() {
-        assert_eq!(exact_image(&[1.0f64, 3.0, 0.0, 0.5]), Some(vec![2, 6, 0, 1]));
-        assert_eq!(exact_image(&[0.25f32, 0.75, -0.0]), Some(vec![1, 3, 0]));
-        assert_eq!(exact_image(&[5e-324f64, 1e-323]), Some(vec![1, 2]));
+        assert_eq!(exact_image(&[1.0f64, 3.0, 0.0, 0.5]).unwrap(), Some(vec![2, 6, 0, 1]));
+        assert_eq!(exact_image(&[0.25f32, 0.75, -0.0]).unwrap(), Some(vec![1, 3, 0]));
+        assert_eq!(exact_image(&[5e-324f64, 1e-323]).unwrap(), Some(vec![1, 2]));
         // 2^24 + 1 is not exact in single precision, so neither is the total.
-        assert_eq!(exact_image(&[16_777_216.0f32, 1.0]), None);
-        assert_eq!(exact_image(&[16_777_215.0f32, 1.0]), None);
-        assert_eq!(exact_image(&[16_777_214.0f32, 1.0]), Some(vec![16_777_214, 1]));
-        assert_eq!(exact_image(&[0.1f64, 0.2]), None);
-        assert_eq!(exact_image(&[1e300f64, 1.0]), None);
+        assert_eq!(exact_image(&[16_777_216.0f32, 1.0]).unwrap(), None);
+        assert_eq!(exact_image(&[16_777_215.0f32, 1.0]).unwrap(), None);
+        assert_eq!(exact_image(&[16_777_214.0f32, 1.0]).unwrap(), Some(vec![16_777_214, 1]));
+        assert_eq!(exact_image(&[0.1f64, 0.2]).unwrap(), None);
+        assert_eq!(exact_image(&[1e300f64, 1.0]).unwrap(), None);
     }
 
     #[test]

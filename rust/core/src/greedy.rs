@@ -2,25 +2,40 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::alloc;
 use crate::error::{check_shape, CoreError};
+use crate::interrupt::Interrupt;
 use crate::parts::Partition;
 
 /// Put each item, in input order, on the partition with the smallest running sum (lowest
 /// partition number on ties). With `equal_size`, every value is compared with
 /// `bias = sum(values) + 1` added, which forces round-robin counts.
 pub fn greedy_partition(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    greedy_partition_interruptible(values, k, equal_size, &Interrupt::NEVER)
+}
+
+/// [`greedy_partition`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
+pub fn greedy_partition_interruptible(
+    values: &[u64],
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
     check_shape(values.len(), k, equal_size)?;
     // n < 2**32 and values < 2**64: sums and the biased sums stay below 2**128.
     let total: u128 = values.iter().map(|&v| v as u128).sum();
     let bias = if equal_size { total + 1 } else { 0 };
-    let mut open: BinaryHeap<Reverse<(u128, u32)>> = (0..k as u32).map(|p| Reverse((0, p))).collect();
-    let mut assignment = vec![0u32; values.len()];
-    for (slot, &value) in assignment.iter_mut().zip(values) {
+    let open = alloc::collect((0..k as u32).map(|p| Reverse((0u128, p))), "the partition heap")?;
+    // Every sum is 0: already a heap, so the conversion does not move anything.
+    let mut open = BinaryHeap::from(open);
+    let mut assignment = alloc::zeroed(values.len(), "partition numbers")?;
+    for (step, (slot, &value)) in assignment.iter_mut().zip(values).enumerate() {
+        interrupt.every(step)?;
         let Some(Reverse((sum, p))) = open.pop() else { unreachable!("k >= 1 partitions are always open") };
         *slot = p;
         open.push(Reverse((sum + value as u128 + bias, p)));
     }
-    let result = Partition::from_assignment(&assignment, k);
+    let result = Partition::from_assignment(&assignment, k)?;
     debug_assert!(!equal_size || result.parts().all(|p| p.len() == values.len() / k));
     Ok(result)
 }

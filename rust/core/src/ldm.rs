@@ -20,12 +20,17 @@
 //!   is sorted again only when a merge needs the full order;
 //! * heap entries carry their priority inline, and the heap's top is updated in place.
 
+use crate::alloc;
 use crate::error::{check_shape, CoreError};
+use crate::interrupt::{Interrupt, CHECK_EVERY};
 use crate::parts::Partition;
 use crate::sort::{sort_items, SortedItems};
 use std::ops::{Add, AddAssign, Sub};
 
 const NIL: u32 = u32::MAX;
+
+/// Set vectors of merged-away states kept for reuse.
+const SPARE_MAX: usize = 1024;
 
 /// Exact sum type: `u64` when the total fits (the common case, cheaper to compare), else `u128`.
 pub trait SumInt:
@@ -220,7 +225,8 @@ impl<S: SumInt> State<S> {
     }
 
     /// Absorb a one-item set into a partial state (m < k): the item keeps a set of its own.
-    fn insert_set(&mut self, set: Set<S>) {
+    fn insert_set(&mut self, set: Set<S>) -> Result<(), CoreError> {
+        alloc::reserve(&mut self.sets, 1, "the sets of a state")?;
         let key = set.key();
         // One-item states arrive in descending order, so the new set is usually the smallest.
         if self.sets.last().is_none_or(|last| last.key() > key) {
@@ -229,6 +235,7 @@ impl<S: SumInt> State<S> {
             let position = self.sets.partition_point(|s| s.key() > key);
             self.sets.insert(position, set);
         }
+        Ok(())
     }
 
     /// A full state's smallest set absorbs `set`: appended after it, or before it (`set_first`)
@@ -257,12 +264,15 @@ impl<S: SumInt> State<S> {
     /// Only those m sets change, so they are popped from the heap and pushed back grown:
     /// O(m log k) instead of re-sorting all k sets (measured: a 7x speed-up at k = n/2, where
     /// full states keep absorbing two- and three-set states).
+    ///
+    /// `smallest` is scratch space with room for `others.len()` sets.
     fn absorb_into_smallest(
         &mut self,
         others: &[Set<S>],
         others_first: bool,
         next: &mut [u32],
         values: &[u64],
+        smallest: &mut Vec<Set<S>>,
     ) {
         if !self.heap_mode {
             self.heap_mode = true;
@@ -271,7 +281,7 @@ impl<S: SumInt> State<S> {
         let k = self.sets.len();
         let m = others.len();
         // The heap of `size` sets occupies sets[k - size..], its root (the smallest) at the end.
-        let mut smallest = Vec::with_capacity(m);
+        smallest.clear();
         for size in (k - m + 1..=k).rev() {
             let region = &mut self.sets[k - size..];
             smallest.push(region[size - 1]);
@@ -308,6 +318,14 @@ struct RunSorter<S: SumInt> {
 impl<S: SumInt> RunSorter<S> {
     fn new() -> Self {
         RunSorter { buffer: Vec::new(), bounds: Vec::new(), next_bounds: Vec::new(), packed: Vec::new() }
+    }
+
+    /// Room to sort `k` sets without allocating (a no-op once there).
+    fn reserve(&mut self, k: usize) -> Result<(), CoreError> {
+        alloc::room_for(&mut self.buffer, k, "merge scratch")?;
+        alloc::room_for(&mut self.bounds, k + 1, "merge scratch")?;
+        alloc::room_for(&mut self.next_bounds, k + 1, "merge scratch")?;
+        alloc::room_for(&mut self.packed, k, "merge scratch")
     }
 }
 
@@ -495,7 +513,8 @@ fn sift_up_backwards<S: SumInt>(sets: &mut [Set<S>]) {
 
 /// Two partial states whose non-empty positions do not meet: the result's sets are both runs,
 /// merged (both are descending), with no set changed.
-fn merge_runs<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>]) {
+fn merge_runs<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>]) -> Result<(), CoreError> {
+    alloc::reserve(sets, other.len(), "the sets of a state")?;
     let (mut i, mut j) = (sets.len(), other.len());
     sets.extend_from_slice(other);
     let mut write = sets.len();
@@ -509,6 +528,7 @@ fn merge_runs<S: SumInt>(sets: &mut Vec<Set<S>>, other: &[Set<S>]) {
             j -= 1;
         }
     }
+    Ok(())
 }
 
 /// The general merge (rule 5): position i of `sets` absorbs position k−1−i of `other`; both sorted.
@@ -519,16 +539,18 @@ fn merge_overlapping<S: SumInt>(
     next: &mut [u32],
     values: &[u64],
     sorter: &mut RunSorter<S>,
-) {
+) -> Result<(), CoreError> {
     let (own, theirs) = (sets.len(), other.len());
     if own == k && theirs == k {
         // Two full states (every merge with `equal_size`): pair position i with k−1−i directly.
         for (slot, &back) in sets.iter_mut().zip(other.iter().rev()) {
             *slot = join(*slot, back, next, values);
         }
+        sorter.reserve(k)?;
         sort_runs_descending(sets, sorter);
-        return;
+        return Ok(());
     }
+    alloc::reserve(sets, k - own, "the sets of a state")?;
     sets.resize_with(k, Set::empty);
     for (i, slot) in sets.iter_mut().enumerate() {
         let partner = (i + theirs >= k).then(|| other[k - 1 - i]);
@@ -540,6 +562,7 @@ fn merge_overlapping<S: SumInt>(
         };
     }
     sort_descending(sets);
+    Ok(())
 }
 
 /// A queue entry: a composite state's priority, inline, and its id.
@@ -576,8 +599,8 @@ impl<S: SumInt> Queue<S> {
         }
     }
 
-    fn push(&mut self, priority: Priority<S>, id: u32) {
-        self.entries.push(Entry { priority, id });
+    fn push(&mut self, priority: Priority<S>, id: u32) -> Result<(), CoreError> {
+        alloc::push(&mut self.entries, Entry { priority, id }, "the queue of states")?;
         let mut node = self.entries.len() - 1;
         while node > 0 {
             let parent = (node - 1) / 2;
@@ -588,6 +611,7 @@ impl<S: SumInt> Queue<S> {
             node = parent;
         }
         self.entries[node] = Entry { priority, id };
+        Ok(())
     }
 
     fn pop(&mut self) -> u32 {
@@ -681,6 +705,8 @@ struct Run<'a, S: SumInt> {
     /// Ids of merged-away states, and set vectors they no longer need.
     free: Vec<u32>,
     spare: Vec<Vec<Set<S>>>,
+    /// Scratch for `absorb_into_smallest` (fewer than k sets).
+    smallest: Vec<Set<S>>,
     queue: Queue<S>,
     /// One-item states are `sorted[..singles]`; the best is the last.
     singles: usize,
@@ -688,15 +714,21 @@ struct Run<'a, S: SumInt> {
 }
 
 impl<'a, S: SumInt> Run<'a, S> {
-    fn new(sorted: &'a SortedItems, k: usize, equal_size: bool) -> Self {
+    fn new(
+        sorted: &'a SortedItems,
+        k: usize,
+        equal_size: bool,
+        interrupt: &Interrupt,
+    ) -> Result<Self, CoreError> {
         let n = sorted.index.len();
         let mut run = Run {
             sorted,
             k,
-            next: vec![NIL; n],
+            next: alloc::filled_checked(n, NIL, "the item lists", interrupt)?,
             states: Vec::new(),
             free: Vec::new(),
             spare: Vec::new(),
+            smallest: alloc::with_capacity(k, "merge scratch")?,
             queue: Queue { entries: Vec::new() },
             singles: n,
             sorter: RunSorter::new(),
@@ -704,8 +736,8 @@ impl<'a, S: SumInt> Run<'a, S> {
         // With k = 1 a chunk of one is a one-item state, which the single queue already models.
         if equal_size && k > 1 {
             run.singles = 0;
-            run.states.reserve(n / k);
-            run.queue.entries.reserve(n / k);
+            alloc::reserve(&mut run.states, n / k, "the states")?;
+            alloc::reserve(&mut run.queue.entries, n / k, "the queue of states")?;
             for start in (0..n).step_by(k) {
                 // The chunk is ascending by (value, index): its largest set is its last item and
                 // its smallest its first.
@@ -724,7 +756,7 @@ impl<'a, S: SumInt> Run<'a, S> {
             }
             run.queue.heapify();
         }
-        run
+        Ok(run)
     }
 
     #[inline]
@@ -756,35 +788,46 @@ impl<'a, S: SumInt> Run<'a, S> {
         self.single_set(self.singles).0
     }
 
-    fn new_state(&mut self, sets: &[Set<S>]) -> u32 {
-        let mut vector = self.spare.pop().unwrap_or_default();
+    fn new_state(&mut self, sets: &[Set<S>]) -> Result<u32, CoreError> {
+        let mut vector = match self.spare.pop() {
+            Some(vector) => vector,
+            // Exactly as many sets as it starts with: most states never grow (a state of two
+            // one-item sets is the most common), and a spare one more than doubles them.
+            None => alloc::with_capacity(sets.len(), "the sets of a state")?,
+        };
+        alloc::reserve(&mut vector, sets.len(), "the sets of a state")?;
         vector.extend_from_slice(sets);
         let state = State { sets: vector, heap_mode: false, max: S::key(S::default(), 0, NIL), chunk: NIL };
-        if let Some(id) = self.free.pop() {
+        Ok(if let Some(id) = self.free.pop() {
             self.states[id as usize] = state;
             id
         } else {
-            self.states.push(state);
+            alloc::push(&mut self.states, state, "the states")?;
             (self.states.len() - 1) as u32
-        }
+        })
     }
 
     /// Give a seeded chunk state its sets: the chunk reversed is in descending set order.
     /// Inline, because with `equal_size=False` it is called on every merge and never has work
     /// to do (measured: a call per merge cost 4 % of the instructions at 2^20 items).
     #[inline(always)]
-    fn materialise(&mut self, id: u32) {
+    fn materialise(&mut self, id: u32) -> Result<(), CoreError> {
         if self.states[id as usize].chunk != NIL {
-            self.materialise_chunk(id);
+            self.materialise_chunk(id)?;
         }
+        Ok(())
     }
 
     #[inline(never)]
-    fn materialise_chunk(&mut self, id: u32) {
+    fn materialise_chunk(&mut self, id: u32) -> Result<(), CoreError> {
+        let mut vector = match self.spare.pop() {
+            Some(vector) => vector,
+            None => alloc::with_capacity(self.k, "the sets of a state")?,
+        };
+        alloc::reserve(&mut vector, self.k, "the sets of a state")?;
         let state = &mut self.states[id as usize];
         let start = state.chunk as usize;
         state.chunk = NIL;
-        let mut vector = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(self.k));
         let sorted = self.sorted;
         vector.extend(
             (start..start + self.k)
@@ -792,26 +835,28 @@ impl<'a, S: SumInt> Run<'a, S> {
                 .map(|rank| Set::single(rank as u32, sorted.index[rank], sorted.values[rank])),
         );
         state.sets = vector;
+        Ok(())
     }
 
     /// The composite state on top of the queue absorbs a one-item state, which came out of the
     /// queue first (`single_first`: its item goes before the set it joins) or second.
-    fn top_absorbs_single(&mut self, single: Set<S>, single_first: bool) {
+    fn top_absorbs_single(&mut self, single: Set<S>, single_first: bool) -> Result<(), CoreError> {
         let k = self.k;
         let id = self.queue.top_id();
-        self.materialise(id);
+        self.materialise(id)?;
         let state = &mut self.states[id as usize];
         if state.sets.len() < k {
             // The single lands on an empty position: it keeps a set of its own.
-            state.insert_set(single);
+            state.insert_set(single)?;
         } else {
             state.grow_smallest(single, single_first, &mut self.next, &self.sorted.values);
         }
         let priority = state.priority(k);
         self.queue.replace_top(priority, id);
+        Ok(())
     }
 
-    fn step(&mut self) {
+    fn step(&mut self) -> Result<(), CoreError> {
         let k = self.k;
         if self.best_source(false) == Source::Single {
             let first = self.take_single();
@@ -819,24 +864,26 @@ impl<'a, S: SumInt> Run<'a, S> {
                 let second = self.take_single();
                 let id = if k == 1 {
                     let joined = join(first, second, &mut self.next, &self.sorted.values);
-                    self.new_state(&[joined])
+                    self.new_state(&[joined])?
                 } else {
-                    self.new_state(&[first, second])
+                    self.new_state(&[first, second])?
                 };
                 let priority = self.states[id as usize].priority(k);
-                self.queue.push(priority, id);
+                self.queue.push(priority, id)?;
             } else {
                 // first's set 0 absorbs the composite's set k−1: empty unless it is full.
-                self.top_absorbs_single(first, true);
+                self.top_absorbs_single(first, true)?;
             }
         } else if self.best_source(true) == Source::Single {
             let second = self.take_single();
-            self.top_absorbs_single(second, false);
+            self.top_absorbs_single(second, false)?;
         } else {
+            // (An error leaves the run half-merged; it is abandoned then.)
+            alloc::reserve(&mut self.free, 1, "the free state ids")?;
             let first_id = self.queue.pop();
             let second_id = self.queue.top_id();
-            self.materialise(first_id);
-            self.materialise(second_id);
+            self.materialise(first_id)?;
+            self.materialise(second_id)?;
             let first_full = self.states[first_id as usize].sets.len() == k;
             let second_full = self.states[second_id as usize].sets.len() == k;
             // Partial states are always sorted; only full ones may be in heap mode.
@@ -847,6 +894,7 @@ impl<'a, S: SumInt> Run<'a, S> {
                     false,
                     &mut self.next,
                     &self.sorted.values,
+                    &mut self.smallest,
                 );
                 (first_id, second_id, other)
             } else if second_full && !first_full {
@@ -856,6 +904,7 @@ impl<'a, S: SumInt> Run<'a, S> {
                     true,
                     &mut self.next,
                     &self.sorted.values,
+                    &mut self.smallest,
                 );
                 (second_id, first_id, other)
             } else {
@@ -866,7 +915,7 @@ impl<'a, S: SumInt> Run<'a, S> {
                 let state = &mut self.states[first_id as usize];
                 state.make_sorted();
                 if state.sets.len() + other.len() <= k {
-                    merge_runs(&mut state.sets, &other);
+                    merge_runs(&mut state.sets, &other)?;
                 } else {
                     merge_overlapping(
                         &mut state.sets,
@@ -875,32 +924,42 @@ impl<'a, S: SumInt> Run<'a, S> {
                         &mut self.next,
                         &self.sorted.values,
                         &mut self.sorter,
-                    );
+                    )?;
                 }
                 (first_id, second_id, other)
             };
             let priority = self.states[kept as usize].priority(k);
             self.queue.replace_top(priority, kept);
-            other.clear();
-            self.spare.push(other);
+            // A bounded pool: vectors beyond it are freed now, a step at a time, instead of
+            // millions at once when the run ends (which held up Ctrl-C for a second) and
+            // instead of keeping capacity no new state needs.
+            if self.spare.len() < SPARE_MAX {
+                other.clear();
+                self.spare.push(other);
+            }
             self.free.push(gone);
         }
+        Ok(())
     }
 
-    fn finish(mut self) -> Partition {
+    fn finish(mut self, interrupt: &Interrupt) -> Result<Partition, CoreError> {
+        let mut steps = 0usize;
         while self.singles + self.queue.len() > 1 {
-            self.step();
+            interrupt.every(steps)?;
+            steps += 1;
+            self.step()?;
         }
         let final_sets: Vec<Set<S>> = if self.queue.len() == 1 {
             let id = self.queue.top_id();
-            self.materialise(id);
+            self.materialise(id)?;
             let state = &mut self.states[id as usize];
             state.make_sorted();
             std::mem::take(&mut state.sets)
         } else {
             vec![self.single_set(0).0]
         };
-        read_lists(&final_sets, self.k, &self.next, &self.sorted.index)
+        drop(self.states);
+        read_lists(&final_sets, self.k, &self.next, &self.sorted.index, interrupt)
     }
 }
 
@@ -908,18 +967,31 @@ impl<'a, S: SumInt> Run<'a, S> {
 ///
 /// Each list is a chain of dependent loads that mostly miss the cache; walking all lists a step
 /// at a time lets the misses of different lists overlap instead of waiting for each in turn.
-fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32]) -> Partition {
-    let mut offsets = Vec::with_capacity(k + 1);
+fn read_lists<S: SumInt>(
+    sets: &[Set<S>],
+    k: usize,
+    next: &[u32],
+    index: &[u32],
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
+    let mut offsets = alloc::with_capacity(k + 1, "partition offsets")?;
     offsets.push(0usize);
     for p in 0..k {
         let count = sets.get(p).map_or(0, |s| S::key_count(s.key) as usize);
         offsets.push(offsets[p] + count);
     }
-    let mut order = vec![0u32; offsets[k]];
+    let mut order = alloc::zeroed(offsets[k], "the partition")?;
     // (rank of the next item to write, where it goes)
-    let mut cursors: Vec<(u32, usize)> =
-        sets.iter().zip(&offsets).map(|(set, &start)| (set.first, start)).collect();
+    let mut cursors =
+        alloc::collect(sets.iter().zip(&offsets).map(|(set, &start)| (set.first, start)), "cursors")?;
+    let mut written = 0usize;
     while !cursors.is_empty() {
+        // One round writes one item of every list still open.
+        if written >= CHECK_EVERY {
+            interrupt.check()?;
+            written = 0;
+        }
+        written += cursors.len();
         let mut i = 0;
         while i < cursors.len() {
             let (rank, position) = cursors[i];
@@ -933,7 +1005,7 @@ fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32])
             }
         }
     }
-    Partition { order, offsets }
+    Ok(Partition { order, offsets })
 }
 
 /// The largest differencing method: k partitions, heaviest first, items in merge order.
@@ -941,28 +1013,53 @@ fn read_lists<S: SumInt>(sets: &[Set<S>], k: usize, next: &[u32], index: &[u32])
 /// `equal_size` seeds the states with sorted chunks of k (so every partition gets n/k items)
 /// and requires `n % k == 0`; otherwise each item starts a state of its own.
 pub fn karmarkar_karp(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
+    karmarkar_karp_interruptible(values, k, equal_size, &Interrupt::NEVER)
+}
+
+/// [`karmarkar_karp`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
+pub fn karmarkar_karp_interruptible(
+    values: &[u64],
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
     check_shape(values.len(), k, equal_size)?;
-    let sorted = sort_items(values);
     let total: u128 = values.iter().map(|&v| v as u128).sum();
-    Ok(if total <= u64::MAX as u128 {
-        Run::<u64>::new(&sorted, k, equal_size).finish()
+    let sorted = sort_items(values, interrupt)?;
+    if total <= u64::MAX as u128 {
+        Run::<u64>::new(&sorted, k, equal_size, interrupt)?.finish(interrupt)
     } else {
-        Run::<u128>::new(&sorted, k, equal_size).finish()
-    })
+        Run::<u128>::new(&sorted, k, equal_size, interrupt)?.finish(interrupt)
+    }
 }
 
 /// The method on items already in `(value, index)` order, with sums of type `S`; `sorted.values`
 /// hold what [`SumInt::from_u64`] reads (float sums: the values' bit patterns).
-pub(crate) fn run_sorted<S: SumInt>(sorted: &SortedItems, k: usize, equal_size: bool) -> Partition {
-    Run::<S>::new(sorted, k, equal_size).finish()
+pub(crate) fn run_sorted<S: SumInt>(
+    sorted: &SortedItems,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
+    Run::<S>::new(sorted, k, equal_size, interrupt)?.finish(interrupt)
 }
 
 /// [`karmarkar_karp`] with each partition's indexes sorted ascending (partition order kept).
 pub fn balanced_partitions(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
-    let mut partition = karmarkar_karp(values, k, equal_size)?;
+    balanced_partitions_interruptible(values, k, equal_size, &Interrupt::NEVER)
+}
+
+/// [`balanced_partitions`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
+pub fn balanced_partitions_interruptible(
+    values: &[u64],
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
+    let mut partition = karmarkar_karp_interruptible(values, k, equal_size, interrupt)?;
     debug_assert!(partition.parts().all(|p| !p.is_empty()));
     debug_assert_eq!(partition.order.len(), values.len());
-    partition.sort_within();
+    partition.sort_within(interrupt)?;
     Ok(partition)
 }
 

@@ -9,6 +9,8 @@
 //! * [`planner`]: micro-batches under a token cap (count search, fit test, balanced split).
 //! * [`packing`]: bin packing under a capacity (next fit, first fit, first/best fit decreasing).
 //! * [`sort`]: the seeding sort shared by the partitioners.
+//! * [`alloc`] and [`interrupt`]: fallible allocation and cooperative cancellation, so that a
+//!   call too large for memory or interrupted by the user fails with an error instead of aborting.
 //!
 //! The Python extension (`rust/bind`) converts arguments, releases the GIL and maps
 //! [`error::CoreError`] to Python exceptions; nothing here depends on it.
@@ -21,9 +23,11 @@
 //! assert_eq!(loads, vec![9, 9]);
 //! assert!(partition.parts().all(|p| p.len() == 3));
 //! ```
+pub mod alloc;
 pub mod error;
 pub mod float;
 pub mod greedy;
+pub mod interrupt;
 pub mod ldm;
 pub mod nearly;
 pub mod packing;

@@ -6,6 +6,7 @@
 //! indexes `0..p` and every real item `i` becomes `i + p`: the same relative order of all indexes,
 //! so every tie is decided as with negative indexes, and the partitioner runs unchanged.
 
+use crate::alloc;
 use crate::error::{check_shape, CoreError};
 use crate::parts::Partition;
 
@@ -27,24 +28,25 @@ pub fn with_placeholders<T: Copy + Default>(
     if p == 0 {
         return equal_size_partitioner(values, k);
     }
-    let mut padded = Vec::with_capacity(n + p);
+    let mut padded = alloc::with_capacity(n + p, "the values with placeholders")?;
     padded.resize(p, T::default());
     padded.extend_from_slice(values);
     let with = equal_size_partitioner(&padded, k)?;
-    Ok(drop_placeholders(&with, p))
+    drop(padded);
+    drop_placeholders(&with, p)
 }
 
 /// `partition` without the items below `p`, the others shifted back by `p`; nothing re-ordered.
-fn drop_placeholders(partition: &Partition, p: usize) -> Partition {
+fn drop_placeholders(partition: &Partition, p: usize) -> Result<Partition, CoreError> {
     let shift = p as u32;
-    let mut order = Vec::with_capacity(partition.order.len() - p);
-    let mut offsets = Vec::with_capacity(partition.offsets.len());
+    let mut order = alloc::with_capacity(partition.order.len() - p, "the partition")?;
+    let mut offsets = alloc::with_capacity(partition.offsets.len(), "partition offsets")?;
     offsets.push(0);
     for part in partition.parts() {
         order.extend(part.iter().filter(|&&index| index >= shift).map(|&index| index - shift));
         offsets.push(order.len());
     }
-    Partition { order, offsets }
+    Ok(Partition { order, offsets })
 }
 
 #[cfg(test)]

@@ -17,6 +17,10 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::alloc;
+use crate::error::CoreError;
+use crate::interrupt::Interrupt;
+
 /// Which packing rule to apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
@@ -40,10 +44,18 @@ impl Algorithm {
 }
 
 /// Why a set of lengths cannot be packed.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum PackError {
     /// One item alone is longer than a pack may be.
     TooLong { index: usize, length: u64, capacity: u64 },
+    /// Out of memory, or interrupted.
+    Core(CoreError),
+}
+
+impl From<CoreError> for PackError {
+    fn from(error: CoreError) -> Self {
+        PackError::Core(error)
+    }
 }
 
 impl fmt::Display for PackError {
@@ -52,6 +64,7 @@ impl fmt::Display for PackError {
             PackError::TooLong { index, length, capacity } => {
                 write!(f, "lengths[{index}] = {length} is longer than pack_max_length ({capacity})")
             }
+            PackError::Core(error) => error.fmt(f),
         }
     }
 }
@@ -60,42 +73,62 @@ impl fmt::Display for PackError {
 ///
 /// Fails only when a single length exceeds `capacity` (the first such index is reported).
 pub fn pack(lengths: &[u64], capacity: u64, algorithm: Algorithm) -> Result<Vec<Vec<usize>>, PackError> {
+    pack_interruptible(lengths, capacity, algorithm, &Interrupt::NEVER)
+}
+
+/// [`pack`], stopping with `PackError::Core(CoreError::Interrupted)` when `interrupt` says so.
+pub fn pack_interruptible(
+    lengths: &[u64],
+    capacity: u64,
+    algorithm: Algorithm,
+    interrupt: &Interrupt,
+) -> Result<Vec<Vec<usize>>, PackError> {
     if let Some(index) = lengths.iter().position(|&length| length > capacity) {
         return Err(PackError::TooLong { index, length: lengths[index], capacity });
     }
     let packs = match algorithm {
-        Algorithm::NextFit => next_fit(lengths, capacity),
-        Algorithm::FirstFit => first_fit(lengths, capacity, 0..lengths.len()),
-        Algorithm::FirstFitDecreasing => first_fit(lengths, capacity, decreasing_order(lengths).into_iter()),
-        Algorithm::BestFitDecreasing => best_fit(lengths, capacity, &decreasing_order(lengths)),
-    };
+        Algorithm::NextFit => next_fit(lengths, capacity, interrupt),
+        Algorithm::FirstFit => first_fit(lengths, capacity, 0..lengths.len(), interrupt),
+        Algorithm::FirstFitDecreasing => {
+            first_fit(lengths, capacity, decreasing_order(lengths)?.into_iter(), interrupt)
+        }
+        Algorithm::BestFitDecreasing => best_fit(lengths, capacity, &decreasing_order(lengths)?, interrupt),
+    }?;
     Ok(packs)
 }
 
 /// Item indexes by length descending, ties by index ascending.
-fn decreasing_order(lengths: &[u64]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..lengths.len()).collect();
+fn decreasing_order(lengths: &[u64]) -> Result<Vec<usize>, CoreError> {
+    let mut order = alloc::collect(0..lengths.len(), "packing order")?;
     // The index in the key makes the unstable (faster) sort deterministic.
     order.sort_unstable_by_key(|&index| (Reverse(lengths[index]), index));
-    order
+    Ok(order)
 }
 
-fn next_fit(lengths: &[u64], capacity: u64) -> Vec<Vec<usize>> {
+/// A new pack holding `index`, added to `packs`.
+fn open_pack(packs: &mut Vec<Vec<usize>>, index: usize) -> Result<(), CoreError> {
+    let mut pack = alloc::with_capacity(1, "a pack")?;
+    pack.push(index);
+    alloc::push(packs, pack, "the packs")
+}
+
+fn next_fit(lengths: &[u64], capacity: u64, interrupt: &Interrupt) -> Result<Vec<Vec<usize>>, CoreError> {
     let mut packs: Vec<Vec<usize>> = Vec::new();
     let mut room = 0u64;
     for (index, &length) in lengths.iter().enumerate() {
+        interrupt.every(index)?;
         match packs.last_mut() {
             Some(current) if length <= room => {
-                current.push(index);
+                alloc::push(current, index, "a pack")?;
                 room -= length;
             }
             _ => {
-                packs.push(vec![index]);
+                open_pack(&mut packs, index)?;
                 room = capacity - length;
             }
         }
     }
-    packs
+    Ok(packs)
 }
 
 /// A max-tree over pack slots holding each pack's room left; unopened slots hold the full capacity.
@@ -108,16 +141,16 @@ struct RoomTree {
 }
 
 impl RoomTree {
-    fn new(slots: usize, capacity: u64) -> Self {
+    fn new(slots: usize, capacity: u64) -> Result<Self, CoreError> {
         let leaves = slots.max(1).next_power_of_two();
-        let mut nodes = vec![0u64; 2 * leaves];
+        let mut nodes = alloc::filled(2 * leaves, 0u64, "the packing tree")?;
         for node in &mut nodes[leaves..leaves + slots] {
             *node = capacity;
         }
         for node in (1..leaves).rev() {
             nodes[node] = nodes[2 * node].max(nodes[2 * node + 1]);
         }
-        RoomTree { leaves, nodes }
+        Ok(RoomTree { leaves, nodes })
     }
 
     /// The leftmost slot whose room is at least `length` (the caller guarantees one exists).
@@ -143,43 +176,58 @@ impl RoomTree {
     }
 }
 
-fn first_fit(lengths: &[u64], capacity: u64, order: impl Iterator<Item = usize>) -> Vec<Vec<usize>> {
+fn first_fit(
+    lengths: &[u64],
+    capacity: u64,
+    order: impl Iterator<Item = usize>,
+    interrupt: &Interrupt,
+) -> Result<Vec<Vec<usize>>, CoreError> {
     // At most one pack per item, so `lengths.len()` slots always leave an unopened one free.
-    let mut tree = RoomTree::new(lengths.len(), capacity);
+    let mut tree = RoomTree::new(lengths.len(), capacity)?;
     let mut packs: Vec<Vec<usize>> = Vec::new();
-    for index in order {
+    for (step, index) in order.enumerate() {
+        interrupt.every(step)?;
         let length = lengths[index];
         let slot = tree.leftmost_fitting(length);
         if slot == packs.len() {
-            packs.push(Vec::new());
+            open_pack(&mut packs, index)?;
+        } else {
+            alloc::push(&mut packs[slot], index, "a pack")?;
         }
-        packs[slot].push(index);
         let room = tree.room(slot) - length;
         tree.set_room(slot, room);
     }
-    packs
+    Ok(packs)
 }
 
-fn best_fit(lengths: &[u64], capacity: u64, order: &[usize]) -> Vec<Vec<usize>> {
+fn best_fit(
+    lengths: &[u64],
+    capacity: u64,
+    order: &[usize],
+    interrupt: &Interrupt,
+) -> Result<Vec<Vec<usize>>, CoreError> {
     // Ordered by room left, then pack number: the first entry with room >= length is the best
     // fit, ties going to the earliest pack.
     let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
     let mut packs: Vec<Vec<usize>> = Vec::new();
-    for &index in order {
+    // (The ordered set's nodes are the one allocation here that cannot fail softly: std's
+    // BTreeSet has no fallible insert. It holds at most one entry per pack.)
+    for (step, &index) in order.iter().enumerate() {
+        interrupt.every(step)?;
         let length = lengths[index];
         match open.range((length, 0)..).next().copied() {
             Some((room, slot)) => {
                 open.remove(&(room, slot));
                 open.insert((room - length, slot));
-                packs[slot].push(index);
+                alloc::push(&mut packs[slot], index, "a pack")?;
             }
             None => {
                 open.insert((capacity - length, packs.len()));
-                packs.push(vec![index]);
+                open_pack(&mut packs, index)?;
             }
         }
     }
-    packs
+    Ok(packs)
 }
 
 #[cfg(test)]

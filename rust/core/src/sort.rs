@@ -3,7 +3,12 @@
 //! Sorting is the floor of the whole computation, so lengths that fit in 32 bits (every real
 //! sequence length) take an LSD radix sort over `value << 32 | index` keys: one pass per
 //! significant byte of the largest value, each stable, which keeps equal values in index order.
-//! Wider values fall back to a comparison sort.
+//! Wider values take a radix sort over `(value, index)` pairs (up to eight passes), tiny inputs a
+//! comparison sort. Every loop over the items checks the caller's [`Interrupt`] once per chunk,
+//! and every buffer is allocated fallibly.
+use crate::alloc;
+use crate::error::CoreError;
+use crate::interrupt::Interrupt;
 
 /// Items in ascending `(value, index)` order, as two parallel arrays.
 pub struct SortedItems {
@@ -11,28 +16,32 @@ pub struct SortedItems {
     pub index: Vec<u32>,
 }
 
+/// Items handled between two interrupt checks.
+const CHUNK: usize = 1 << 16;
+
 /// Indexes of `values` sorted ascending by `(value, index)`.
-pub fn sorted_order(values: &[u64]) -> Vec<u32> {
-    sort_items(values).index
+pub fn sorted_order(values: &[u64]) -> Result<Vec<u32>, CoreError> {
+    Ok(sort_items(values, &Interrupt::NEVER)?.index)
 }
 
-pub fn sort_items(values: &[u64]) -> SortedItems {
+pub fn sort_items(values: &[u64], interrupt: &Interrupt) -> Result<SortedItems, CoreError> {
     if values.len() > 256 {
-        if let Some(sorted) = radix_sort(values) {
-            return sorted;
+        if let Some(sorted) = radix_sort(values, interrupt)? {
+            return Ok(sorted);
         }
+        return wide_radix_sort(values, interrupt);
     }
     comparison_sort(values)
 }
 
-fn comparison_sort(values: &[u64]) -> SortedItems {
-    let mut pairs: Vec<(u64, u32)> = values.iter().enumerate().map(|(i, &v)| (v, i as u32)).collect();
+fn comparison_sort(values: &[u64]) -> Result<SortedItems, CoreError> {
+    let mut pairs = alloc::collect(values.iter().enumerate().map(|(i, &v)| (v, i as u32)), "sort buffer")?;
     // Pairs are unique (indexes are), so an unstable sort gives the one right order.
     pairs.sort_unstable();
-    SortedItems {
-        values: pairs.iter().map(|&(v, _)| v).collect(),
-        index: pairs.iter().map(|&(_, i)| i).collect(),
-    }
+    Ok(SortedItems {
+        values: alloc::collect(pairs.iter().map(|&(v, _)| v), "sorted values")?,
+        index: alloc::collect(pairs.iter().map(|&(_, i)| i), "sorted order")?,
+    })
 }
 
 /// Where each digit's run starts in the output of a pass.
@@ -53,76 +62,138 @@ fn digit_starts(counts: &[u32; 256]) -> [u32; 256] {
 /// scatters straight from `values` (building each key as it goes), and a last pass that scatters
 /// straight into the two output arrays. Lengths below 65536 thus take three passes in all.
 /// Bytes in which every key has the same digit would move nothing and are skipped.
-fn radix_sort(values: &[u64]) -> Option<SortedItems> {
+fn radix_sort(values: &[u64], interrupt: &Interrupt) -> Result<Option<SortedItems>, CoreError> {
     let n = values.len();
     let mut counts = [[0u32; 256]; 4];
     let mut any_bits = 0u64;
     // Sequence lengths rarely reach 65536: count the two high bytes only when some value does.
-    for &v in values {
-        any_bits |= v;
-        counts[0][(v & 0xff) as usize] += 1;
-        counts[1][((v >> 8) & 0xff) as usize] += 1;
+    for chunk in values.chunks(CHUNK) {
+        interrupt.check()?;
+        for &v in chunk {
+            any_bits |= v;
+            counts[0][(v & 0xff) as usize] += 1;
+            counts[1][((v >> 8) & 0xff) as usize] += 1;
+        }
     }
     if any_bits > u32::MAX as u64 {
-        return None;
+        return Ok(None);
     }
     if any_bits > 0xffff {
-        for &v in values {
-            counts[2][((v >> 16) & 0xff) as usize] += 1;
-            counts[3][((v >> 24) & 0xff) as usize] += 1;
+        for chunk in values.chunks(CHUNK) {
+            interrupt.check()?;
+            for &v in chunk {
+                counts[2][((v >> 16) & 0xff) as usize] += 1;
+                counts[3][((v >> 24) & 0xff) as usize] += 1;
+            }
         }
     } else {
         counts[2][0] = n as u32;
         counts[3][0] = n as u32;
     }
     let passes: Vec<usize> = (0..4).filter(|&byte| !counts[byte].contains(&(n as u32))).collect();
-    let mut sorted_values = vec![0u64; n];
-    let mut index = vec![0u32; n];
+    // Zeroed memory costs nothing until written (and then in the loops that check interrupts).
+    let mut sorted_values: Vec<u64> = alloc::zeroed(n, "sorted values")?;
+    let mut index: Vec<u32> = alloc::zeroed(n, "sorted order")?;
     let Some((&last, middle)) = passes.split_last() else {
         // All values equal: index order is already sorted.
         sorted_values.copy_from_slice(values);
         index.iter_mut().enumerate().for_each(|(i, slot)| *slot = i as u32);
-        return Some(SortedItems { values: sorted_values, index });
+        return Ok(Some(SortedItems { values: sorted_values, index }));
     };
     let mut keys: Vec<u64>;
     let remaining: &[usize];
     if let Some((&first, rest)) = middle.split_first() {
-        keys = vec![0u64; n];
+        keys = alloc::zeroed(n, "sort keys")?;
         let mut start = digit_starts(&counts[first]);
         let shift = 8 * first;
-        for (i, &v) in values.iter().enumerate() {
-            let digit = ((v >> shift) & 0xff) as usize;
-            keys[start[digit] as usize] = (v << 32) | i as u64;
-            start[digit] += 1;
+        for (c, chunk) in values.chunks(CHUNK).enumerate() {
+            interrupt.check()?;
+            for (i, &v) in chunk.iter().enumerate() {
+                let digit = ((v >> shift) & 0xff) as usize;
+                keys[start[digit] as usize] = (v << 32) | (c * CHUNK + i) as u64;
+                start[digit] += 1;
+            }
         }
         remaining = rest;
     } else {
-        keys = values.iter().enumerate().map(|(i, &v)| (v << 32) | i as u64).collect();
+        keys = alloc::with_capacity(n, "sort keys")?;
+        for (c, chunk) in values.chunks(CHUNK).enumerate() {
+            interrupt.check()?;
+            keys.extend(chunk.iter().enumerate().map(|(i, &v)| (v << 32) | (c * CHUNK + i) as u64));
+        }
         remaining = &[];
     }
     if !remaining.is_empty() {
-        let mut scratch = vec![0u64; n];
+        let mut scratch = alloc::zeroed(n, "sort buffer")?;
         for &byte in remaining {
             let mut start = digit_starts(&counts[byte]);
             let shift = 32 + 8 * byte;
-            for &key in &keys {
-                let digit = ((key >> shift) & 0xff) as usize;
-                scratch[start[digit] as usize] = key;
-                start[digit] += 1;
+            for chunk in keys.chunks(CHUNK) {
+                interrupt.check()?;
+                for &key in chunk {
+                    let digit = ((key >> shift) & 0xff) as usize;
+                    scratch[start[digit] as usize] = key;
+                    start[digit] += 1;
+                }
             }
             std::mem::swap(&mut keys, &mut scratch);
         }
     }
     let mut start = digit_starts(&counts[last]);
     let shift = 32 + 8 * last;
-    for &key in &keys {
-        let digit = ((key >> shift) & 0xff) as usize;
-        let to = start[digit] as usize;
-        sorted_values[to] = key >> 32;
-        index[to] = key as u32;
-        start[digit] += 1;
+    for chunk in keys.chunks(CHUNK) {
+        interrupt.check()?;
+        for &key in chunk {
+            let digit = ((key >> shift) & 0xff) as usize;
+            let to = start[digit] as usize;
+            sorted_values[to] = key >> 32;
+            index[to] = key as u32;
+            start[digit] += 1;
+        }
     }
-    Some(SortedItems { values: sorted_values, index })
+    Ok(Some(SortedItems { values: sorted_values, index }))
+}
+
+/// The radix sort for values above 32 bits: `(value, index)` pairs, one stable pass per byte of
+/// the value that varies, so that a wide input is neither slow nor deaf to interrupts.
+fn wide_radix_sort(values: &[u64], interrupt: &Interrupt) -> Result<SortedItems, CoreError> {
+    let n = values.len();
+    let mut counts = [[0u32; 256]; 8];
+    for chunk in values.chunks(CHUNK) {
+        interrupt.check()?;
+        for &v in chunk {
+            for (byte, count) in counts.iter_mut().enumerate() {
+                count[((v >> (8 * byte)) & 0xff) as usize] += 1;
+            }
+        }
+    }
+    let mut pairs = alloc::with_capacity(n, "sort buffer")?;
+    for (c, chunk) in values.chunks(CHUNK).enumerate() {
+        interrupt.check()?;
+        pairs.extend(chunk.iter().enumerate().map(|(i, &v)| (v, (c * CHUNK + i) as u32)));
+    }
+    let mut scratch = alloc::filled(n, (0u64, 0u32), "sort buffer")?;
+    for (byte, count) in counts.iter().enumerate() {
+        if count.contains(&(n as u32)) {
+            continue;
+        }
+        let mut start = digit_starts(count);
+        let shift = 8 * byte;
+        for chunk in pairs.chunks(CHUNK) {
+            interrupt.check()?;
+            for &(v, i) in chunk {
+                let digit = ((v >> shift) & 0xff) as usize;
+                scratch[start[digit] as usize] = (v, i);
+                start[digit] += 1;
+            }
+        }
+        std::mem::swap(&mut pairs, &mut scratch);
+    }
+    drop(scratch);
+    Ok(SortedItems {
+        values: alloc::collect(pairs.iter().map(|&(v, _)| v), "sorted values")?,
+        index: alloc::collect(pairs.iter().map(|&(_, i)| i), "sorted order")?,
+    })
 }
 
 #[cfg(test)]
@@ -131,14 +202,14 @@ mod tests {
 
     #[test]
     fn ties_keep_index_order() {
-        assert_eq!(sorted_order(&[5, 1, 5, 0, 1]), vec![3, 1, 4, 0, 2]);
-        assert_eq!(sorted_order(&[]), Vec::<u32>::new());
+        assert_eq!(sorted_order(&[5, 1, 5, 0, 1]).unwrap(), vec![3, 1, 4, 0, 2]);
+        assert_eq!(sorted_order(&[]).unwrap(), Vec::<u32>::new());
     }
 
     #[test]
     fn radix_and_comparison_sorts_agree() {
         let mut state: u64 = 12345;
-        // One pass, two, three, four, and values too wide for the radix sort.
+        // One pass, two, three, four, and values too wide for the 32-bit radix sort.
         for (n, modulus) in [
             (300usize, 7u64),
             (1000, 300),
@@ -146,17 +217,33 @@ mod tests {
             (4000, 1 << 31),
             (3000, u32::MAX as u64 + 1),
             (400, 1),
+            (3000, u64::MAX),
         ] {
             let values: Vec<u64> = (0..n)
                 .map(|_| {
                     state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
-                    (state >> 11) % modulus
+                    if modulus == u64::MAX {
+                        // Full width, with ties.
+                        (state | 1) << (state % 3)
+                    } else {
+                        (state >> 11) % modulus
+                    }
                 })
                 .collect();
-            let radix = sort_items(&values);
-            let plain = comparison_sort(&values);
+            let radix = sort_items(&values, &Interrupt::NEVER).unwrap();
+            let plain = comparison_sort(&values).unwrap();
             assert_eq!(radix.index, plain.index);
             assert_eq!(radix.values, plain.values);
+        }
+    }
+
+    #[test]
+    fn an_interrupt_stops_the_sort() {
+        let values: Vec<u64> = (0..100_000u64).map(|i| (i * 7919) % 100_003).collect();
+        let wide: Vec<u64> = values.iter().map(|&v| v << 40).collect();
+        let stop = || true;
+        for input in [&values, &wide] {
+            assert_eq!(sort_items(input, &Interrupt::new(&stop)).err(), Some(CoreError::Interrupted));
         }
     }
 }

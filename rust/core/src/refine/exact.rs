@@ -11,7 +11,8 @@ pub(super) fn exact_search(
     equal_size: bool,
     upper: u128,
     nodes: u64,
-) -> Option<Vec<Vec<u32>>> {
+    interrupt: &Interrupt,
+) -> Result<Option<Vec<Vec<u32>>>, CoreError> {
     let n = values.len();
     let k = counts.len();
     let mut items: Vec<u32> = (0..n as u32).collect();
@@ -27,7 +28,7 @@ pub(super) fn exact_search(
         lower_bound = lower_bound.max(largest + smallest);
     }
     if upper <= lower_bound {
-        return None;
+        return Ok(None);
     }
     let mut suffix = vec![0u128; n + 1];
     for i in (0..n).rev() {
@@ -47,14 +48,21 @@ pub(super) fn exact_search(
         lower_bound,
         nodes_left: nodes,
         stop: false,
+        interrupt,
+        interrupted: false,
     };
     search.dfs(0);
-    let assignment = search.best_assignment?;
+    if search.interrupted {
+        return Err(CoreError::Interrupted);
+    }
+    let Some(assignment) = search.best_assignment else {
+        return Ok(None);
+    };
     let mut parts = vec![Vec::new(); k];
     for (position, &part) in assignment.iter().enumerate() {
         parts[part].push(search.items[position]);
     }
-    Some(parts)
+    Ok(Some(parts))
 }
 
 struct Exact<'a> {
@@ -75,11 +83,19 @@ struct Exact<'a> {
     lower_bound: u128,
     nodes_left: u64,
     stop: bool,
+    interrupt: &'a Interrupt<'a>,
+    /// The search stopped because `interrupt` asked it to.
+    interrupted: bool,
 }
 
 impl Exact<'_> {
     fn dfs(&mut self, i: usize) {
         if self.nodes_left == 0 {
+            self.stop = true;
+            return;
+        }
+        if self.nodes_left % CHECK_EVERY as u64 == 0 && self.interrupt.check().is_err() {
+            self.interrupted = true;
             self.stop = true;
             return;
         }

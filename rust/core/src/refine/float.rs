@@ -9,7 +9,8 @@
 //! partitions are put in the output order by their exact loads.
 use std::cmp::Ordering;
 
-use super::{refine, validate, Mode, RefineError};
+use super::{refine_interruptible, validate, Mode, RefineError};
+use crate::interrupt::Interrupt;
 
 /// `value = mantissa * 2^exponent` for a finite `value >= 0`.
 fn decompose(value: f64) -> (u64, i32) {
@@ -129,15 +130,28 @@ pub fn refine_floats(
     mode: Mode,
     effort: Option<u64>,
 ) -> Result<Vec<Vec<u32>>, RefineError> {
+    refine_floats_interruptible(values, parts, equal_size, mode, effort, &Interrupt::NEVER)
+}
+
+/// [`refine_floats`], stopping with `RefineError::Core(CoreError::Interrupted)` when `interrupt`
+/// says so.
+pub fn refine_floats_interruptible(
+    values: &[f64],
+    parts: Vec<Vec<u32>>,
+    equal_size: bool,
+    mode: Mode,
+    effort: Option<u64>,
+    interrupt: &Interrupt,
+) -> Result<Vec<Vec<u32>>, RefineError> {
     if let Some(position) = values.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
         return Err(RefineError::BadValue { position });
     }
     validate(values.len(), &parts)?;
     let (image, exact) = integer_image(values);
     if exact {
-        return refine(&image, parts, equal_size, mode, effort);
+        return refine_interruptible(&image, parts, equal_size, mode, effort, interrupt);
     }
-    let refined = refine(&image, parts.clone(), equal_size, mode, effort)?;
+    let refined = refine_interruptible(&image, parts.clone(), equal_size, mode, effort, interrupt)?;
     let heaviest = |parts: &[Vec<u32>]| parts.iter().map(|part| exact_load(values, part)).max();
     let chosen = if heaviest(&refined) <= heaviest(&parts) { refined } else { parts };
     Ok(in_output_order(values, chosen))

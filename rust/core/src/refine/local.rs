@@ -67,12 +67,12 @@ enum ExhaustedPairs {
 }
 
 impl ExhaustedPairs {
-    fn new(k: usize) -> Self {
-        if k <= DENSE_PAIRS_MAX_K {
-            ExhaustedPairs::Dense { k, checked: vec![0; k * k] }
+    fn new(k: usize) -> Result<Self, CoreError> {
+        Ok(if k <= DENSE_PAIRS_MAX_K {
+            ExhaustedPairs::Dense { k, checked: alloc::filled(k * k, 0, "exhausted pairs")? }
         } else {
             ExhaustedPairs::Sparse(HashMap::default())
-        }
+        })
     }
 
     /// The step at which the pair was found exhausted, or 0.
@@ -125,49 +125,55 @@ pub(super) struct LocalSearch<S: Sum> {
 }
 
 impl<S: Sum> LocalSearch<S> {
-    pub(super) fn new(values: &[u64], parts: Vec<Vec<u32>>, equal_size: bool) -> Self {
-        let parts: Vec<Vec<(u64, u32)>> = parts
-            .into_iter()
-            .map(|part| {
-                let mut items: Vec<(u64, u32)> = part.into_iter().map(|i| (values[i as usize], i)).collect();
-                items.sort_unstable();
-                items
-            })
-            .collect();
-        let loads = parts
-            .iter()
-            .map(|part| part.iter().fold(S::default(), |load, &(v, _)| load + S::from_u64(v)))
-            .collect();
+    pub(super) fn new(
+        values: &[u64],
+        parts: Vec<Vec<u32>>,
+        equal_size: bool,
+        interrupt: &Interrupt,
+    ) -> Result<Self, CoreError> {
         let k = parts.len();
-        LocalSearch {
+        let mut items_of = alloc::with_capacity(k, "the partitions")?;
+        for part in parts {
+            interrupt.check()?;
+            let mut items = alloc::collect(part.into_iter().map(|i| (values[i as usize], i)), "a partition")?;
+            items.sort_unstable();
+            items_of.push(items);
+        }
+        let parts: Vec<Vec<(u64, u32)>> = items_of;
+        let loads = alloc::collect(
+            parts.iter().map(|part| part.iter().fold(S::default(), |load, &(v, _)| load + S::from_u64(v))),
+            "partition loads",
+        )?;
+        Ok(LocalSearch {
             parts,
             loads,
-            changed_at: vec![0; k],
+            changed_at: alloc::filled(k, 0, "partition steps")?,
             step: 1,
             equal_size,
             budget: 0,
-            pair_keys: vec![Vec::new(); k],
-            pair_keys_at: vec![u64::MAX; k],
-            pair_stamp: vec![0; k],
-            pair_charged: vec![0; k],
+            pair_keys: alloc::filled(k, Vec::new(), "pair caches")?,
+            pair_keys_at: alloc::filled(k, u64::MAX, "pair caches")?,
+            pair_stamp: alloc::filled(k, 0, "pair caches")?,
+            pair_charged: alloc::filled(k, 0, "pair caches")?,
             pair_cache_entries: 0,
-        }
+        })
     }
 
     fn charge(&mut self, units: usize) {
         self.budget = self.budget.saturating_sub(units as u64);
     }
 
-    pub(super) fn run(&mut self, effort: u64) {
+    pub(super) fn run(&mut self, effort: u64, interrupt: &Interrupt) -> Result<(), CoreError> {
         self.budget = effort;
         let k = self.parts.len();
         if k < 2 {
-            return;
+            return Ok(());
         }
         // Partitions by load descending (index ascending on ties), kept sorted as loads change.
-        let mut order: Vec<u32> = (0..k as u32).collect();
+        let mut order = alloc::collect(0..k as u32, "partition order")?;
         order.sort_by(|&a, &b| self.loads[b as usize].cmp(&self.loads[a as usize]).then(a.cmp(&b)));
-        let mut exhausted = ExhaustedPairs::new(k);
+        let mut exhausted = ExhaustedPairs::new(k)?;
+        let mut visits = 0usize;
         loop {
             let mut found = None;
             'pairs: for hi in 0..k {
@@ -175,8 +181,10 @@ impl<S: Sum> LocalSearch<S> {
                 for lo in (hi + 1..k).rev() {
                     let light = order[lo] as usize;
                     if self.budget == 0 {
-                        return;
+                        return Ok(());
                     }
+                    interrupt.every(visits)?;
+                    visits += 1;
                     self.budget -= 1;
                     if self.loads[light] >= self.loads[heavy] {
                         // Partners only get heavier from here on.
@@ -196,9 +204,9 @@ impl<S: Sum> LocalSearch<S> {
                 }
             }
             let Some((heavy, light, exchange)) = found else {
-                return;
+                return Ok(());
             };
-            self.apply(heavy, light, exchange);
+            self.apply(heavy, light, exchange)?;
             // Repositioning scans and shifts `order`: charge it, or huge k would escape the budget.
             self.charge(k / 4 + 1);
             self.reposition(&mut order, heavy as u32);
@@ -390,15 +398,15 @@ impl<S: Sum> LocalSearch<S> {
         best
     }
 
-    fn apply(&mut self, heavy: usize, light: usize, exchange: Exchange<S>) {
+    fn apply(&mut self, heavy: usize, light: usize, exchange: Exchange<S>) -> Result<(), CoreError> {
         let snapshots = [(heavy, self.pairs_snapshot(heavy)), (light, self.pairs_snapshot(light))];
         let (leaving_heavy, n_heavy) = self.take_subset(heavy, exchange.from_heavy);
         let (leaving_light, n_light) = self.take_subset(light, exchange.from_light);
         for &item in &leaving_heavy[..n_heavy] {
-            self.put(light, item);
+            self.put(light, item)?;
         }
         for &item in &leaving_light[..n_light] {
-            self.put(heavy, item);
+            self.put(heavy, item)?;
         }
         self.step += 1;
         self.changed_at[heavy] = self.step;
@@ -411,6 +419,7 @@ impl<S: Sum> LocalSearch<S> {
                 }
             }
         }
+        Ok(())
     }
 
     fn take_subset(&mut self, part: usize, subset: Subset) -> ([(u64, u32); 2], usize) {
@@ -429,26 +438,25 @@ impl<S: Sum> LocalSearch<S> {
         (taken, n)
     }
 
-    fn put(&mut self, part: usize, item: (u64, u32)) {
+    fn put(&mut self, part: usize, item: (u64, u32)) -> Result<(), CoreError> {
+        alloc::reserve(&mut self.parts[part], 1, "a partition")?;
         let at = self.parts[part].partition_point(|&other| other < item);
         self.parts[part].insert(at, item);
         self.loads[part] += S::from_u64(item.0);
+        Ok(())
     }
 
-    pub(super) fn into_output(self) -> Vec<Vec<u32>> {
+    pub(super) fn into_output(self) -> Result<Vec<Vec<u32>>, CoreError> {
         let LocalSearch { parts, loads, .. } = self;
-        let mut output: Vec<(S, Vec<u32>)> = loads
-            .into_iter()
-            .zip(parts)
-            .map(|(load, part)| {
-                let mut indexes: Vec<u32> = part.into_iter().map(|(_, i)| i).collect();
-                indexes.sort_unstable();
-                (load, indexes)
-            })
-            .collect();
+        let mut output = alloc::with_capacity(parts.len(), "the refined partitions")?;
+        for (load, part) in loads.into_iter().zip(parts) {
+            let mut indexes = alloc::collect(part.into_iter().map(|(_, i)| i), "a refined partition")?;
+            indexes.sort_unstable();
+            output.push((load, indexes));
+        }
         // Validated partitions are never empty, so the first index is always there.
-        output.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.first().cmp(&b.1.first())));
-        output.into_iter().map(|(_, part)| part).collect()
+        output.sort_by(|a: &(S, Vec<u32>), b| b.0.cmp(&a.0).then_with(|| a.1.first().cmp(&b.1.first())));
+        alloc::collect(output.into_iter().map(|(_, part)| part), "the refined partitions")
     }
 }
 

@@ -32,8 +32,11 @@ mod tests;
 use std::fmt;
 use std::ops::{Add, AddAssign, BitAnd, BitOr, Shl, Shr, Sub, SubAssign};
 
+use crate::alloc;
+use crate::error::CoreError;
+use crate::interrupt::{Interrupt, CHECK_EVERY};
 use exact::exact_search;
-pub use float::refine_floats;
+pub use float::{refine_floats, refine_floats_interruptible};
 use local::LocalSearch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +70,7 @@ const DENSE_PAIRS_MAX_K: usize = 256;
 const CLEAN_CACHE_MAX: usize = if cfg!(test) { 1 << 10 } else { 1 << 20 };
 
 /// Why a partition cannot be refined; the text names the `partitions` argument.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum RefineError {
     NoPartitions,
     EmptyPartition {
@@ -88,6 +91,14 @@ pub enum RefineError {
     BadValue {
         position: usize,
     },
+    /// Out of memory, or interrupted.
+    Core(CoreError),
+}
+
+impl From<CoreError> for RefineError {
+    fn from(error: CoreError) -> Self {
+        RefineError::Core(error)
+    }
 }
 
 impl fmt::Display for RefineError {
@@ -107,6 +118,7 @@ impl fmt::Display for RefineError {
                 write!(f, "partitions does not hold index {index}; every index must appear once")
             }
             RefineError::BadValue { position } => write!(f, "values[{position}] must be finite and >= 0"),
+            RefineError::Core(error) => error.fmt(f),
         }
     }
 }
@@ -130,13 +142,25 @@ pub fn refine(
     mode: Mode,
     effort: Option<u64>,
 ) -> Result<Vec<Vec<u32>>, RefineError> {
+    refine_interruptible(values, parts, equal_size, mode, effort, &Interrupt::NEVER)
+}
+
+/// [`refine`], stopping with `RefineError::Core(CoreError::Interrupted)` when `interrupt` says so.
+pub fn refine_interruptible(
+    values: &[u64],
+    parts: Vec<Vec<u32>>,
+    equal_size: bool,
+    mode: Mode,
+    effort: Option<u64>,
+    interrupt: &Interrupt,
+) -> Result<Vec<Vec<u32>>, RefineError> {
     validate(values.len(), &parts)?;
     let total: u128 = values.iter().map(|&v| v as u128).sum();
     // Same search either way; u64 sums halve the cost of the exchange scans when they fit.
     Ok(if total < U64_SUMS_BELOW {
-        refine_with::<u64>(values, parts, equal_size, mode, effort)
+        refine_with::<u64>(values, parts, equal_size, mode, effort, interrupt)?
     } else {
-        refine_with::<u128>(values, parts, equal_size, mode, effort)
+        refine_with::<u128>(values, parts, equal_size, mode, effort, interrupt)?
     })
 }
 
@@ -146,32 +170,35 @@ fn refine_with<S: Sum>(
     equal_size: bool,
     mode: Mode,
     effort: Option<u64>,
-) -> Vec<Vec<u32>> {
+    interrupt: &Interrupt,
+) -> Result<Vec<Vec<u32>>, CoreError> {
     let n = values.len();
     let local_effort = match mode {
         Mode::Local => effort.unwrap_or_else(|| local_budget(n)),
         Mode::Exact => local_budget(n),
     };
-    let mut search = LocalSearch::<S>::new(values, parts, equal_size);
-    search.run(local_effort);
+    let mut search = LocalSearch::<S>::new(values, parts, equal_size, interrupt)?;
+    search.run(local_effort, interrupt)?;
     if mode == Mode::Exact && n <= EXACT_MAX_ITEMS {
         let nodes = effort.unwrap_or(EXACT_DEFAULT_NODES);
         let counts: Vec<usize> = search.parts.iter().map(Vec::len).collect();
         let current_max = search.loads.iter().copied().max().map_or(0, Sum::to_u128);
-        if let Some(better) = exact_search(values, &counts, equal_size, current_max, nodes) {
+        if let Some(better) = exact_search(values, &counts, equal_size, current_max, nodes, interrupt)? {
             // The exact search only cares about the maximum; polish the other loads too.
-            search = LocalSearch::new(values, better, equal_size);
-            search.run(local_budget(n));
+            search = LocalSearch::new(values, better, equal_size, interrupt)?;
+            search.run(local_budget(n), interrupt)?;
         }
     }
     search.into_output()
 }
 
-fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> {
+/// Check that `parts` is a partition of `0..n_values` into non-empty parts; the first problem
+/// found, in reading order, is the error.
+pub fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> {
     if parts.is_empty() {
         return Err(RefineError::NoPartitions);
     }
-    let mut seen = vec![false; n_values];
+    let mut seen = alloc::filled(n_values, false, "index marks")?;
     for (p, part) in parts.iter().enumerate() {
         if part.is_empty() {
             return Err(RefineError::EmptyPartition { partition: p });
