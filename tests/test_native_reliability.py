@@ -163,8 +163,10 @@ def test_ctrl_c_interrupts_a_long_native_call_promptly(call, delay):
     word, when = first.split()
     assert word == "interrupted"
     latency = float(when) - sent
-    # The promise is ~100 ms; the bound leaves room for a loaded test machine.
-    assert latency < 1.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    # The promise is ~100 ms (measured on an idle machine); the bound leaves room for a test
+    # machine whose cores are shared several times over, and still fails a call that ignores
+    # Ctrl-C to the end (several seconds at this size).
+    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
     assert second == "[1, 0, 0, 1]"
 
 

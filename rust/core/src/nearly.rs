@@ -31,7 +31,11 @@ pub fn with_placeholders<T: Copy + Default>(
     let mut padded = alloc::with_capacity(n + p, "the values with placeholders")?;
     padded.resize(p, T::default());
     padded.extend_from_slice(values);
-    let with = equal_size_partitioner(&padded, k)?;
+    // A bad float weight is named by its position among the real items (placeholders are 0).
+    let with = equal_size_partitioner(&padded, k).map_err(|error| match error {
+        CoreError::BadWeight { position, value } => CoreError::BadWeight { position: position - p, value },
+        other => other,
+    })?;
     drop(padded);
     drop_placeholders(&with, p)
 }
