@@ -122,6 +122,9 @@ def test_result_lists_too_large_for_memory_are_a_memory_error():
         ("_native.partition_ids(values, 8, False)", 3.0),
         ("_native.karmarkar_karp(values, 8, True)", 1.5),
         ("_native.greedy_partition(values, 3, False)", 1.0),
+        # Float weights (not integral, so the float path runs) with the placeholders of 'nearly'.
+        ("_native.partition_ids(fvalues, 7, 'nearly')", 1.5),
+        ("_native.greedy_partition(fvalues, 3, False)", 1.0),
     ],
 )
 def test_ctrl_c_interrupts_a_long_native_call_promptly(call, delay):
@@ -132,6 +135,7 @@ def test_ctrl_c_interrupts_a_long_native_call_promptly(call, delay):
             PRELUDE
             + textwrap.dedent(
                 f"""
+                fvalues = values * 0.1
                 print("started", flush=True)
                 try:
                     for _ in range(20):
