@@ -6,6 +6,8 @@ use pyo3::prelude::*;
 
 use seqbalance_core::planner::{plan_ranks, Problem};
 
+use crate::errors::guard;
+
 /// The values of a non-negative int64 array, or a `ValueError` naming `name`.
 fn unsigned(values: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<u64>> {
     values
@@ -49,9 +51,11 @@ fn own_count_py(
     cap: u64,
     multiple: usize,
 ) -> PyResult<usize> {
-    let (tokens, costs) = (unsigned(&tokens, "tokens")?, unsigned(&costs, "costs")?);
-    check(&tokens, &costs, cap, multiple)?;
-    Ok(py.detach(|| Problem { tokens: &tokens, costs: &costs, cap, multiple }.own_plan().0))
+    guard("_own_count", || {
+        let (tokens, costs) = (unsigned(&tokens, "tokens")?, unsigned(&costs, "costs")?);
+        check(&tokens, &costs, cap, multiple)?;
+        Ok(py.detach(|| Problem { tokens: &tokens, costs: &costs, cap, multiple }.own_plan().0))
+    })
 }
 
 /// Plan every rank with one common count: `(count, heaviest micro-batch cost, heaviest rank
@@ -76,27 +80,32 @@ fn plan_ranks_py(
     minimum: usize,
     bubble: bool,
 ) -> PyResult<RanksPlan> {
-    let (tokens, costs) = (unsigned(&tokens, "tokens")?, unsigned(&costs, "costs")?);
-    let (starts, sizes) = (unsigned(&starts, "starts")?, unsigned(&sizes, "sizes")?);
-    let rank_of_item = unsigned(&rank_of_item, "rank_of_item")?;
-    check(&tokens, &costs, cap, multiple)?;
-    if costs.iter().try_fold(0u64, |total, &c| total.checked_add(c)).is_none() {
-        return Err(PyValueError::new_err("costs sum above 2**64 - 1"));
-    }
-    if [starts.len(), sizes.len(), rank_of_item.len()].iter().any(|&len| len != tokens.len()) {
-        return Err(PyValueError::new_err("tokens, starts, sizes and rank_of_item differ in length"));
-    }
-    if starts.iter().zip(&sizes).any(|(&s, &z)| s.checked_add(z).is_none_or(|end| end > u32::MAX as u64)) {
-        return Err(PyValueError::new_err("sample indexes must be below 2**32"));
-    }
-    let mut ranks = vec![Vec::new(); n_ranks];
-    for (item, &rank) in rank_of_item.iter().enumerate() {
-        let rank = usize::try_from(rank).ok().filter(|&r| r < n_ranks).ok_or_else(|| {
-            PyValueError::new_err(format!("rank_of_item[{item}] = {rank} is not below n_ranks ({n_ranks})"))
-        })?;
-        ranks[rank].push(item as u32);
-    }
-    Ok(py.detach(|| plan_ranks(&tokens, &costs, &starts, &sizes, &ranks, cap, multiple, minimum, bubble)))
+    guard("_plan_ranks", || {
+        let (tokens, costs) = (unsigned(&tokens, "tokens")?, unsigned(&costs, "costs")?);
+        let (starts, sizes) = (unsigned(&starts, "starts")?, unsigned(&sizes, "sizes")?);
+        let rank_of_item = unsigned(&rank_of_item, "rank_of_item")?;
+        check(&tokens, &costs, cap, multiple)?;
+        if costs.iter().try_fold(0u64, |total, &c| total.checked_add(c)).is_none() {
+            return Err(PyValueError::new_err("costs sum above 2**64 - 1"));
+        }
+        if [starts.len(), sizes.len(), rank_of_item.len()].iter().any(|&len| len != tokens.len()) {
+            return Err(PyValueError::new_err("tokens, starts, sizes and rank_of_item differ in length"));
+        }
+        if starts.iter().zip(&sizes).any(|(&s, &z)| s.checked_add(z).is_none_or(|end| end > u32::MAX as u64))
+        {
+            return Err(PyValueError::new_err("sample indexes must be below 2**32"));
+        }
+        let mut ranks = vec![Vec::new(); n_ranks];
+        for (item, &rank) in rank_of_item.iter().enumerate() {
+            let rank = usize::try_from(rank).ok().filter(|&r| r < n_ranks).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "rank_of_item[{item}] = {rank} is not below n_ranks ({n_ranks})"
+                ))
+            })?;
+            ranks[rank].push(item as u32);
+        }
+        Ok(py.detach(|| plan_ranks(&tokens, &costs, &starts, &sizes, &ranks, cap, multiple, minimum, bubble)))
+    })
 }
 
 /// Add the planner functions to the `_native` module.
