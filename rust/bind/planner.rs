@@ -95,16 +95,31 @@ fn plan_ranks_py(
         {
             return Err(PyValueError::new_err("sample indexes must be below 2**32"));
         }
-        let mut ranks = vec![Vec::new(); n_ranks];
-        for (item, &rank) in rank_of_item.iter().enumerate() {
-            let rank = usize::try_from(rank).ok().filter(|&r| r < n_ranks).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "rank_of_item[{item}] = {rank} is not below n_ranks ({n_ranks})"
-                ))
-            })?;
-            ranks[rank].push(item as u32);
-        }
-        Ok(py.detach(|| plan_ranks(&tokens, &costs, &starts, &sizes, &ranks, cap, multiple, minimum, bubble)))
+        let rank_of_item: Vec<usize> = rank_of_item
+            .iter()
+            .enumerate()
+            .map(|(item, &rank)| {
+                usize::try_from(rank).ok().filter(|&r| r < n_ranks).ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "rank_of_item[{item}] = {rank} is not below n_ranks ({n_ranks})"
+                    ))
+                })
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(py.detach(|| {
+            plan_ranks(
+                &tokens,
+                &costs,
+                &starts,
+                &sizes,
+                &rank_of_item,
+                n_ranks,
+                cap,
+                multiple,
+                minimum,
+                bubble,
+            )
+        }))
     })
 }
 
