@@ -94,6 +94,38 @@ def test_too_little_memory_is_a_memory_error_and_the_next_call_works(function):
     assert lines[1] == "[[1, 2], [0, 3]]"
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        # Not integral, so the float path runs (no integer image).
+        "_native.partition_ids(fvalues, 8, False)",
+        # The placeholders of 'nearly' (n + p values), on both value kinds.
+        "_native.karmarkar_karp(values, 7, 'nearly')",
+        "_native.partition_ids(fvalues, 7, 'nearly')",
+    ],
+)
+def test_float_weights_and_placeholders_too_large_for_memory_are_a_memory_error(call):
+    child = run_child(
+        f"""
+        fvalues = values * 0.1
+        limit_memory(200)
+        try:
+            {call}
+        except MemoryError as error:
+            print("MemoryError:", error)
+        else:
+            print("no error")
+        del values, fvalues
+        print(_native.partition_ids(np.arange(1000) * 0.5, 3, "nearly").tolist()[:4])
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    lines = child.stdout.splitlines()
+    assert OOM_MESSAGE.match(lines[0]), child.stdout
+    assert len(lines) == 2 and lines[1].startswith("["), child.stdout
+    assert "PanicException" not in child.stderr
+
+
 def test_result_lists_too_large_for_memory_are_a_memory_error():
     # The greedy core needs about 16 bytes per item; the result lists about 40 (a list slot and
     # an int object per index): with a gigabyte to spare the core fits and the lists do not.

@@ -10,6 +10,8 @@
 use std::cmp::Ordering;
 
 use super::{refine_interruptible, validate, Mode, RefineError};
+use crate::alloc;
+use crate::error::CoreError;
 use crate::interrupt::Interrupt;
 
 /// `value = mantissa * 2^exponent` for a finite `value >= 0`.
@@ -25,7 +27,7 @@ fn decompose(value: f64) -> (u64, i32) {
 }
 
 /// The values times a common power of two, as integers below 2^62, and whether that is exact.
-fn integer_image(values: &[f64]) -> (Vec<u64>, bool) {
+fn integer_image(values: &[f64]) -> Result<(Vec<u64>, bool), CoreError> {
     let (mut lowest, mut highest) = (i32::MAX, i32::MIN);
     for &value in values {
         let (mantissa, exponent) = decompose(value);
@@ -35,14 +37,13 @@ fn integer_image(values: &[f64]) -> (Vec<u64>, bool) {
         }
     }
     if lowest == i32::MAX {
-        return (vec![0; values.len()], true);
+        return Ok((alloc::zeroed(values.len(), "the weights' integer image")?, true));
     }
     // The lowest set bit lands on 2^0 when the span allows it, else the top bit on 2^61.
     let shift = if highest - lowest <= 61 { -lowest } else { 61 - highest };
     let mut exact = true;
-    let image = values
-        .iter()
-        .map(|&value| {
+    let image = alloc::collect(
+        values.iter().map(|&value| {
             let (mantissa, exponent) = decompose(value);
             let at = exponent + shift;
             if at >= 0 {
@@ -54,9 +55,10 @@ fn integer_image(values: &[f64]) -> (Vec<u64>, bool) {
                 exact &= mantissa == 0;
                 0
             }
-        })
-        .collect();
-    (image, exact)
+        }),
+        "the weights' integer image",
+    )?;
+    Ok((image, exact))
 }
 
 /// An exact sum of non-negative doubles: fixed point with 2^-1074 as its unit, in 64-bit limbs
@@ -108,16 +110,27 @@ fn exact_load(values: &[f64], part: &[u32]) -> ExactSum {
 
 /// The output order of [`refine`]: indexes ascending inside, partitions by exact load descending,
 /// equal loads by smallest index.
-fn in_output_order(values: &[f64], parts: Vec<Vec<u32>>) -> Vec<Vec<u32>> {
-    let mut loaded: Vec<(ExactSum, Vec<u32>)> = parts
-        .into_iter()
-        .map(|mut part| {
-            part.sort_unstable();
-            (exact_load(values, &part), part)
-        })
-        .collect();
+fn in_output_order(values: &[f64], parts: Vec<Vec<u32>>) -> Result<Vec<Vec<u32>>, CoreError> {
+    let loaded = parts.into_iter().map(|mut part| {
+        part.sort_unstable();
+        (exact_load(values, &part), part)
+    });
+    let mut loaded = alloc::collect(loaded, "partition loads")?;
     loaded.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.first().cmp(&b.1.first())));
-    loaded.into_iter().map(|(_, part)| part).collect()
+    let mut ordered = alloc::with_capacity(loaded.len(), "the refined partitions")?;
+    ordered.extend(loaded.into_iter().map(|(_, part)| part));
+    Ok(ordered)
+}
+
+/// A copy of `parts`, failing instead of aborting when memory runs out.
+fn copy_parts(parts: &[Vec<u32>]) -> Result<Vec<Vec<u32>>, CoreError> {
+    let mut copy = alloc::with_capacity(parts.len(), "a copy of the partitions")?;
+    for part in parts {
+        let mut items = alloc::with_capacity(part.len(), "a copy of the partitions")?;
+        items.extend_from_slice(part);
+        copy.push(items);
+    }
+    Ok(copy)
 }
 
 /// [`refine`] for float weights (`f32` weights widen exactly to `f64`): the maximum load, computed
@@ -147,14 +160,14 @@ pub fn refine_floats_interruptible(
         return Err(RefineError::BadValue { position });
     }
     validate(values.len(), &parts)?;
-    let (image, exact) = integer_image(values);
+    let (image, exact) = integer_image(values)?;
     if exact {
         return refine_interruptible(&image, parts, equal_size, mode, effort, interrupt);
     }
-    let refined = refine_interruptible(&image, parts.clone(), equal_size, mode, effort, interrupt)?;
+    let refined = refine_interruptible(&image, copy_parts(&parts)?, equal_size, mode, effort, interrupt)?;
     let heaviest = |parts: &[Vec<u32>]| parts.iter().map(|part| exact_load(values, part)).max();
     let chosen = if heaviest(&refined) <= heaviest(&parts) { refined } else { parts };
-    Ok(in_output_order(values, chosen))
+    Ok(in_output_order(values, chosen)?)
 }
 
 #[cfg(test)]
@@ -163,11 +176,11 @@ mod tests {
 
     #[test]
     fn images_are_exact_when_the_span_allows() {
-        assert_eq!(integer_image(&[0.5, 1.25, 0.0, 3.0]), (vec![2, 5, 0, 12], true));
-        assert_eq!(integer_image(&[0.0, -0.0]), (vec![0, 0], true));
-        let (image, exact) = integer_image(&[1e300, 1e-300]);
+        assert_eq!(integer_image(&[0.5, 1.25, 0.0, 3.0]).unwrap(), (vec![2, 5, 0, 12], true));
+        assert_eq!(integer_image(&[0.0, -0.0]).unwrap(), (vec![0, 0], true));
+        let (image, exact) = integer_image(&[1e300, 1e-300]).unwrap();
         assert!(!exact && image[1] == 0 && image[0] >> 61 == 1);
-        assert!(integer_image(&[5e-324, 1e-310]).1);
+        assert!(integer_image(&[5e-324, 1e-310]).unwrap().1);
     }
 
     #[test]
