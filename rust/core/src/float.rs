@@ -21,7 +21,7 @@ use std::ops::{Add, AddAssign, Sub};
 use crate::alloc;
 use crate::error::{check_shape, CoreError};
 use crate::interrupt::Interrupt;
-use crate::ldm::{run_sorted, SumInt};
+use crate::ldm::{run_sorted, Key128, SumInt};
 use crate::parts::Partition;
 use crate::sort::sort_items;
 
@@ -86,26 +86,26 @@ macro_rules! float_sum {
 
         // Keys as the exact path's u64 keys: `sum bits << 64 | count << 32 | first index`.
         impl SumInt for $sum {
-            type Key = u128;
+            type Key = Key128;
             #[inline]
             fn from_u64(bits: u64) -> Self {
                 $sum(bits as $bits)
             }
             #[inline]
-            fn key(sum: Self, count: u32, head: u32) -> u128 {
-                ((sum.0 as u128) << 64) | ((count as u128) << 32) | head as u128
+            fn key(sum: Self, count: u32, head: u32) -> Key128 {
+                Key128::new(((sum.0 as u128) << 64) | ((count as u128) << 32) | head as u128)
             }
             #[inline]
-            fn key_sum(key: u128) -> Self {
-                $sum((key >> 64) as $bits)
+            fn key_sum(key: Key128) -> Self {
+                $sum((key.get() >> 64) as $bits)
             }
             #[inline]
-            fn key_count(key: u128) -> u32 {
-                (key >> 32) as u32
+            fn key_count(key: Key128) -> u32 {
+                (key.get() >> 32) as u32
             }
             #[inline]
-            fn key_head(key: u128) -> u32 {
-                key as u32
+            fn key_head(key: Key128) -> u32 {
+                key.get() as u32
             }
             /// The bit pattern, which orders as the (non-negative) sum does.
             #[inline]
@@ -115,14 +115,20 @@ macro_rules! float_sum {
             /// Adds the two sums as wholes: not the reference's rounding, so the method uses
             /// [`SumInt::key_absorb`] instead.
             #[inline]
-            fn key_join(front: u128, back: u128) -> u128 {
+            fn key_join(front: Key128, back: Key128) -> Key128 {
                 let sum = Self::key_sum(front) + Self::key_sum(back);
-                Self::key(sum, Self::key_count(front) + Self::key_count(back), front as u32)
+                Self::key(sum, Self::key_count(front) + Self::key_count(back), Self::key_head(front))
             }
             /// The hot loop of float merges: one dependent load per item of `back` (the reference
             /// pays the same walk, one Python addition per item).
             #[inline]
-            fn key_absorb(front: u128, back: u128, back_first: u32, next: &[u32], values: &[u64]) -> u128 {
+            fn key_absorb(
+                front: Key128,
+                back: Key128,
+                back_first: u32,
+                next: &[u32],
+                values: &[u64],
+            ) -> Key128 {
                 let count = Self::key_count(back);
                 let mut sum = Self::key_sum(front).value();
                 let mut rank = back_first as usize;
@@ -130,7 +136,7 @@ macro_rules! float_sum {
                     sum += <$float>::from_bits(values[rank] as $bits);
                     rank = next[rank] as usize;
                 }
-                Self::key($sum::of(sum), Self::key_count(front) + count, front as u32)
+                Self::key($sum::of(sum), Self::key_count(front) + count, Self::key_head(front))
             }
         }
     };
