@@ -276,9 +276,39 @@ pub fn karmarkar_karp_interruptible<F: Float>(
     if let Some(image) = exact_image(values)? {
         // Every sum is exact, so the order of additions cannot matter: the exact path (O(1)
         // merges) gives the same answer on the scaled values.
-        return crate::ldm::karmarkar_karp_interruptible(&image, k, equal_size, interrupt);
+        return crate::ldm::karmarkar_karp_owned(image, k, equal_size, interrupt);
     }
     let bits = alloc::collect(values.iter().map(|v| v.key_bits()), "the weights' bits")?;
+    run_bits::<F>(bits, k, equal_size, interrupt)
+}
+
+/// [`karmarkar_karp_interruptible`] on values it owns: they are dropped once read into their
+/// bit patterns (or their exact integer image), so the run holds one copy less (see
+/// [`crate::ldm::karmarkar_karp_owned`]).
+pub fn karmarkar_karp_owned<F: Float>(
+    values: Vec<F>,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
+    check_shape(values.len(), k, equal_size)?;
+    check_values(&values)?;
+    if let Some(image) = exact_image(&values)? {
+        drop(values);
+        return crate::ldm::karmarkar_karp_owned(image, k, equal_size, interrupt);
+    }
+    let bits = alloc::collect(values.iter().map(|v| v.key_bits()), "the weights' bits")?;
+    drop(values);
+    run_bits::<F>(bits, k, equal_size, interrupt)
+}
+
+/// The float method on the weights' bit patterns (input order), checked for a sum that overflowed.
+fn run_bits<F: Float>(
+    bits: Vec<u64>,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
     let sorted = sort_items(&bits, interrupt)?;
     let partition = run_sorted::<F::Sum>(&sorted, k, equal_size, interrupt)?;
     // Sums only grow as sets absorb others (a fold of non-negative values is monotone in its
@@ -309,6 +339,18 @@ pub fn balanced_partitions_interruptible<F: Float>(
     interrupt: &Interrupt,
 ) -> Result<Partition, CoreError> {
     let mut partition = karmarkar_karp_interruptible(values, k, equal_size, interrupt)?;
+    partition.sort_within(interrupt)?;
+    Ok(partition)
+}
+
+/// [`balanced_partitions_interruptible`] on values it owns (see [`karmarkar_karp_owned`]).
+pub fn balanced_partitions_owned<F: Float>(
+    values: Vec<F>,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
+    let mut partition = karmarkar_karp_owned(values, k, equal_size, interrupt)?;
     partition.sort_within(interrupt)?;
     Ok(partition)
 }

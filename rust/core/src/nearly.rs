@@ -23,21 +23,48 @@ pub fn with_placeholders<T: Copy + Default>(
 ) -> Result<Partition, CoreError> {
     // The shape of the real request first: with placeholders, n < k would slip through.
     check_shape(values.len(), k, false)?;
-    let n = values.len();
-    let p = (k - n % k) % k;
+    let p = (k - values.len() % k) % k;
     if p == 0 {
         return equal_size_partitioner(values, k);
     }
-    let mut padded = alloc::with_capacity(n + p, "the values with placeholders")?;
-    padded.resize(p, T::default());
-    padded.extend_from_slice(values);
-    // A bad float weight is named by its position among the real items (placeholders are 0).
-    let with = equal_size_partitioner(&padded, k).map_err(|error| match error {
-        CoreError::BadWeight { position, value } => CoreError::BadWeight { position: position - p, value },
-        other => other,
-    })?;
+    let padded = padded(values, p)?;
+    let with = equal_size_partitioner(&padded, k).map_err(|error| real_position(error, p))?;
     drop(padded);
     drop_placeholders(&with, p)
+}
+
+/// [`with_placeholders`] on values it owns, for a partitioner that takes its values by value:
+/// `values` is dropped once copied behind the placeholders, so the run holds one copy of them.
+pub fn with_placeholders_owned<T: Copy + Default>(
+    values: Vec<T>,
+    k: usize,
+    equal_size_partitioner: impl FnOnce(Vec<T>, usize) -> Result<Partition, CoreError>,
+) -> Result<Partition, CoreError> {
+    check_shape(values.len(), k, false)?;
+    let p = (k - values.len() % k) % k;
+    if p == 0 {
+        return equal_size_partitioner(values, k);
+    }
+    let padded = padded(&values, p)?;
+    drop(values);
+    let with = equal_size_partitioner(padded, k).map_err(|error| real_position(error, p))?;
+    drop_placeholders(&with, p)
+}
+
+/// `p` placeholders (zeros) followed by `values`.
+fn padded<T: Copy + Default>(values: &[T], p: usize) -> Result<Vec<T>, CoreError> {
+    let mut padded = alloc::with_capacity(values.len() + p, "the values with placeholders")?;
+    padded.resize(p, T::default());
+    padded.extend_from_slice(values);
+    Ok(padded)
+}
+
+/// A bad float weight is named by its position among the real items (placeholders are 0).
+fn real_position(error: CoreError, p: usize) -> CoreError {
+    match error {
+        CoreError::BadWeight { position, value } => CoreError::BadWeight { position: position - p, value },
+        other => other,
+    }
 }
 
 /// `partition` without the items below `p`, the others shifted back by `p`; nothing re-ordered.
