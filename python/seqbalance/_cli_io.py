@@ -9,6 +9,7 @@ message naming the file and, for text, the line.
 
 from __future__ import annotations
 
+import ctypes
 import io
 import json
 import sys
@@ -367,12 +368,30 @@ def _read_text_input(file: str, read: Callable[[IO[bytes]], _Read]) -> _Read:
     path = Path(file)
     try:
         if file == "-":
-            return read(_stdin_bytes())
-        _check_is_file(path)
-        with open(path, "rb") as stream:
-            return read(stream)
+            result = read(_stdin_bytes())
+        else:
+            _check_is_file(path)
+            with open(path, "rb") as stream:
+                result = read(stream)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    _return_freed_memory()
+    return result
+
+
+def _return_freed_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; else nothing).
+
+    A streamed read frees hundreds of chunk-sized arrays, and glibc keeps the ones that fell
+    below its adaptive mmap threshold in its heap: after a 100 MB text file, 130 MB stayed
+    resident, on top of which the partitioner then added its own peak. Trimming once after the
+    read returns them; it costs milliseconds.
+    """
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError, TypeError):  # not glibc (macOS, musl, Windows)
+        return
+    trim(0)
 
 
 def _stdin_bytes() -> IO[bytes]:
