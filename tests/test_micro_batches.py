@@ -375,29 +375,49 @@ def rank_cases(draw):
     sizes = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
     tokens = draw(st.lists(near_fractions(cap), min_size=n, max_size=n))
     costs = draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n))
-    rank_of_item = draw(st.lists(st.integers(0, n_ranks - 1), min_size=n, max_size=n))
+    candidates = draw(
+        st.lists(
+            st.lists(st.integers(0, n_ranks - 1), min_size=n, max_size=n), min_size=1, max_size=3
+        )
+    )
     multiple = draw(st.integers(1, 3))
     minimum = draw(st.integers(0, 12)) * multiple
-    return tokens, costs, sizes, rank_of_item, n_ranks, cap, multiple, minimum
+    return tokens, costs, sizes, candidates, n_ranks, cap, multiple, minimum
 
 
 @settings(max_examples=300, deadline=None)
 @given(rank_cases(), st.booleans())
 def test_native_rank_plans_are_the_python_oracle(case, bubble):
-    # Several ranks with one common count (the plan_dp_micro_batches path), items of any sizes.
-    tokens, costs, sizes, rank_of_item, n_ranks, cap, multiple, minimum = case
+    # Several ranks with one common count (the plan_dp_micro_batches path), items of any sizes,
+    # several candidate rank splits of which the native planner keeps one by the stated rule.
+    tokens, costs, sizes, candidates, n_ranks, cap, multiple, minimum = case
     starts = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))[:-1].tolist()
-    ranks = [[g for g, r in enumerate(rank_of_item) if r == rank] for rank in range(n_ranks)]
-    bounds = [
-        _plan_reference.bin_lower_bound([tokens[g] for g in rank], cap) if rank else 0
-        for rank in ranks
-    ]
-    expected = _plan_reference.plan_ranks(
-        tokens, costs, starts, sizes, ranks, cap, multiple, minimum, bubble, bounds
-    )
-    arrays = [np.asarray(v, dtype=np.int64) for v in (tokens, costs, starts, sizes, rank_of_item)]
-    got = _native._plan_ranks(*arrays, n_ranks, cap, multiple, minimum, bubble)
-    assert got == expected
+    expected = []
+    for rank_of_item in candidates:
+        ranks = [[g for g, r in enumerate(rank_of_item) if r == rank] for rank in range(n_ranks)]
+        bounds = [
+            _plan_reference.bin_lower_bound([tokens[g] for g in rank], cap) if rank else 0
+            for rank in ranks
+        ]
+        expected.append(
+            _plan_reference.plan_ranks(
+                tokens, costs, starts, sizes, ranks, cap, multiple, minimum, bubble, bounds
+            )
+        )
+    kept = 0
+    for index, (count, heaviest_micro_batch, heaviest, _) in enumerate(expected):
+        best_count, best_micro_batch, best_heaviest, _ = expected[kept]
+        if (
+            heaviest <= best_heaviest
+            and count <= best_count
+            and (heaviest, count, heaviest_micro_batch)
+            < (best_heaviest, best_count, best_micro_batch)
+        ):
+            kept = index
+    arrays = [np.asarray(v, dtype=np.int64) for v in (tokens, costs, starts, sizes)]
+    ranks_arrays = [np.asarray(c, dtype=np.int64) for c in candidates]
+    got = _native._plan_ranks(*arrays, ranks_arrays, n_ranks, cap, multiple, minimum, bubble)
+    assert got == (kept, *expected[kept])
 
 
 def test_the_split_prefers_the_cheapest_part_with_room():

@@ -157,6 +157,9 @@ def test_result_lists_too_large_for_memory_are_a_memory_error():
         # Float weights (not integral, so the float path runs) with the placeholders of 'nearly'.
         ("_native.partition_ids(fvalues, 7, 'nearly')", 1.5),
         ("_native.greedy_partition(fvalues, 3, False)", 1.0),
+        # The micro-batch planner: its sort, then the splits of the counting search.
+        ("_native._own_count(values, values, 65536, 1)", 0.5),
+        ("_native._own_count(values, values, 65536, 1)", 3.0),
     ],
 )
 def test_ctrl_c_interrupts_a_long_native_call_promptly(call, delay):

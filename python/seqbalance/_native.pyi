@@ -1,5 +1,6 @@
 """Private native module; the documented API is in :mod:`seqbalance.partition`."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,10 +60,10 @@ def _plan_ranks(
     costs: npt.NDArray[np.int64],
     starts: npt.NDArray[np.int64],
     sizes: npt.NDArray[np.int64],
-    rank_of_item: npt.NDArray[np.int64],
+    candidates: Sequence[npt.NDArray[np.int64]],
     n_ranks: int,
     cap: int,
     multiple: int,
     minimum: int,
     bubble: bool,
-) -> tuple[int, int, int, list[list[list[int]]]]: ...
+) -> tuple[int, int, int, int, list[list[list[int]]]]: ...

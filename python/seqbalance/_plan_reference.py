@@ -189,7 +189,9 @@ def plan_ranks(
     order_bubble: bool,
     bounds: Sequence[int],
 ) -> tuple[int, int, int, list[list[list[int]]]]:
-    """What ``_native._plan_ranks`` returns; ``bounds[r]`` is rank r's lower bound."""
+    """What ``_native._plan_ranks`` returns for one candidate, after the kept index; ``bounds[r]``
+    is rank r's lower bound.
+    """
     subs = [
         ([tokens[g] for g in rank], [costs[g] for g in rank], [starts[g] for g in rank])
         for rank in ranks

@@ -142,24 +142,28 @@ def _core_cap(problem: _Problem) -> int:
 
 
 def _plan_ranks(
-    problem: _Problem, rank_of_group: np.ndarray, n_ranks: int, minimum: int, bubble: bool
-) -> tuple[int, int, int, list[list[list[int]]]]:
-    """The native planner: ``(count, heaviest micro-batch, heaviest rank, plan)``.
+    problem: _Problem, candidates: list[np.ndarray], n_ranks: int, minimum: int, bubble: bool
+) -> tuple[int, int, list[list[list[int]]]]:
+    """The native planner: ``(candidate kept, count, plan)``.
 
-    Every rank gets the same count: the largest of the ranks' own counts and ``minimum``.
+    Each candidate gives every group its rank. Every rank gets the same count: the largest of
+    the ranks' own counts and ``minimum``. A later candidate replaces the kept one when it is no
+    worse on the heaviest rank and on the count, and better on (heaviest rank, count, heaviest
+    micro-batch); only the kept plan is built as lists.
     """
-    return _native._plan_ranks(
+    kept, count, _, _, plan = _native._plan_ranks(
         problem.tokens,
         problem.weights,
         problem.starts,
         problem.sizes,
-        np.ascontiguousarray(rank_of_group, dtype=np.int64),
+        [np.ascontiguousarray(ranks, dtype=np.int64) for ranks in candidates],
         n_ranks,
         _core_cap(problem),
         problem.multiple,
         minimum,
         bubble,
     )
+    return kept, count, plan
 
 
 def _refined_micro_batches(
@@ -298,8 +302,8 @@ def plan_micro_batches(
     minimum = _round_up(_check_min_count(min_num_micro_batches), problem.multiple)
     one_rank = np.zeros(problem.n_groups, dtype=np.int64)
     if problem.refine is False:
-        return _plan_ranks(problem, one_rank, 1, minimum, order == "bubble")[3][0]
-    batches = _plan_ranks(problem, one_rank, 1, minimum, False)[3][0]
+        return _plan_ranks(problem, [one_rank], 1, minimum, order == "bubble")[2][0]
+    batches = _plan_ranks(problem, [one_rank], 1, minimum, False)[2][0]
     return _refined_micro_batches(problem, batches, order)
 
 
@@ -350,17 +354,6 @@ def min_num_micro_batches_for(
 # ------------------------------------------------------------ one plan for all ranks
 
 
-@dataclass(frozen=True)
-class _DpPlan:
-    heaviest: int  # the heaviest rank's cost
-    count: int  # micro-batches per rank
-    heaviest_micro_batch: int  # the heaviest micro-batch's cost
-    plan: list[list[list[int]]]
-
-    def score(self) -> tuple[int, int, int]:
-        return self.heaviest, self.count, self.heaviest_micro_batch
-
-
 def _fill_empty_ranks(problem: _Problem, rank_of_group: np.ndarray, n_ranks: int) -> np.ndarray:
     """Give every empty rank one group: the lightest group of the rank holding the most.
 
@@ -379,17 +372,6 @@ def _fill_empty_ranks(problem: _Problem, rank_of_group: np.ndarray, n_ranks: int
         counts[donor] -= 1
         counts[rank] += 1
     return rank_of_group
-
-
-def _dp_plan(
-    problem: _Problem, rank_of_group: np.ndarray, n_ranks: int, minimum: int, order: str
-) -> _DpPlan:
-    """Micro-batches for a given rank split: the common count is the largest own count."""
-    rank_of_group = _fill_empty_ranks(problem, rank_of_group, n_ranks)
-    count, heaviest_micro_batch, heaviest, plan = _plan_ranks(
-        problem, rank_of_group, n_ranks, minimum, order == "bubble"
-    )
-    return _DpPlan(heaviest, count, heaviest_micro_batch, plan)
 
 
 def plan_dp_micro_batches(
@@ -498,8 +480,7 @@ def plan_dp_micro_batches(
     recipe_ids = partition_ids(
         problem.weights, ranks_count, equal_size=partition_equal, refine=problem.refine
     )
-    recipe = _dp_plan(problem, recipe_ids, ranks_count, minimum, order)
-    best = recipe
+    candidates = [recipe_ids]
     if problem.refine is False and ranks_count > 1:
         # The local search of refine=True, started from the recipe's own split.
         refined_ids = cast(
@@ -508,17 +489,19 @@ def plan_dp_micro_batches(
                 problem.weights, recipe_ids, ranks_count, bool(partition_equal), False, True
             ),
         )
-        refined = _dp_plan(problem, refined_ids, ranks_count, minimum, order)
-        if (
-            refined.heaviest <= recipe.heaviest
-            and refined.count <= recipe.count
-            and refined.score() < recipe.score()
-        ):
-            best = refined
+        candidates.append(refined_ids)
+    kept, count, plan = _plan_ranks(
+        problem,
+        [_fill_empty_ranks(problem, ids, ranks_count) for ids in candidates],
+        ranks_count,
+        minimum,
+        order == "bubble",
+    )
     logger.debug(
-        "planned %d groups over %d ranks x %d micro-batches",
+        "planned %d groups over %d ranks x %d micro-batches (%s rank split)",
         problem.n_groups,
         ranks_count,
-        best.count,
+        count,
+        "refined" if kept else "recipe's",
     )
-    return best.plan
+    return plan

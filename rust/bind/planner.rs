@@ -3,21 +3,25 @@
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
-use seqbalance_core::planner::{plan_ranks, Problem};
+use seqbalance_core::alloc;
+use seqbalance_core::planner::{plan_best, Problem};
 
-use crate::errors::guard;
+use crate::convert::index_lists;
+use crate::errors::{core_error, core_result, guard, interruptible};
 
 /// The values of a non-negative int64 array, or a `ValueError` naming `name`.
-fn unsigned(values: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<u64>> {
-    values
-        .as_array()
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            u64::try_from(v).map_err(|_| PyValueError::new_err(format!("{name}[{i}] must be >= 0, got {v}")))
-        })
-        .collect()
+fn unsigned(py: Python<'_>, values: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<u64>> {
+    let view = values.as_array();
+    let mut out = alloc::with_capacity(view.len(), "the planner's input").map_err(|e| core_error(py, e))?;
+    for (i, &v) in view.iter().enumerate() {
+        out.push(
+            u64::try_from(v)
+                .map_err(|_| PyValueError::new_err(format!("{name}[{i}] must be >= 0, got {v}")))?,
+        );
+    }
+    Ok(out)
 }
 
 /// Check what the core relies on: one token and cost per item, every item within the cap, and
@@ -38,8 +42,9 @@ fn check(tokens: &[u64], costs: &[u64], cap: u64, multiple: usize) -> PyResult<(
     Ok(())
 }
 
-/// `(count, heaviest micro-batch cost, heaviest rank cost, [rank][micro_batch] -> samples)`.
-type RanksPlan = (usize, u64, u64, Vec<Vec<Vec<u32>>>);
+/// `(candidate kept, count, heaviest micro-batch cost, heaviest rank cost, [rank][micro_batch]
+/// -> samples)`.
+type RanksPlan<'py> = (usize, usize, u64, u64, Bound<'py, PyList>);
 
 /// The micro-batch count the planner settles on for these items on its own.
 #[pyfunction]
@@ -52,74 +57,96 @@ fn own_count_py(
     multiple: usize,
 ) -> PyResult<usize> {
     guard("_own_count", || {
-        let (tokens, costs) = (unsigned(&tokens, "tokens")?, unsigned(&costs, "costs")?);
+        let (tokens, costs) = (unsigned(py, &tokens, "tokens")?, unsigned(py, &costs, "costs")?);
         check(&tokens, &costs, cap, multiple)?;
-        Ok(py.detach(|| Problem { tokens: &tokens, costs: &costs, cap, multiple }.own_plan().0))
+        let problem = Problem { tokens: &tokens, costs: &costs, cap, multiple };
+        let own = core_result(py, interruptible(py, true, |interrupt| problem.own_plan(interrupt)))?;
+        Ok(own.0)
     })
 }
 
-/// Plan every rank with one common count: `(count, heaviest micro-batch cost, heaviest rank
-/// cost, plan)`, the plan indexed `[rank][micro_batch] -> sample indexes`. The costs must sum
-/// to at most 2**63 - 1 (the caller checks).
+/// Plan every rank with one common count, for each candidate assignment of items to ranks, and
+/// keep the best (see `seqbalance_core::planner::plan_best`): `(candidate kept, count, heaviest
+/// micro-batch cost, heaviest rank cost, plan)`, the plan indexed `[rank][micro_batch] -> sample
+/// indexes`. The costs must sum to at most 2**63 - 1 (the caller checks).
 #[pyfunction]
 #[pyo3(
     name = "_plan_ranks",
-    signature = (tokens, costs, starts, sizes, rank_of_item, n_ranks, cap, multiple, minimum, bubble)
+    signature = (tokens, costs, starts, sizes, candidates, n_ranks, cap, multiple, minimum, bubble)
 )]
 #[allow(clippy::too_many_arguments)]
-fn plan_ranks_py(
-    py: Python<'_>,
+fn plan_ranks_py<'py>(
+    py: Python<'py>,
     tokens: PyReadonlyArray1<'_, i64>,
     costs: PyReadonlyArray1<'_, i64>,
     starts: PyReadonlyArray1<'_, i64>,
     sizes: PyReadonlyArray1<'_, i64>,
-    rank_of_item: PyReadonlyArray1<'_, i64>,
+    candidates: Vec<PyReadonlyArray1<'_, i64>>,
     n_ranks: usize,
     cap: u64,
     multiple: usize,
     minimum: usize,
     bubble: bool,
-) -> PyResult<RanksPlan> {
+) -> PyResult<RanksPlan<'py>> {
     guard("_plan_ranks", || {
-        let (tokens, costs) = (unsigned(&tokens, "tokens")?, unsigned(&costs, "costs")?);
-        let (starts, sizes) = (unsigned(&starts, "starts")?, unsigned(&sizes, "sizes")?);
-        let rank_of_item = unsigned(&rank_of_item, "rank_of_item")?;
+        let (tokens, costs) = (unsigned(py, &tokens, "tokens")?, unsigned(py, &costs, "costs")?);
+        let (starts, sizes) = (unsigned(py, &starts, "starts")?, unsigned(py, &sizes, "sizes")?);
         check(&tokens, &costs, cap, multiple)?;
         if costs.iter().try_fold(0u64, |total, &c| total.checked_add(c)).is_none() {
             return Err(PyValueError::new_err("costs sum above 2**64 - 1"));
         }
-        if [starts.len(), sizes.len(), rank_of_item.len()].iter().any(|&len| len != tokens.len()) {
-            return Err(PyValueError::new_err("tokens, starts, sizes and rank_of_item differ in length"));
+        if candidates.is_empty() {
+            return Err(PyValueError::new_err("candidates must not be empty"));
+        }
+        if [starts.len(), sizes.len()].iter().any(|&len| len != tokens.len()) {
+            return Err(PyValueError::new_err("tokens, starts and sizes differ in length"));
         }
         if starts.iter().zip(&sizes).any(|(&s, &z)| s.checked_add(z).is_none_or(|end| end > u32::MAX as u64))
         {
             return Err(PyValueError::new_err("sample indexes must be below 2**32"));
         }
-        let rank_of_item: Vec<usize> = rank_of_item
-            .iter()
-            .enumerate()
-            .map(|(item, &rank)| {
-                usize::try_from(rank).ok().filter(|&r| r < n_ranks).ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "rank_of_item[{item}] = {rank} is not below n_ranks ({n_ranks})"
-                    ))
-                })
-            })
-            .collect::<PyResult<_>>()?;
-        Ok(py.detach(|| {
-            plan_ranks(
-                &tokens,
-                &costs,
-                &starts,
-                &sizes,
-                &rank_of_item,
-                n_ranks,
-                cap,
-                multiple,
-                minimum,
-                bubble,
-            )
-        }))
+        let n_samples = starts.iter().zip(&sizes).map(|(&s, &z)| (s + z) as usize).max().unwrap_or(0);
+        let mut assignments = Vec::with_capacity(candidates.len());
+        for (c, candidate) in candidates.iter().enumerate() {
+            let ranks = unsigned(py, candidate, "rank_of_item")?;
+            if ranks.len() != tokens.len() {
+                return Err(PyValueError::new_err(format!(
+                    "candidates[{c}] has a rank for other than every item"
+                )));
+            }
+            if let Some(item) = ranks.iter().position(|&r| r >= n_ranks as u64) {
+                return Err(PyValueError::new_err(format!(
+                    "candidates[{c}][{item}] = {} is not below n_ranks ({n_ranks})",
+                    ranks[item]
+                )));
+            }
+            let ranks = alloc::collect(ranks.iter().map(|&r| r as usize), "the planner's input")
+                .map_err(|e| core_error(py, e))?;
+            assignments.push(ranks);
+        }
+        let (kept, count, heaviest_micro_batch, heaviest_rank, plan) = core_result(
+            py,
+            interruptible(py, true, |interrupt| {
+                plan_best(
+                    &tokens,
+                    &costs,
+                    &starts,
+                    &sizes,
+                    &assignments,
+                    n_ranks,
+                    cap,
+                    multiple,
+                    minimum,
+                    bubble,
+                    interrupt,
+                )
+            }),
+        )?;
+        let ranks = PyList::empty(py);
+        for rank in &plan {
+            ranks.append(index_lists(py, n_samples, rank.iter())?)?;
+        }
+        Ok((kept, count, heaviest_micro_batch, heaviest_rank, ranks))
     })
 }
 

@@ -19,6 +19,13 @@
 
 use std::cmp::Reverse;
 
+use crate::alloc;
+use crate::error::CoreError;
+use crate::interrupt::Interrupt;
+use crate::sort;
+
+type Result<T> = std::result::Result<T, CoreError>;
+
 /// Largest `k` of the Fekete–Schepers dual-feasible functions in [`lower_bound`].
 const DFF_MAX: u64 = 16;
 
@@ -26,10 +33,10 @@ const DFF_MAX: u64 = 16;
 /// largest of `ceil(total / cap)`, the Martello–Toth bound L2 and the Fekete–Schepers bounds
 /// `u_k` for `k = 2..=16` (see `seqbalance._plan_reference.bin_lower_bound`, the same formulas).
 /// At least 1; every item must be at most `cap`.
-pub fn lower_bound(tokens: &[u64], cap: u64) -> usize {
-    let mut sizes = tokens.to_vec();
+pub fn lower_bound(tokens: &[u64], cap: u64) -> Result<usize> {
+    let mut sizes = alloc::collect(tokens.iter().copied(), "the sorted sizes")?;
     sizes.sort_unstable();
-    lower_bound_sorted(&sizes, cap)
+    Ok(lower_bound_sorted(&sizes, cap))
 }
 
 /// [`lower_bound`] of sizes sorted ascending.
@@ -108,30 +115,26 @@ pub struct Problem<'a> {
 }
 
 impl Problem<'_> {
-    /// The items in the greedy's order, with their tokens and costs gathered in it.
-    fn ordered(&self) -> Ordered {
-        let order = self.order();
-        let tokens = order.iter().map(|&i| self.tokens[i as usize]).collect();
-        let costs = order.iter().map(|&i| self.costs[i as usize]).collect();
-        Ordered { order, tokens, costs }
-    }
-
-    /// Item positions by cost descending, ties by position ascending: the greedy's order.
-    fn order(&self) -> Vec<u32> {
-        // Sorting packed integer keys is several times faster than a tuple comparator.
-        let n = self.tokens.len() as u64;
+    /// The items in the greedy's order (cost descending, ties by position ascending), with
+    /// their tokens and costs gathered in it.
+    fn ordered(&self, interrupt: &Interrupt) -> Result<Ordered> {
+        // The core's radix sort (stable, interruptible) of the costs turned upside down.
         let most = self.costs.iter().copied().max().unwrap_or(0);
-        if most < 1 << 32 && n <= 1 << 32 {
-            let mut keys: Vec<u64> =
-                (0..n).map(|i| (((1u64 << 32) - 1 - self.costs[i as usize]) << 32) | i).collect();
-            keys.sort_unstable();
-            keys.into_iter().map(|key| key as u32).collect()
-        } else {
-            let mut keys: Vec<u128> =
-                (0..n).map(|i| (((u64::MAX - self.costs[i as usize]) as u128) << 64) | i as u128).collect();
-            keys.sort_unstable();
-            keys.into_iter().map(|key| key as u32).collect()
+        let flipped = alloc::collect(self.costs.iter().map(|&c| most - c), "the planner's sort keys")?;
+        let sorted = sort::sort_items(&flipped, interrupt)?;
+        drop(flipped);
+        let order = sorted.index;
+        // A gather through the order misses the cache on most items: checks in between.
+        let mut tokens = alloc::with_capacity(order.len(), "the planner's tokens")?;
+        for (step, &i) in order.iter().enumerate() {
+            interrupt.every(step)?;
+            tokens.push(self.tokens[i as usize]);
         }
+        let mut costs = sorted.values;
+        for cost in &mut costs {
+            *cost = most - *cost;
+        }
+        Ok(Ordered { order, tokens, costs })
     }
 
     /// The cap-aware greedy split into `count` parts: the part of every item by its position in
@@ -144,31 +147,40 @@ impl Problem<'_> {
     /// cheapest part with room (the oracle's rule) and a full part is not scanned again and
     /// again (scanning made a split near the lower bound cost O(n * count)). Both heaps hold
     /// packed integer keys in [`MinHeap`] (see there why not `BinaryHeap` of tuples).
-    fn split(&self, ordered: &Ordered, count: usize) -> Option<Vec<u32>> {
+    fn split(&self, ordered: &Ordered, count: usize, interrupt: &Interrupt) -> Result<Option<Vec<u32>>> {
         // Keys are (cost so far, non-empty, part) and (fill, part), packed into one integer:
         // u64 when the largest possible cost and the cap leave room for the part's bits.
         let part_bits = usize::BITS - count.saturating_sub(1).leading_zeros();
         let most = self.costs.iter().try_fold(0u64, |total, &c| total.checked_add(c));
         let fits = |value: Option<u64>, shift: u32| value.is_some_and(|v| v.leading_zeros() >= shift);
         if fits(most, part_bits + 1) && fits(Some(self.cap), part_bits) {
-            self.split_with::<u64>(ordered, count, part_bits)
+            self.split_with::<u64>(ordered, count, part_bits, interrupt)
         } else {
-            self.split_with::<u128>(ordered, count, 32)
+            self.split_with::<u128>(ordered, count, 32, interrupt)
         }
     }
 
-    fn split_with<K: Key>(&self, ordered: &Ordered, count: usize, part_bits: u32) -> Option<Vec<u32>> {
-        let mut part = Vec::with_capacity(ordered.order.len());
-        let mut filled = vec![0u64; count];
-        let mut load = vec![0u64; count];
+    fn split_with<K: Key>(
+        &self,
+        ordered: &Ordered,
+        count: usize,
+        part_bits: u32,
+        interrupt: &Interrupt,
+    ) -> Result<Option<Vec<u32>>> {
+        let mut part = alloc::with_capacity(ordered.order.len(), "the split")?;
+        let mut filled: Vec<u64> = alloc::zeroed(count, "the micro-batch fills")?;
+        let mut load: Vec<u64> = alloc::zeroed(count, "the micro-batch costs")?;
         let open_shift = part_bits + 1; // the non-empty flag sits just above the part
         let nonempty = 1u64 << part_bits;
-        // Every part empty: the keys 0..count are already in heap order.
-        let mut open = MinHeap { keys: (0..count as u64).map(|p| K::pack(0, p, 0)).collect() };
-        let mut full = MinHeap::<K> { keys: Vec::new() };
+        // Every part empty: the keys 0..count are already in heap order. A part is in one heap
+        // at a time, so neither ever holds more than `count` keys (no reallocation in the loop).
+        let open_keys = alloc::collect((0..count).map(|p| K::pack(0, p as u64, 0)), "the micro-batch heap")?;
+        let mut open = MinHeap { keys: open_keys };
+        let mut full = MinHeap::<K> { keys: alloc::with_capacity(count, "the micro-batch heap")? };
         // Tokens and costs in the greedy's order: read sequentially (gathered through the order
         // they missed the cache on most items, 70% of the loop's time outside the heap).
-        for (&tokens, &cost) in ordered.tokens.iter().zip(&ordered.costs) {
+        for (step, (&tokens, &cost)) in ordered.tokens.iter().zip(&ordered.costs).enumerate() {
+            interrupt.every(step)?;
             let room = self.cap - tokens;
             while let Some(key) = full.peek() {
                 if key.high(part_bits) > room {
@@ -181,7 +193,9 @@ impl Problem<'_> {
             }
             // The cheapest part with room takes the item; its key is replaced in place.
             loop {
-                let key = open.peek()?;
+                let Some(key) = open.peek() else {
+                    return Ok(None);
+                };
                 let p = key.part(part_bits) as usize;
                 if filled[p] <= room {
                     filled[p] += tokens;
@@ -194,40 +208,40 @@ impl Problem<'_> {
                 full.push(K::pack(filled[p], p as u64, part_bits));
             }
         }
-        Some(part)
+        Ok(Some(part))
     }
 
     /// The count the search settles on, and its split (empty for no items).
-    pub fn own_plan(&self) -> (usize, Vec<u32>) {
-        let ordered = self.ordered();
-        let (count, part) = self.own_plan_in(&ordered);
-        (count, ordered.by_item(&part))
+    pub fn own_plan(&self, interrupt: &Interrupt) -> Result<(usize, Vec<u32>)> {
+        let ordered = self.ordered(interrupt)?;
+        let (count, part) = self.own_plan_in(&ordered, interrupt)?;
+        Ok((count, ordered.by_item(&part, interrupt)?))
     }
 
     /// [`Problem::own_plan`] with the items in the greedy's order already; the split by position
     /// in `ordered`.
-    fn own_plan_in(&self, ordered: &Ordered) -> (usize, Vec<u32>) {
+    fn own_plan_in(&self, ordered: &Ordered, interrupt: &Interrupt) -> Result<(usize, Vec<u32>)> {
         let n = self.tokens.len();
         if n == 0 {
-            return (0, Vec::new());
+            return Ok((0, Vec::new()));
         }
         let m = self.multiple;
         // Costs that grow with tokens ("tokens", "workload") leave the order sorted by tokens
         // too; reading it backwards saves the bound a second sort.
-        let mut sizes: Vec<u64> = ordered.tokens.iter().rev().copied().collect();
+        let mut sizes = alloc::collect(ordered.tokens.iter().rev().copied(), "the sorted sizes")?;
         if !sizes.is_sorted() {
-            sizes.sort_unstable();
+            sizes = sort::sort_items(&sizes, interrupt)?.values;
         }
         let start = round_up(lower_bound_sorted(&sizes, self.cap), m);
         drop(sizes);
-        if let Some(part) = self.split(ordered, start) {
-            return (start, part);
+        if let Some(part) = self.split(ordered, start, interrupt)? {
+            return Ok((start, part));
         }
         let ceiling = round_up(n, m);
         let (mut failed, mut step) = (start, m);
         let (mut count, mut part) = loop {
             let count = (failed + step).min(ceiling);
-            if let Some(part) = self.split(ordered, count) {
+            if let Some(part) = self.split(ordered, count, interrupt)? {
                 break (count, part);
             }
             failed = count;
@@ -235,64 +249,80 @@ impl Problem<'_> {
         };
         while count - failed > m {
             let middle = failed + (count - failed) / m / 2 * m;
-            match self.split(ordered, middle) {
+            match self.split(ordered, middle, interrupt)? {
                 Some(middle_part) => (count, part) = (middle, middle_part),
                 None => failed = middle,
             }
         }
-        (count, part)
+        Ok((count, part))
     }
 
     /// Item positions per part, ascending, for a split into `count` parts.
-    fn parts(part: &[u32], count: usize) -> Vec<Vec<u32>> {
-        let mut parts = vec![Vec::new(); count];
+    fn parts(part: &[u32], count: usize) -> Result<Vec<Vec<u32>>> {
+        let mut sizes: Vec<usize> = alloc::zeroed(count, "the micro-batch sizes")?;
+        for &p in part {
+            sizes[p as usize] += 1;
+        }
+        let mut parts = alloc::with_capacity(count, "the micro-batches")?;
+        for &size in &sizes {
+            parts.push(alloc::with_capacity(size, "a micro-batch")?);
+        }
         for (item, &p) in part.iter().enumerate() {
             parts[p as usize].push(item as u32);
         }
-        parts
+        Ok(parts)
     }
 
     /// Item positions per micro-batch: the own plan, or `minimum` micro-batches when that is
     /// more (the split at `minimum` when it fits, else the own plan's heaviest divisible part
     /// halved until there are enough). Empty parts only when `minimum` exceeds the items.
-    pub fn plan(&self, minimum: usize) -> Vec<Vec<u32>> {
-        let ordered = self.ordered();
-        self.plan_from(&ordered, self.own_plan_in(&ordered), minimum)
+    pub fn plan(&self, minimum: usize, interrupt: &Interrupt) -> Result<Vec<Vec<u32>>> {
+        let ordered = self.ordered(interrupt)?;
+        let own = self.own_plan_in(&ordered, interrupt)?;
+        self.plan_from(&ordered, own, minimum, interrupt)
     }
 
     /// [`Problem::plan`] from the greedy's order and an own plan already computed (its split
     /// by position in `ordered`).
-    fn plan_from(&self, ordered: &Ordered, own: (usize, Vec<u32>), minimum: usize) -> Vec<Vec<u32>> {
-        let (own_count, own_part) = (own.0, ordered.by_item(&own.1));
+    fn plan_from(
+        &self,
+        ordered: &Ordered,
+        own: (usize, Vec<u32>),
+        minimum: usize,
+        interrupt: &Interrupt,
+    ) -> Result<Vec<Vec<u32>>> {
+        let (own_count, own_part) = (own.0, ordered.by_item(&own.1, interrupt)?);
         if minimum <= own_count {
             return Self::parts(&own_part, own_count);
         }
         let n = self.tokens.len();
         let filled = minimum.min(n);
         if filled > 0 {
-            if let Some(part) = self.split(ordered, filled) {
-                let part = ordered.by_item(&part);
-                let mut parts = Self::parts(&part, filled);
+            if let Some(part) = self.split(ordered, filled, interrupt)? {
+                let mut parts = Self::parts(&ordered.by_item(&part, interrupt)?, filled)?;
+                alloc::room_for(&mut parts, minimum, "the micro-batches")?;
                 parts.resize(minimum, Vec::new());
-                return parts;
+                return Ok(parts);
             }
         }
-        let mut parts: Vec<Vec<u32>> =
-            Self::parts(&own_part, own_count).into_iter().filter(|p| !p.is_empty()).collect();
+        let mut parts = Self::parts(&own_part, own_count)?;
+        parts.retain(|p| !p.is_empty());
+        alloc::room_for(&mut parts, minimum, "the micro-batches")?;
         while parts.len() < filled {
+            interrupt.check()?; // each step scans every part
             let heaviest = (0..parts.len())
                 .filter(|&p| parts[p].len() >= 2)
                 .max_by_key(|&p| (self.cost_of(&parts[p]), Reverse(p)))
                 .expect("fewer parts than items leaves a part with two items");
             let members = std::mem::take(&mut parts[heaviest]);
-            let sub_tokens: Vec<u64> = members.iter().map(|&i| self.tokens[i as usize]).collect();
-            let sub_costs: Vec<u64> = members.iter().map(|&i| self.costs[i as usize]).collect();
+            let sub_tokens =
+                alloc::collect(members.iter().map(|&i| self.tokens[i as usize]), "a halved part")?;
+            let sub_costs = alloc::collect(members.iter().map(|&i| self.costs[i as usize]), "a halved part")?;
             // Uncapped: the halves of a fitting part fit.
             let sub = Problem { tokens: &sub_tokens, costs: &sub_costs, cap: u64::MAX, multiple: 1 };
-            let sub_ordered = sub.ordered();
-            let sub_part = sub.split(&sub_ordered, 2).expect("an uncapped split always fits");
-            let sub_part = sub_ordered.by_item(&sub_part);
-            let [first, second]: [Vec<u32>; 2] = Self::parts(&sub_part, 2)
+            let sub_ordered = sub.ordered(interrupt)?;
+            let sub_part = sub.split(&sub_ordered, 2, interrupt)?.expect("an uncapped split always fits");
+            let [first, second]: [Vec<u32>; 2] = Self::parts(&sub_ordered.by_item(&sub_part, interrupt)?, 2)?
                 .into_iter()
                 .map(|half| half.into_iter().map(|i| members[i as usize]).collect())
                 .collect::<Vec<_>>()
@@ -302,7 +332,7 @@ impl Problem<'_> {
             parts.insert(heaviest + 1, second);
         }
         parts.resize(minimum, Vec::new());
-        parts
+        Ok(parts)
     }
 
     fn cost_of(&self, items: &[u32]) -> u64 {
@@ -320,12 +350,14 @@ struct Ordered {
 
 impl Ordered {
     /// A split by position in the order, as the part of every item.
-    fn by_item(&self, part: &[u32]) -> Vec<u32> {
-        let mut by_item = vec![0u32; part.len()];
-        for (&item, &p) in self.order.iter().zip(part) {
+    fn by_item(&self, part: &[u32], interrupt: &Interrupt) -> Result<Vec<u32>> {
+        let mut by_item: Vec<u32> = alloc::zeroed(part.len(), "the split")?;
+        // A scatter that misses the cache on most items: checks in between.
+        for (step, (&item, &p)) in self.order.iter().zip(part).enumerate() {
+            interrupt.every(step)?;
             by_item[item as usize] = p;
         }
-        by_item
+        Ok(by_item)
     }
 }
 
@@ -444,24 +476,23 @@ fn round_up(value: usize, multiple: usize) -> usize {
 
 /// Order parts with the bubble rule: by key (cost, first sample index) descending, then
 /// `mb[::2][::-1] + mb[1::2]`; empty parts last.
-pub fn bubble_order(keyed: Vec<((u64, u64), Vec<u32>)>) -> Vec<Vec<u32>> {
+pub fn bubble_order(mut keyed: Vec<((u64, u64), Vec<u32>)>) -> Result<Vec<Vec<u32>>> {
     let total = keyed.len();
-    let mut keyed: Vec<((u64, u64), Vec<u32>)> = keyed.into_iter().filter(|(_, p)| !p.is_empty()).collect();
+    keyed.retain(|(_, p)| !p.is_empty());
     keyed.sort_unstable_by_key(|entry| Reverse(entry.0));
-    let mut evens: Vec<Vec<u32>> = Vec::new();
-    let mut odds: Vec<Vec<u32>> = Vec::new();
+    let mut ordered: Vec<Vec<u32>> = alloc::with_capacity(total, "the micro-batch order")?;
+    let mut odds: Vec<Vec<u32>> = alloc::with_capacity(keyed.len() / 2, "the micro-batch order")?;
     for (position, (_, part)) in keyed.into_iter().enumerate() {
         if position % 2 == 0 {
-            evens.push(part);
+            ordered.push(part);
         } else {
             odds.push(part);
         }
     }
-    let mut ordered: Vec<Vec<u32>> = Vec::with_capacity(total);
-    ordered.extend(evens.into_iter().rev());
+    ordered.reverse();
     ordered.extend(odds);
     ordered.resize(total, Vec::new());
-    ordered
+    Ok(ordered)
 }
 
 /// One rank's items (groups): tokens, costs, first sample and sample count, in item order.
@@ -484,20 +515,21 @@ pub fn bucket_ranks(
     sizes: &[u64],
     rank_of_item: &[usize],
     n_ranks: usize,
-) -> Vec<RankItems> {
-    let mut counts = vec![0usize; n_ranks];
+) -> Result<Vec<RankItems>> {
+    let mut counts: Vec<usize> = alloc::zeroed(n_ranks, "the rank sizes")?;
     for &r in rank_of_item {
         counts[r] += 1;
     }
-    let mut ranks: Vec<RankItems> = counts
-        .iter()
-        .map(|&c| RankItems {
-            tokens: Vec::with_capacity(c),
-            costs: Vec::with_capacity(c),
-            starts: Vec::with_capacity(c),
-            sizes: Vec::with_capacity(c),
-        })
-        .collect();
+    let mut ranks: Vec<RankItems> = alloc::with_capacity(n_ranks, "the ranks")?;
+    for &c in &counts {
+        let what = "a rank's items";
+        ranks.push(RankItems {
+            tokens: alloc::with_capacity(c, what)?,
+            costs: alloc::with_capacity(c, what)?,
+            starts: alloc::with_capacity(c, what)?,
+            sizes: alloc::with_capacity(c, what)?,
+        });
+    }
     for (i, &r) in rank_of_item.iter().enumerate() {
         let rank = &mut ranks[r];
         rank.tokens.push(tokens[i]);
@@ -505,7 +537,7 @@ pub fn bucket_ranks(
         rank.starts.push(starts[i]);
         rank.sizes.push(sizes[i]);
     }
-    ranks
+    Ok(ranks)
 }
 
 /// The micro-batches of every rank with one common count, before ordering and expansion.
@@ -530,94 +562,111 @@ impl RankPlans {
 
 /// Plan every rank with one common count: the largest of the ranks' own counts and `minimum`.
 /// Costs must sum to at most `u64::MAX`.
-pub fn plan_rank_parts(ranks: &[RankItems], cap: u64, multiple: usize, minimum: usize) -> RankPlans {
+pub fn plan_rank_parts(
+    ranks: &[RankItems],
+    cap: u64,
+    multiple: usize,
+    minimum: usize,
+    interrupt: &Interrupt,
+) -> Result<RankPlans> {
     fn problem(rank: &RankItems, cap: u64, multiple: usize) -> Problem<'_> {
         Problem { tokens: &rank.tokens, costs: &rank.costs, cap, multiple }
     }
-    let owns: Vec<(Ordered, (usize, Vec<u32>))> = ranks
-        .iter()
-        .map(|rank| {
-            let ordered = problem(rank, cap, multiple).ordered();
-            let own = problem(rank, cap, multiple).own_plan_in(&ordered);
-            (ordered, own)
-        })
-        .collect();
+    let mut owns: Vec<(Ordered, (usize, Vec<u32>))> = alloc::with_capacity(ranks.len(), "the rank plans")?;
+    for rank in ranks {
+        let ordered = problem(rank, cap, multiple).ordered(interrupt)?;
+        let own = problem(rank, cap, multiple).own_plan_in(&ordered, interrupt)?;
+        owns.push((ordered, own));
+    }
     let count = owns.iter().map(|own| own.1 .0).fold(minimum, usize::max);
     let heaviest_rank = ranks.iter().map(|rank| rank.costs.iter().sum::<u64>()).max().unwrap_or(0);
-    let parts: Vec<Vec<(Vec<u32>, u64)>> = ranks
-        .iter()
-        .zip(owns)
-        .map(|(rank, (ordered, own))| {
-            let parts = problem(rank, cap, multiple).plan_from(&ordered, own, count);
-            parts
-                .into_iter()
-                .map(|part| {
-                    let cost = part.iter().map(|&i| rank.costs[i as usize]).sum::<u64>();
-                    (part, cost)
-                })
-                .collect()
-        })
-        .collect();
+    let mut parts: Vec<Vec<(Vec<u32>, u64)>> = alloc::with_capacity(ranks.len(), "the rank plans")?;
+    for (rank, (ordered, own)) in ranks.iter().zip(owns) {
+        let rank_parts = problem(rank, cap, multiple).plan_from(&ordered, own, count, interrupt)?;
+        let costed = rank_parts.into_iter().map(|part| {
+            let cost = part.iter().map(|&i| rank.costs[i as usize]).sum::<u64>();
+            (part, cost)
+        });
+        parts.push(alloc::collect(costed, "the micro-batches")?);
+    }
     let heaviest_micro_batch = parts.iter().flatten().map(|(_, cost)| *cost).max().unwrap_or(0);
-    RankPlans { count, heaviest_micro_batch, heaviest_rank, parts }
+    Ok(RankPlans { count, heaviest_micro_batch, heaviest_rank, parts })
 }
 
 /// Per rank, the sample indexes of every micro-batch of `plans` (ascending; bubble-ordered by
 /// (cost, first sample) when `bubble`; empty ones last); `ranks` as given to
 /// [`plan_rank_parts`], each rank's starts ascending.
-pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], bubble: bool) -> Vec<Vec<Vec<u32>>> {
-    plans
-        .parts
-        .into_iter()
-        .zip(ranks)
-        .map(|(parts, rank)| {
-            // Positions ascend in a part and starts ascend in a rank, so the first position is
-            // the part's first sample.
-            let first = |part: &[u32]| part.first().map_or(0, |&i| rank.starts[i as usize]);
-            let parts: Vec<Vec<u32>> = if bubble {
-                let keyed = parts.into_iter().map(|(part, cost)| ((cost, first(&part)), part));
-                bubble_order(keyed.collect())
-            } else {
-                parts.into_iter().map(|(part, _)| part).collect()
-            };
-            parts
-                .iter()
-                .map(|part| {
-                    let mut samples = Vec::with_capacity(part.len());
-                    for &i in part {
-                        let (start, size) = (rank.starts[i as usize], rank.sizes[i as usize]);
-                        samples.extend((start..start + size).map(|s| s as u32));
-                    }
-                    samples
-                })
-                .collect()
-        })
-        .collect()
+pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], bubble: bool) -> Result<Vec<Vec<Vec<u32>>>> {
+    let mut plan = alloc::with_capacity(ranks.len(), "the plan")?;
+    for (parts, rank) in plans.parts.into_iter().zip(ranks) {
+        // Positions ascend in a part and starts ascend in a rank, so the first position is the
+        // part's first sample.
+        let first = |part: &[u32]| part.first().map_or(0, |&i| rank.starts[i as usize]);
+        let parts: Vec<Vec<u32>> = if bubble {
+            let keyed = parts.into_iter().map(|(part, cost)| ((cost, first(&part)), part));
+            bubble_order(alloc::collect(keyed, "the micro-batch order")?)?
+        } else {
+            alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")?
+        };
+        let mut samples_of = alloc::with_capacity(parts.len(), "the micro-batches")?;
+        for part in &parts {
+            let total = part.iter().map(|&i| rank.sizes[i as usize] as usize).sum();
+            let mut samples = alloc::with_capacity(total, "a micro-batch's samples")?;
+            for &i in part {
+                let (start, size) = (rank.starts[i as usize], rank.sizes[i as usize]);
+                samples.extend((start..start + size).map(|s| s as u32));
+            }
+            samples_of.push(samples);
+        }
+        plan.push(samples_of);
+    }
+    Ok(plan)
 }
 
-/// The plan of every rank with one common count: items (groups starting at `starts`, ascending,
-/// with `sizes` samples) go to rank `rank_of_item[i] < n_ranks`. Returns the count, the heaviest
-/// micro-batch's cost, the heaviest rank's cost and, per rank, the sample indexes of every
-/// micro-batch (ascending; bubble-ordered when `bubble`; empty ones last). Costs must sum to at
-/// most `u64::MAX`.
+/// A plan of every rank with one common count: which candidate it came from (see
+/// [`plan_best`]), the count, the heaviest micro-batch's cost, the heaviest rank's cost and, per
+/// rank, the sample indexes of every micro-batch.
+pub type BestPlan = (usize, usize, u64, u64, Vec<Vec<Vec<u32>>>);
+
+/// Plan every rank with one common count for each candidate assignment of items to ranks, and
+/// keep the best. Items are groups starting at `starts` (ascending) with `sizes` samples; a
+/// candidate gives each item its rank (`< n_ranks`). A later candidate replaces the kept one
+/// when it is no worse on the heaviest rank and on the count, and better on (heaviest rank,
+/// count, heaviest micro-batch). Only the kept plan is expanded to samples (ascending in each
+/// micro-batch; bubble-ordered when `bubble`; empty micro-batches last). Costs must sum to at
+/// most `u64::MAX`; at least one candidate.
 #[allow(clippy::too_many_arguments)]
-pub fn plan_ranks(
+pub fn plan_best(
     tokens: &[u64],
     costs: &[u64],
     starts: &[u64],
     sizes: &[u64],
-    rank_of_item: &[usize],
+    candidates: &[Vec<usize>],
     n_ranks: usize,
     cap: u64,
     multiple: usize,
     minimum: usize,
     bubble: bool,
-) -> (usize, u64, u64, Vec<Vec<Vec<u32>>>) {
-    let ranks = bucket_ranks(tokens, costs, starts, sizes, rank_of_item, n_ranks);
-    let plans = plan_rank_parts(&ranks, cap, multiple, minimum);
+    interrupt: &Interrupt,
+) -> Result<BestPlan> {
+    let mut best: Option<(usize, Vec<RankItems>, RankPlans)> = None;
+    for (index, rank_of_item) in candidates.iter().enumerate() {
+        let ranks = bucket_ranks(tokens, costs, starts, sizes, rank_of_item, n_ranks)?;
+        let plans = plan_rank_parts(&ranks, cap, multiple, minimum, interrupt)?;
+        let better = best.as_ref().is_none_or(|(_, _, kept)| {
+            plans.heaviest_rank <= kept.heaviest_rank
+                && plans.count <= kept.count
+                && plans.score() < kept.score()
+        });
+        if better {
+            best = Some((index, ranks, plans));
+        }
+    }
+    let (index, ranks, plans) = best.expect("at least one candidate");
     let (count, heaviest_micro_batch, heaviest_rank) =
         (plans.count, plans.heaviest_micro_batch, plans.heaviest_rank);
-    (count, heaviest_micro_batch, heaviest_rank, expand_ranks(plans, &ranks, bubble))
+    let plan = expand_ranks(plans, &ranks, bubble)?;
+    Ok((index, count, heaviest_micro_batch, heaviest_rank, plan))
 }
 
 #[cfg(test)]
@@ -670,7 +719,7 @@ mod tests {
         ) {
             let cap = cap * scale;
             let tokens: Vec<u64> = tokens.iter().map(|&t| t * scale).collect();
-            prop_assert_eq!(lower_bound(&tokens, cap), lower_bound_plain(&tokens, cap));
+            prop_assert_eq!(lower_bound(&tokens, cap).unwrap(), lower_bound_plain(&tokens, cap));
         }
 
         #[test]
@@ -696,21 +745,21 @@ mod tests {
 
     #[test]
     fn bound_counts_items_just_over_half() {
-        assert_eq!(lower_bound(&[501; 10], 1000), 10);
-        assert_eq!(lower_bound(&[334; 6], 1000), 3);
-        assert_eq!(lower_bound(&[1000, 1, 1], 1000), 2);
+        assert_eq!(lower_bound(&[501; 10], 1000).unwrap(), 10);
+        assert_eq!(lower_bound(&[334; 6], 1000).unwrap(), 3);
+        assert_eq!(lower_bound(&[1000, 1, 1], 1000).unwrap(), 2);
     }
 
     #[test]
     fn plan_keeps_the_cap_and_every_item() {
         let tokens = [6u64, 15, 17, 16, 18, 20];
         let problem = Problem { tokens: &tokens, costs: &tokens, cap: 27, multiple: 1 };
-        let parts = problem.plan(0);
+        let parts = problem.plan(0, &Interrupt::NEVER).unwrap();
         let mut seen: Vec<u32> = parts.iter().flatten().copied().collect();
         seen.sort_unstable();
         assert_eq!(seen, vec![0, 1, 2, 3, 4, 5]);
         assert!(parts.iter().all(|p| p.iter().map(|&i| tokens[i as usize]).sum::<u64>() <= 27));
-        let more = problem.plan(9);
+        let more = problem.plan(9, &Interrupt::NEVER).unwrap();
         assert_eq!(more.len(), 9);
         assert_eq!(more.iter().filter(|p| !p.is_empty()).count(), 6);
     }
