@@ -8,9 +8,10 @@ function object into the importing module, so patching the defining module alone
 :meth:`ModulePatch.uninstall` puts the originals back wherever a replacement is found in the
 package, including modules imported after ``install()`` that picked the replacement up by name.
 
-The replacements are wrapper functions of each integration module, not seqbalance's public
-functions, so that ``uninstall()`` only ever undoes what ``install()`` did (a trainer module that
-imports ``seqbalance.get_seqlen_balanced_partitions`` on purpose is left alone), and so that
+The replacements are wrapper functions of each integration module (for the partitioners, built
+here by :func:`_partitioner_wrapper`), not seqbalance's public functions, so that ``uninstall()``
+only ever undoes what ``install()`` did (a trainer module that imports
+``seqbalance.get_seqlen_balanced_partitions`` on purpose is left alone), and so that
 :meth:`ModulePatch.call` can hand an input seqbalance refuses by type to the trainer's original.
 
 Nothing here imports a trainer until ``install()`` is called.
@@ -44,6 +45,28 @@ def _parameters(function: Any) -> list[tuple[str, Any, Any]]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
 
 
+def _partitioner_wrapper(
+    patch: ModulePatch, name: str, native: Callable[..., Any], trainer: str
+) -> Callable[..., Any]:
+    """``native`` under the trainer's exact signature ``(seqlen_list, k_partitions, equal_size)``.
+
+    install() compares parameters by name, kind and default, so the wrapper spells them out
+    rather than taking ``*args``. It answers through :meth:`ModulePatch.call` (the trainer's own
+    function for an input seqbalance refuses by type) and carries the name, module and docstring
+    of a function defined in ``patch.owner``, where the integration module binds it.
+    """
+
+    def wrapper(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
+        return patch.call(name, native, seqlen_list, k_partitions, equal_size)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__module__ = patch.owner
+    wrapper.__doc__ = (
+        f":func:`seqbalance.{name}` in {trainer}'s place (installed by :func:`install`)."
+    )
+    return wrapper
+
+
 def _signature_text(function: Any) -> str:
     try:
         return str(inspect.signature(function))
@@ -58,8 +81,12 @@ class ModulePatch:
         target: the module whose functions are replaced, e.g. ``"verl.utils.seqlen_balancing"``.
         package: the trainer's top-level package (``"verl"``); every imported module named
             ``package`` or ``package.*`` is searched for copies of the originals.
-        replacements: function name → replacement; each original must have exactly the
-            replacement's parameters (names, kinds, defaults).
+        partitioners: function name → the seqbalance function run in its place; each is wrapped
+            under the trainer's signature ``(seqlen_list, k_partitions, equal_size)`` and the
+            wrappers come first in :attr:`replacements` (the integration module binds them by name).
+        trainer: the trainer's name, for the wrappers' docstrings (``"verl"``).
+        replacements: function name → replacement, for functions of other signatures; each
+            original must have exactly the replacement's parameters (names, kinds, defaults).
         optional: names that may be missing from ``target`` (older releases); they are then
             skipped. A missing name not listed here raises :class:`IntegrationError`.
         owner: the public module, for messages (``"seqbalance.integrations.verl"``).
@@ -72,7 +99,9 @@ class ModulePatch:
         *,
         target: str,
         package: str,
-        replacements: Mapping[str, Callable[..., Any]],
+        partitioners: Mapping[str, Callable[..., Any]] | None = None,
+        trainer: str = "",
+        replacements: Mapping[str, Callable[..., Any]] | None = None,
         optional: Iterable[str] = (),
         owner: str,
         install_hint: str,
@@ -80,9 +109,13 @@ class ModulePatch:
     ) -> None:
         self.target = target
         self.package = package
-        self.replacements = dict(replacements)
         self.optional = frozenset(optional)
         self.owner = owner
+        self.replacements: dict[str, Callable[..., Any]] = {
+            name: _partitioner_wrapper(self, name, native, trainer)
+            for name, native in (partitioners or {}).items()
+        }
+        self.replacements.update(replacements or {})
         self.install_hint = install_hint
         self.logger = logger
         self._lock = threading.Lock()

@@ -23,7 +23,6 @@ Importing this module imports nothing of OpenRLHF; :func:`install` imports the m
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from .. import partition as _partition
 from ._patching import IntegrationError, ModulePatch
@@ -32,46 +31,17 @@ __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
 
 logger = logging.getLogger(__name__)
 
-
-# OpenRLHF's partitioners, under OpenRLHF's exact signature (install() compares the two parameter by
-# parameter): seqbalance's native function, or OpenRLHF's own for an input seqbalance refuses by type.
-
-
-def karmarkar_karp(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
-    """:func:`seqbalance.karmarkar_karp` in OpenRLHF's place (installed by :func:`install`)."""
-    return _PATCH.call(
-        "karmarkar_karp", _partition.karmarkar_karp, seqlen_list, k_partitions, equal_size
-    )
-
-
-def greedy_partition(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
-    """:func:`seqbalance.greedy_partition` in OpenRLHF's place (installed by :func:`install`)."""
-    return _PATCH.call(
-        "greedy_partition", _partition.greedy_partition, seqlen_list, k_partitions, equal_size
-    )
-
-
-def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any
-) -> list[list[int]]:
-    """:func:`seqbalance.get_seqlen_balanced_partitions` in OpenRLHF's place (see :func:`install`)."""
-    return _PATCH.call(
-        "get_seqlen_balanced_partitions",
-        _partition.get_seqlen_balanced_partitions,
-        seqlen_list,
-        k_partitions,
-        equal_size,
-    )
-
-
 _PATCH = ModulePatch(
     target="openrlhf.utils.seqlen_balancing",
     package="openrlhf",
-    replacements={
-        "karmarkar_karp": karmarkar_karp,
-        "greedy_partition": greedy_partition,
-        "get_seqlen_balanced_partitions": get_seqlen_balanced_partitions,
+    # Each runs seqbalance's native function under OpenRLHF's exact signature, or OpenRLHF's own
+    # for an input seqbalance refuses by type.
+    partitioners={
+        "karmarkar_karp": _partition.karmarkar_karp,
+        "greedy_partition": _partition.greedy_partition,
+        "get_seqlen_balanced_partitions": _partition.get_seqlen_balanced_partitions,
     },
+    trainer="OpenRLHF",
     owner=__name__,
     install_hint=(
         "Install OpenRLHF in this environment (pip install openrlhf, which brings the "
@@ -80,6 +50,11 @@ _PATCH = ModulePatch(
     ),
     logger=logger,
 )
+
+# Module-level, as install() puts them into the trainer's module (their __module__ is this one).
+karmarkar_karp = _PATCH.replacements["karmarkar_karp"]
+greedy_partition = _PATCH.replacements["greedy_partition"]
+get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
 def install() -> list[str]:

@@ -67,37 +67,6 @@ __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
 logger = logging.getLogger(__name__)
 
 
-# verl's partitioners, under verl's exact signature (install() compares the two parameter by
-# parameter): seqbalance's native function, or verl's own for an input seqbalance refuses by type.
-
-
-def karmarkar_karp(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
-    """:func:`seqbalance.karmarkar_karp` in verl's place (installed by :func:`install`)."""
-    return _PATCH.call(
-        "karmarkar_karp", _partition.karmarkar_karp, seqlen_list, k_partitions, equal_size
-    )
-
-
-def greedy_partition(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
-    """:func:`seqbalance.greedy_partition` in verl's place (installed by :func:`install`)."""
-    return _PATCH.call(
-        "greedy_partition", _partition.greedy_partition, seqlen_list, k_partitions, equal_size
-    )
-
-
-def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any
-) -> list[list[int]]:
-    """:func:`seqbalance.get_seqlen_balanced_partitions` in verl's place (see :func:`install`)."""
-    return _PATCH.call(
-        "get_seqlen_balanced_partitions",
-        _partition.get_seqlen_balanced_partitions,
-        seqlen_list,
-        k_partitions,
-        equal_size,
-    )
-
-
 def _integer_lengths(seqlen_list: Any) -> bool:
     """True for the inputs on which verl's group workloads are plain integer arithmetic."""
     if isinstance(seqlen_list, np.ndarray):
@@ -126,10 +95,15 @@ def get_group_balanced_partitions(
 _PATCH = ModulePatch(
     target="verl.utils.seqlen_balancing",
     package="verl",
+    # Each runs seqbalance's native function under verl's exact signature, or verl's own for an
+    # input seqbalance refuses by type.
+    partitioners={
+        "karmarkar_karp": _partition.karmarkar_karp,
+        "greedy_partition": _partition.greedy_partition,
+        "get_seqlen_balanced_partitions": _partition.get_seqlen_balanced_partitions,
+    },
+    trainer="verl",
     replacements={
-        "karmarkar_karp": karmarkar_karp,
-        "greedy_partition": greedy_partition,
-        "get_seqlen_balanced_partitions": get_seqlen_balanced_partitions,
         "get_group_balanced_partitions": get_group_balanced_partitions,
     },
     # Newer than the other three: older verl releases do not have it.
@@ -142,6 +116,11 @@ _PATCH = ModulePatch(
     ),
     logger=logger,
 )
+
+# Module-level, as install() puts them into the trainer's module (their __module__ is this one).
+karmarkar_karp = _PATCH.replacements["karmarkar_karp"]
+greedy_partition = _PATCH.replacements["greedy_partition"]
+get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
 def install() -> list[str]:
