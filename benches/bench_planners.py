@@ -6,13 +6,18 @@ of 32,768 and 262,144 tokens (target: within 25x numpy.sort), ``plan_dp_micro_ba
 n = 2^20, dp = 64, cap 65,536 (target: within 40x). ``numpy.argsort(kind="stable")`` is timed
 beside them for context.
 
-Run the ratios: ``python benches/bench_planners.py`` (best of 5 each, one process);
-pytest-benchmark: ``pytest benches/bench_planners.py --benchmark-enable``. With benchmarks
-disabled (the default in the test suite) each case runs once and checks its plan.
+Run the ratios on a release build: ``python benches/bench_planners.py [--cpu-time] [--rounds 5]``
+(best of the rounds each, one process; ``--cpu-time`` times process CPU, steadier on a shared
+machine). The last row is the native planner against its pure-Python oracle
+(``seqbalance._plan_reference``, the rules the native core implements) at a size the oracle
+finishes in (``--reference-n``). pytest-benchmark: ``pytest benches/bench_planners.py
+--benchmark-enable``. With benchmarks disabled (the default in the test suite) each case runs
+once and checks its plan.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +26,7 @@ import numpy as np
 import pytest
 
 import seqbalance
+from seqbalance import _plan_reference, calculate_workload
 
 N_PLAN, N_DP, DP, DP_CAP = 2**17, 2**20, 64, 65_536
 PLAN_CAPS = (32_768, 262_144)
@@ -73,36 +79,67 @@ def test_dp_floor_numpy_sort(benchmark, dp_lengths):
     benchmark(np.sort, dp_lengths)
 
 
-def _best(function: Callable[[], Any], repeat: int) -> float:
+def _best(function: Callable[[], Any], repeat: int, clock=time.perf_counter) -> float:
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         function()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, clock() - start)
     return best
 
 
-def report(repeat: int = 5) -> None:
+def reference_plan(lengths: np.ndarray, cap: int) -> list[list[int]]:
+    """plan_micro_batches(lengths, cap) by the pure-Python oracle of the native planner."""
+    tokens = lengths.tolist()
+    costs = calculate_workload(tokens)
+    bound = _plan_reference.bin_lower_bound(tokens, cap)
+    n = len(tokens)
+    plan = _plan_reference.plan_ranks(
+        tokens, costs, list(range(n)), [1] * n, [list(range(n))], cap, 1, 0, True, [bound]
+    )[3][0]
+    return plan
+
+
+def report(repeat: int = 5, cpu_time: bool = False, reference_n: int = 2**13) -> None:
     """Print each planner's time as a ratio of numpy.sort of the same lengths (same run)."""
+    clock = time.process_time if cpu_time else time.perf_counter
     rows = []
     small = workload(N_PLAN)
-    sort = _best(lambda: np.sort(small), repeat)
-    argsort = _best(lambda: np.argsort(small, kind="stable"), repeat)
+    sort = _best(lambda: np.sort(small), repeat, clock)
+    argsort = _best(lambda: np.argsort(small, kind="stable"), repeat, clock)
     for cap in PLAN_CAPS:
-        seconds = _best(lambda cap=cap: seqbalance.plan_micro_batches(small, cap), repeat)
-        rows.append((f"plan_micro_batches n=2^17 cap={cap}", seconds, sort, argsort, 25))
+        seconds = _best(lambda cap=cap: seqbalance.plan_micro_batches(small, cap), repeat, clock)
+        rows.append((f"plan_micro_batches n=2^17 cap={cap}", seconds, sort, argsort, "25x"))
     large = workload(N_DP)
-    sort = _best(lambda: np.sort(large), repeat)
-    argsort = _best(lambda: np.argsort(large, kind="stable"), repeat)
-    seconds = _best(lambda: seqbalance.plan_dp_micro_batches(large, DP, DP_CAP), repeat)
-    rows.append((f"plan_dp_micro_batches n=2^20 dp={DP} cap={DP_CAP}", seconds, sort, argsort, 40))
+    sort = _best(lambda: np.sort(large), repeat, clock)
+    argsort = _best(lambda: np.argsort(large, kind="stable"), repeat, clock)
+    seconds = _best(lambda: seqbalance.plan_dp_micro_batches(large, DP, DP_CAP), repeat, clock)
+    rows.append(
+        (f"plan_dp_micro_batches n=2^20 dp={DP} cap={DP_CAP}", seconds, sort, argsort, "40x")
+    )
+    kind = "process CPU time" if cpu_time else "wall time"
+    print(f"best of {repeat} ({kind})")
     print(f"{'case':<50} {'time':>10} {'x numpy.sort':>13} {'x argsort':>10} {'target':>7}")
     for name, seconds, sort, argsort, target in rows:
         print(
             f"{name:<50} {seconds * 1e3:>8.1f}ms {seconds / sort:>12.1f}x "
-            f"{seconds / argsort:>9.1f}x {target:>6}x"
+            f"{seconds / argsort:>9.1f}x {target:>7}"
         )
+    few = workload(reference_n)
+    cap = PLAN_CAPS[0]
+    assert seqbalance.plan_micro_batches(few, cap) == reference_plan(few, cap)
+    native = _best(lambda: seqbalance.plan_micro_batches(few, cap), repeat, clock)
+    oracle = _best(lambda: reference_plan(few, cap), min(repeat, 2), clock)
+    print(
+        f"plan_micro_batches n={reference_n} cap={cap}: native {native * 1e3:.2f}ms, pure-Python "
+        f"oracle {oracle * 1e3:.1f}ms ({oracle / native:.0f}x the native time)"
+    )
 
 
 if __name__ == "__main__":
-    report()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cpu-time", action="store_true", help="time process CPU, not wall")
+    parser.add_argument("--reference-n", type=int, default=2**13)
+    args = parser.parse_args()
+    report(args.rounds, args.cpu_time, args.reference_n)

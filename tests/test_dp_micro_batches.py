@@ -15,6 +15,7 @@ from seqbalance import (
     plan_dp_micro_batches,
     plan_micro_batches,
 )
+from seqbalance import micro_batches as mb_module
 
 
 @st.composite
@@ -194,3 +195,28 @@ def test_errors():
         plan_dp_micro_batches([1, 2], 1, 10, equal_size=None)
     with pytest.raises(ValueError, match="dp_size must be >= 1, got 0"):
         plan_dp_micro_batches([1, 2], 0, 10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 5).flatmap(
+        lambda k: st.tuples(
+            st.just(k),
+            st.lists(st.integers(0, k - 1), min_size=1, max_size=30),
+            st.permutations(range(k)),
+            st.lists(st.integers(0, k - 1), min_size=1, max_size=30),
+        )
+    )
+)
+def test_a_renumbered_split_is_recognised_and_nothing_else(case):
+    # plan_dp_micro_batches skips planning a refined split that only renumbers the recipe's.
+    k, first, permutation, other = case
+    first = np.asarray(first)
+    every_rank_used = len(set(first.tolist())) == k
+    renumbered = np.asarray(permutation)[first]
+    assert mb_module._renumbers(first, renumbered, k) == every_rank_used
+    other = np.asarray((other * len(first))[: len(first)])
+    same_ranks = {frozenset(np.flatnonzero(first == r).tolist()) for r in range(k)} == {
+        frozenset(np.flatnonzero(other == r).tolist()) for r in range(k)
+    }
+    assert mb_module._renumbers(first, other, k) == (same_ranks and every_rank_used)

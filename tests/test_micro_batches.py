@@ -375,11 +375,17 @@ def rank_cases(draw):
     sizes = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
     tokens = draw(st.lists(near_fractions(cap), min_size=n, max_size=n))
     costs = draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n))
-    candidates = draw(
-        st.lists(
-            st.lists(st.integers(0, n_ranks - 1), min_size=n, max_size=n), min_size=1, max_size=3
-        )
-    )
+    first = draw(st.lists(st.integers(0, n_ranks - 1), min_size=n, max_size=n))
+    candidates = [first]
+    for _ in range(draw(st.integers(0, 2))):
+        # Later candidates move a few items (as the refined split does), so some ranks hold the
+        # same items as in an earlier candidate and the native planner reuses their plans.
+        moved = list(candidates[-1])
+        for _ in range(draw(st.integers(0, 3)) if n else 0):
+            moved[draw(st.integers(0, n - 1))] = draw(st.integers(0, n_ranks - 1))
+        # ... and may number the ranks differently.
+        renumber = draw(st.permutations(range(n_ranks)))
+        candidates.append([renumber[r] for r in moved])
     multiple = draw(st.integers(1, 3))
     minimum = draw(st.integers(0, 12)) * multiple
     return tokens, costs, sizes, candidates, n_ranks, cap, multiple, minimum

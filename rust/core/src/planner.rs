@@ -18,6 +18,7 @@
 //!   tokens to a part.
 
 use std::cmp::Reverse;
+use std::collections::HashMap;
 
 use crate::alloc;
 use crate::error::CoreError;
@@ -279,7 +280,7 @@ impl Problem<'_> {
     pub fn plan(&self, minimum: usize, interrupt: &Interrupt) -> Result<Vec<Vec<u32>>> {
         let ordered = self.ordered(interrupt)?;
         let own = self.own_plan_in(&ordered, interrupt)?;
-        self.plan_from(&ordered, own, minimum, interrupt)
+        self.plan_from(&ordered, &own, minimum, interrupt)
     }
 
     /// [`Problem::plan`] from the greedy's order and an own plan already computed (its split
@@ -287,7 +288,7 @@ impl Problem<'_> {
     fn plan_from(
         &self,
         ordered: &Ordered,
-        own: (usize, Vec<u32>),
+        own: &(usize, Vec<u32>),
         minimum: usize,
         interrupt: &Interrupt,
     ) -> Result<Vec<Vec<u32>>> {
@@ -560,42 +561,9 @@ impl RankPlans {
     }
 }
 
-/// Plan every rank with one common count: the largest of the ranks' own counts and `minimum`.
-/// Costs must sum to at most `u64::MAX`.
-pub fn plan_rank_parts(
-    ranks: &[RankItems],
-    cap: u64,
-    multiple: usize,
-    minimum: usize,
-    interrupt: &Interrupt,
-) -> Result<RankPlans> {
-    fn problem(rank: &RankItems, cap: u64, multiple: usize) -> Problem<'_> {
-        Problem { tokens: &rank.tokens, costs: &rank.costs, cap, multiple }
-    }
-    let mut owns: Vec<(Ordered, (usize, Vec<u32>))> = alloc::with_capacity(ranks.len(), "the rank plans")?;
-    for rank in ranks {
-        let ordered = problem(rank, cap, multiple).ordered(interrupt)?;
-        let own = problem(rank, cap, multiple).own_plan_in(&ordered, interrupt)?;
-        owns.push((ordered, own));
-    }
-    let count = owns.iter().map(|own| own.1 .0).fold(minimum, usize::max);
-    let heaviest_rank = ranks.iter().map(|rank| rank.costs.iter().sum::<u64>()).max().unwrap_or(0);
-    let mut parts: Vec<Vec<(Vec<u32>, u64)>> = alloc::with_capacity(ranks.len(), "the rank plans")?;
-    for (rank, (ordered, own)) in ranks.iter().zip(owns) {
-        let rank_parts = problem(rank, cap, multiple).plan_from(&ordered, own, count, interrupt)?;
-        let costed = rank_parts.into_iter().map(|part| {
-            let cost = part.iter().map(|&i| rank.costs[i as usize]).sum::<u64>();
-            (part, cost)
-        });
-        parts.push(alloc::collect(costed, "the micro-batches")?);
-    }
-    let heaviest_micro_batch = parts.iter().flatten().map(|(_, cost)| *cost).max().unwrap_or(0);
-    Ok(RankPlans { count, heaviest_micro_batch, heaviest_rank, parts })
-}
-
 /// Per rank, the sample indexes of every micro-batch of `plans` (ascending; bubble-ordered by
 /// (cost, first sample) when `bubble`; empty ones last); `ranks` as given to
-/// [`plan_rank_parts`], each rank's starts ascending.
+/// [`plan_best`], each rank's starts ascending.
 pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], bubble: bool) -> Result<Vec<Vec<Vec<u32>>>> {
     let mut plan = alloc::with_capacity(ranks.len(), "the plan")?;
     for (parts, rank) in plans.parts.into_iter().zip(ranks) {
@@ -628,13 +596,32 @@ pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], bubble: bool) -> Resu
 /// rank, the sample indexes of every micro-batch.
 pub type BestPlan = (usize, usize, u64, u64, Vec<Vec<Vec<u32>>>);
 
-/// Plan every rank with one common count for each candidate assignment of items to ranks, and
-/// keep the best. Items are groups starting at `starts` (ascending) with `sizes` samples; a
-/// candidate gives each item its rank (`< n_ranks`). A later candidate replaces the kept one
-/// when it is no worse on the heaviest rank and on the count, and better on (heaviest rank,
-/// count, heaviest micro-batch). Only the kept plan is expanded to samples (ascending in each
-/// micro-batch; bubble-ordered when `bubble`; empty micro-batches last). Costs must sum to at
-/// most `u64::MAX`; at least one candidate.
+/// A rank's own plan: the items in the greedy's order and the own count with its split.
+type Own = (Ordered, (usize, Vec<u32>));
+
+/// Micro-batches with their costs, copied with fallible allocation.
+fn copy_parts(parts: &[(Vec<u32>, u64)]) -> Result<Vec<(Vec<u32>, u64)>> {
+    let mut copy = alloc::with_capacity(parts.len(), "the micro-batches")?;
+    for (part, cost) in parts {
+        let mut items = alloc::with_capacity(part.len(), "a micro-batch")?;
+        items.extend_from_slice(part);
+        copy.push((items, *cost));
+    }
+    Ok(copy)
+}
+
+/// Plan every rank with one common count (the largest of the ranks' own counts and `minimum`)
+/// for each candidate assignment of items to ranks, and keep the best. Items are groups starting
+/// at `starts` (ascending) with `sizes` samples; a candidate gives each item its rank
+/// (`< n_ranks`). A later candidate replaces the kept one when it is no worse on the heaviest
+/// rank and on the count, and better on (heaviest rank, count, heaviest micro-batch). Only the
+/// kept plan is expanded to samples (ascending in each micro-batch; bubble-ordered when
+/// `bubble`; empty micro-batches last). Costs must sum to at most `u64::MAX`; at least one
+/// candidate.
+///
+/// A rank that holds exactly the items of a rank in an earlier candidate reuses that rank's
+/// plans: the refined candidate of `plan_dp_micro_batches` renumbers the ranks and moves items
+/// between a few of them only, and planning every rank again doubled the call's time.
 #[allow(clippy::too_many_arguments)]
 pub fn plan_best(
     tokens: &[u64],
@@ -649,24 +636,88 @@ pub fn plan_best(
     bubble: bool,
     interrupt: &Interrupt,
 ) -> Result<BestPlan> {
-    let mut best: Option<(usize, Vec<RankItems>, RankPlans)> = None;
-    for (index, rank_of_item) in candidates.iter().enumerate() {
-        let ranks = bucket_ranks(tokens, costs, starts, sizes, rank_of_item, n_ranks)?;
-        let plans = plan_rank_parts(&ranks, cap, multiple, minimum, interrupt)?;
-        let better = best.as_ref().is_none_or(|(_, _, kept)| {
-            plans.heaviest_rank <= kept.heaviest_rank
-                && plans.count <= kept.count
-                && plans.score() < kept.score()
-        });
-        if better {
-            best = Some((index, ranks, plans));
+    fn problem(rank: &RankItems, cap: u64, multiple: usize) -> Problem<'_> {
+        Problem { tokens: &rank.tokens, costs: &rank.costs, cap, multiple }
+    }
+    let n_candidates = candidates.len();
+    let mut bucketed: Vec<Vec<RankItems>> = alloc::with_capacity(n_candidates, "the ranks")?;
+    for rank_of_item in candidates {
+        bucketed.push(bucket_ranks(tokens, costs, starts, sizes, rank_of_item, n_ranks)?);
+    }
+    // source[c][r]: the (candidate, rank) whose own plan rank r of candidate c uses (itself, or
+    // an earlier rank holding the same items, whatever its number: the refinement renumbers
+    // ranks); owns[c][r] is computed only for sources.
+    // Keyed by the rank's first start (a group is in one rank of a candidate), then compared
+    // in full: hashing every rank's starts cost as much as bucketing them.
+    let mut first_with: HashMap<Option<u64>, Vec<(usize, usize)>> = HashMap::new();
+    let mut source: Vec<Vec<(usize, usize)>> = alloc::with_capacity(n_candidates, "the rank plans")?;
+    let mut owns: Vec<Vec<Option<Own>>> = alloc::with_capacity(n_candidates, "the rank plans")?;
+    for (c, ranks) in bucketed.iter().enumerate() {
+        let mut sources = alloc::with_capacity(n_ranks, "the rank plans")?;
+        let mut candidate_owns = alloc::with_capacity(n_ranks, "the rank plans")?;
+        for (r, rank) in ranks.iter().enumerate() {
+            // Equal starts are equal items: a start names its group.
+            let key = rank.starts.first().copied();
+            let same = first_with.get(&key).and_then(|earlier| {
+                earlier.iter().copied().find(|&(e, q)| bucketed[e][q].starts == rank.starts)
+            });
+            match same {
+                Some(earlier) => {
+                    sources.push(earlier);
+                    candidate_owns.push(None);
+                }
+                None => {
+                    let ordered = problem(rank, cap, multiple).ordered(interrupt)?;
+                    let own = problem(rank, cap, multiple).own_plan_in(&ordered, interrupt)?;
+                    first_with.entry(key).or_default().push((c, r));
+                    sources.push((c, r));
+                    candidate_owns.push(Some((ordered, own)));
+                }
+            }
+        }
+        source.push(sources);
+        owns.push(candidate_owns);
+    }
+    let own_of = |c: usize, r: usize| -> &Own {
+        let (e, q) = source[c][r];
+        owns[e][q].as_ref().expect("a source has its own plan")
+    };
+    let mut plans: Vec<RankPlans> = alloc::with_capacity(n_candidates, "the rank plans")?;
+    for c in 0..n_candidates {
+        let count = (0..n_ranks).map(|r| own_of(c, r).1 .0).fold(minimum, usize::max);
+        let ranks = &bucketed[c];
+        let heaviest_rank = ranks.iter().map(|rank| rank.costs.iter().sum::<u64>()).max().unwrap_or(0);
+        let mut parts: Vec<Vec<(Vec<u32>, u64)>> = alloc::with_capacity(n_ranks, "the rank plans")?;
+        for (r, rank) in ranks.iter().enumerate() {
+            let (e, q) = source[c][r];
+            if e < c && plans[e].count == count {
+                parts.push(copy_parts(&plans[e].parts[q])?);
+                continue;
+            }
+            let (ordered, own) = own_of(c, r);
+            let rank_parts = problem(rank, cap, multiple).plan_from(ordered, own, count, interrupt)?;
+            let costed = rank_parts.into_iter().map(|part| {
+                let cost = part.iter().map(|&i| rank.costs[i as usize]).sum::<u64>();
+                (part, cost)
+            });
+            parts.push(alloc::collect(costed, "the micro-batches")?);
+        }
+        let heaviest_micro_batch = parts.iter().flatten().map(|(_, cost)| *cost).max().unwrap_or(0);
+        plans.push(RankPlans { count, heaviest_micro_batch, heaviest_rank, parts });
+    }
+    let mut kept = 0;
+    for (c, plan) in plans.iter().enumerate().skip(1) {
+        let best = &plans[kept];
+        if plan.heaviest_rank <= best.heaviest_rank && plan.count <= best.count && plan.score() < best.score()
+        {
+            kept = c;
         }
     }
-    let (index, ranks, plans) = best.expect("at least one candidate");
+    let plan = plans.swap_remove(kept);
     let (count, heaviest_micro_batch, heaviest_rank) =
-        (plans.count, plans.heaviest_micro_batch, plans.heaviest_rank);
-    let plan = expand_ranks(plans, &ranks, bubble)?;
-    Ok((index, count, heaviest_micro_batch, heaviest_rank, plan))
+        (plan.count, plan.heaviest_micro_batch, plan.heaviest_rank);
+    let plan = expand_ranks(plan, &bucketed[kept], bubble)?;
+    Ok((kept, count, heaviest_micro_batch, heaviest_rank, plan))
 }
 
 #[cfg(test)]
