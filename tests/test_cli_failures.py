@@ -183,8 +183,11 @@ def test_a_closed_stdout_through_a_shell_pipe_prints_nothing(tmp_path: Path):
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_while_reading_ends_with_one_line_and_130():
     # The child says when its imports are done, so the signal lands inside the command.
+    # SIGINT as a terminal delivers it, also when this suite runs in the background (`cmd &`,
+    # nohup), where children inherit it ignored.
     code = (
-        "import sys; from seqbalance import cli; sys.stderr.write('ready\\n'); "
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from seqbalance import cli; sys.stderr.write('ready\\n'); "
         "sys.stderr.flush(); sys.exit(cli.main(['partition', '-']))"
     )
     process = subprocess.Popen(

@@ -43,6 +43,9 @@ PRELUDE = textwrap.dedent(
                     return int(line.split()[1]) * 1024
         raise RuntimeError("no VmSize")
 
+    # A job started in the background (`cmd &`, nohup, some CI runners) inherits SIGINT ignored,
+    # and Python then leaves it ignored: the tests send SIGINT as a terminal would.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     values = np.random.default_rng(0).integers(1, 32768, {N_LARGE}, dtype=np.int64)
     _native.partition_ids([3, 2, 1], 2, False)
 
