@@ -280,29 +280,50 @@ impl Problem<'_> {
     pub fn plan(&self, minimum: usize, interrupt: &Interrupt) -> Result<Vec<Vec<u32>>> {
         let ordered = self.ordered(interrupt)?;
         let own = self.own_plan_in(&ordered, interrupt)?;
-        self.plan_from(&ordered, &own, minimum, interrupt)
+        let parts = self.plan_from(&ordered, &own, minimum, interrupt)?;
+        Ok(parts.into_iter().map(|(part, _)| part).collect())
+    }
+
+    /// Item positions per part, ascending, and each part's cost, for a split into `count`
+    /// parts: one pass in item order (summing costs through the parts' items afterwards missed
+    /// the cache on every item).
+    fn costed_parts(&self, part: &[u32], count: usize) -> Result<Vec<(Vec<u32>, u64)>> {
+        let mut sizes: Vec<usize> = alloc::zeroed(count, "the micro-batch sizes")?;
+        for &p in part {
+            sizes[p as usize] += 1;
+        }
+        let mut parts = alloc::with_capacity(count, "the micro-batches")?;
+        for &size in &sizes {
+            parts.push((alloc::with_capacity(size, "a micro-batch")?, 0u64));
+        }
+        for (item, (&p, &cost)) in part.iter().zip(self.costs).enumerate() {
+            let (items, total) = &mut parts[p as usize];
+            items.push(item as u32);
+            *total += cost;
+        }
+        Ok(parts)
     }
 
     /// [`Problem::plan`] from the greedy's order and an own plan already computed (its split
-    /// by position in `ordered`).
+    /// by position in `ordered`), with each micro-batch's cost.
     fn plan_from(
         &self,
         ordered: &Ordered,
         own: &(usize, Vec<u32>),
         minimum: usize,
         interrupt: &Interrupt,
-    ) -> Result<Vec<Vec<u32>>> {
+    ) -> Result<Vec<(Vec<u32>, u64)>> {
         let (own_count, own_part) = (own.0, ordered.by_item(&own.1, interrupt)?);
         if minimum <= own_count {
-            return Self::parts(&own_part, own_count);
+            return self.costed_parts(&own_part, own_count);
         }
         let n = self.tokens.len();
         let filled = minimum.min(n);
         if filled > 0 {
             if let Some(part) = self.split(ordered, filled, interrupt)? {
-                let mut parts = Self::parts(&ordered.by_item(&part, interrupt)?, filled)?;
+                let mut parts = self.costed_parts(&ordered.by_item(&part, interrupt)?, filled)?;
                 alloc::room_for(&mut parts, minimum, "the micro-batches")?;
-                parts.resize(minimum, Vec::new());
+                parts.resize(minimum, (Vec::new(), 0));
                 return Ok(parts);
             }
         }
@@ -332,8 +353,13 @@ impl Problem<'_> {
             parts[heaviest] = first;
             parts.insert(heaviest + 1, second);
         }
-        parts.resize(minimum, Vec::new());
-        Ok(parts)
+        let mut costed = alloc::with_capacity(minimum, "the micro-batches")?;
+        costed.extend(parts.into_iter().map(|part| {
+            let cost = self.cost_of(&part);
+            (part, cost)
+        }));
+        costed.resize(minimum, (Vec::new(), 0));
+        Ok(costed)
     }
 
     fn cost_of(&self, items: &[u32]) -> u64 {
@@ -576,14 +602,29 @@ pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], bubble: bool) -> Resu
         } else {
             alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")?
         };
+        // Groups of one sample (the usual case) need no sizes, and when the rank's items are
+        // samples 0, 1, 2, ... (one rank, plan_micro_batches) a position is its sample: reading
+        // starts and sizes through the parts' positions missed the cache on every item.
+        let unit = rank.sizes.iter().all(|&size| size == 1);
+        let identity = unit && rank.starts.iter().enumerate().all(|(i, &start)| start == i as u64);
         let mut samples_of = alloc::with_capacity(parts.len(), "the micro-batches")?;
-        for part in &parts {
-            let total = part.iter().map(|&i| rank.sizes[i as usize] as usize).sum();
-            let mut samples = alloc::with_capacity(total, "a micro-batch's samples")?;
-            for &i in part {
-                let (start, size) = (rank.starts[i as usize], rank.sizes[i as usize]);
-                samples.extend((start..start + size).map(|s| s as u32));
-            }
+        for part in parts {
+            let samples = if identity {
+                part
+            } else if unit {
+                alloc::collect(
+                    part.iter().map(|&i| rank.starts[i as usize] as u32),
+                    "a micro-batch's samples",
+                )?
+            } else {
+                let total = part.iter().map(|&i| rank.sizes[i as usize] as usize).sum();
+                let mut samples = alloc::with_capacity(total, "a micro-batch's samples")?;
+                for &i in &part {
+                    let (start, size) = (rank.starts[i as usize], rank.sizes[i as usize]);
+                    samples.extend((start..start + size).map(|s| s as u32));
+                }
+                samples
+            };
             samples_of.push(samples);
         }
         plan.push(samples_of);
@@ -695,12 +736,7 @@ pub fn plan_best(
                 continue;
             }
             let (ordered, own) = own_of(c, r);
-            let rank_parts = problem(rank, cap, multiple).plan_from(ordered, own, count, interrupt)?;
-            let costed = rank_parts.into_iter().map(|part| {
-                let cost = part.iter().map(|&i| rank.costs[i as usize]).sum::<u64>();
-                (part, cost)
-            });
-            parts.push(alloc::collect(costed, "the micro-batches")?);
+            parts.push(problem(rank, cap, multiple).plan_from(ordered, own, count, interrupt)?);
         }
         let heaviest_micro_batch = parts.iter().flatten().map(|(_, cost)| *cost).max().unwrap_or(0);
         plans.push(RankPlans { count, heaviest_micro_batch, heaviest_rank, parts });
