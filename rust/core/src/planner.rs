@@ -173,14 +173,34 @@ impl Problem<'_> {
         let mut load: Vec<u64> = alloc::zeroed(count, "the micro-batch costs")?;
         let open_shift = part_bits + 1; // the non-empty flag sits just above the part
         let nonempty = 1u64 << part_bits;
-        // Every part empty: the keys 0..count are already in heap order. A part is in one heap
-        // at a time, so neither ever holds more than `count` keys (no reallocation in the loop).
-        let open_keys = alloc::collect((0..count).map(|p| K::pack(0, p as u64, 0)), "the micro-batch heap")?;
+        // The first `count` items go to the empty parts 0, 1, 2, ... in turn (an empty part is
+        // the cheapest, the lowest number first, and has room for any item), without the heap.
+        let first = count.min(ordered.tokens.len());
+        for p in 0..first {
+            filled[p] = ordered.tokens[p];
+            load[p] = ordered.costs[p];
+            part.push(p as u32);
+        }
+        // The heap in sorted order, which is heap order: the empty parts (keys below any other),
+        // then the others by cost ascending, which is the reverse of their numbers except that
+        // equal costs keep their numbers ascending. A part is in one heap at a time, so neither
+        // ever holds more than `count` keys (no reallocation in the loop).
+        let mut open_keys = alloc::with_capacity(count, "the micro-batch heap")?;
+        open_keys.extend((first..count).map(|p| K::pack(0, p as u64, 0)));
+        let mut p = first;
+        while p > 0 {
+            let run_end = p;
+            while p > 0 && load[p - 1] == load[run_end - 1] {
+                p -= 1;
+            }
+            open_keys.extend((p..run_end).map(|q| K::pack(load[q], nonempty | q as u64, open_shift)));
+        }
         let mut open = MinHeap { keys: open_keys };
         let mut full = MinHeap::<K> { keys: alloc::with_capacity(count, "the micro-batch heap")? };
         // Tokens and costs in the greedy's order: read sequentially (gathered through the order
         // they missed the cache on most items, 70% of the loop's time outside the heap).
-        for (step, (&tokens, &cost)) in ordered.tokens.iter().zip(&ordered.costs).enumerate() {
+        let rest = ordered.tokens.iter().zip(&ordered.costs).enumerate().skip(first);
+        for (step, (&tokens, &cost)) in rest {
             interrupt.every(step)?;
             let room = self.cap - tokens;
             while let Some(key) = full.peek() {
