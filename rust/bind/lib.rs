@@ -273,10 +273,17 @@ fn partition_ids<'py>(
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     guard("partition_ids", || {
         let (values, k, counts) = arguments(py, seqlen_list, k_partitions, equal_size)?;
-        let ids = run_core(py, values, k, counts, &KARMARKAR_KARP, |partition, stop| {
-            let n = partition.order.len();
-            partition.ids(n, stop)
-        })?;
+        let ids = match (values, counts) {
+            // Integer weights without placeholders: numbered straight from the core's lists.
+            (Weights::Exact(values), Counts::Free | Counts::Equal) => {
+                let equal = counts == Counts::Equal;
+                without_gil(py, values, |v, stop| ldm::partition_ids_owned(v, k, equal, stop))?
+            }
+            (values, counts) => run_core(py, values, k, counts, &KARMARKAR_KARP, |partition, stop| {
+                let n = partition.order.len();
+                partition.ids(n, stop)
+            })?,
+        };
         Ok(ids.into_pyarray(py))
     })
 }

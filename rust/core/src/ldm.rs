@@ -982,7 +982,15 @@ impl<'a, S: SumInt> Run<'a, S> {
         Ok(())
     }
 
-    fn finish(mut self, interrupt: &Interrupt) -> Result<Partition, CoreError> {
+    fn finish(self, interrupt: &Interrupt) -> Result<Partition, CoreError> {
+        let (k, index) = (self.k, &self.sorted.index);
+        let (final_sets, next) = self.run_to_end(interrupt)?;
+        read_lists(&final_sets, k, &next, index, interrupt)
+    }
+
+    /// Run every merge: the last state's sets (descending) and the item lists they head. The
+    /// states and their sets are freed on return.
+    fn run_to_end(mut self, interrupt: &Interrupt) -> Result<(Vec<Set<S>>, Vec<u32>), CoreError> {
         let mut steps = 0usize;
         while self.singles + self.queue.len() > 1 {
             interrupt.every(steps)?;
@@ -998,8 +1006,7 @@ impl<'a, S: SumInt> Run<'a, S> {
         } else {
             vec![self.single_set(0).0]
         };
-        drop(self.states);
-        read_lists(&final_sets, self.k, &self.next, &self.sorted.index, interrupt)
+        Ok((final_sets, self.next))
     }
 }
 
@@ -1046,6 +1053,80 @@ fn read_lists<S: SumInt>(
         }
     }
     Ok(Partition { order, offsets })
+}
+
+/// For every item, its partition's number: what [`Partition::ids`] gives, without the partition.
+///
+/// Partition `p` is the final state's set `p` (descending set order). Two passes: the lists are
+/// walked a step of each at a time (as in [`read_lists`]), overwriting each item's link with its
+/// partition's number, which touches one cache line per item; then the numbers go to the items'
+/// input indexes in rank order, a sequential read with scattered writes that do not wait on each
+/// other. (Measured at n = 2^20, k = 1024, equal sizes, CPU time of `partition_ids`: about 36 ms
+/// against 39 ms when the walk itself stores `ids[index[rank]]`, three cache misses an item on
+/// its critical path, and 39 ms through the partition's `order`.)
+fn write_ids<S: SumInt>(
+    sets: &[Set<S>],
+    mut next: Vec<u32>,
+    index: &[u32],
+    interrupt: &Interrupt,
+) -> Result<Vec<i64>, CoreError> {
+    // (rank of the next item to number, its partition)
+    let mut cursors =
+        alloc::collect(sets.iter().enumerate().map(|(p, set)| (set.first, p as u32)), "cursors")?;
+    let mut written = 0usize;
+    while !cursors.is_empty() {
+        if written >= CHECK_EVERY {
+            interrupt.check()?;
+            written = 0;
+        }
+        written += cursors.len();
+        let mut i = 0;
+        while i < cursors.len() {
+            let (rank, p) = cursors[i];
+            let following = next[rank as usize];
+            next[rank as usize] = p;
+            if following == NIL {
+                cursors.swap_remove(i);
+            } else {
+                cursors[i].0 = following;
+                i += 1;
+            }
+        }
+    }
+    let numbers = next;
+    // Every item is in exactly one list, so every zero is overwritten.
+    let mut ids = alloc::zeroed(index.len(), "partition numbers")?;
+    for (indexes, numbers) in index.chunks(CHECK_EVERY).zip(numbers.chunks(CHECK_EVERY)) {
+        interrupt.check()?;
+        for (&i, &p) in indexes.iter().zip(numbers) {
+            ids[i as usize] = p as i64;
+        }
+    }
+    Ok(ids)
+}
+
+/// [`karmarkar_karp_owned`]`(..).ids(..)`, without the partition in between: for every item,
+/// the number of its partition (heaviest first). Besides skipping the partition's `order`, the
+/// sorted values are freed before the numbers are allocated, so the call's peak is lower too.
+pub fn partition_ids_owned(
+    values: Vec<u64>,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Vec<i64>, CoreError> {
+    check_shape(values.len(), k, equal_size)?;
+    let mut sorted = sort_items(&values, interrupt)?;
+    drop(values);
+    let total: u128 = sorted.values.iter().map(|&v| v as u128).sum();
+    if total <= u64::MAX as u128 {
+        let (sets, next) = Run::<u64>::new(&sorted, k, equal_size, interrupt)?.run_to_end(interrupt)?;
+        sorted.values = Vec::new();
+        write_ids(&sets, next, &sorted.index, interrupt)
+    } else {
+        let (sets, next) = Run::<u128>::new(&sorted, k, equal_size, interrupt)?.run_to_end(interrupt)?;
+        sorted.values = Vec::new();
+        write_ids(&sets, next, &sorted.index, interrupt)
+    }
 }
 
 /// The largest differencing method: k partitions, heaviest first, items in merge order.

@@ -5,7 +5,8 @@ use std::cmp::Ordering;
 use proptest::prelude::*;
 use seqbalance_core::error::CoreError;
 use seqbalance_core::greedy::greedy_partition;
-use seqbalance_core::ldm::{balanced_partitions, karmarkar_karp};
+use seqbalance_core::interrupt::Interrupt;
+use seqbalance_core::ldm::{balanced_partitions, karmarkar_karp, partition_ids_owned};
 use seqbalance_core::nearly::with_placeholders;
 use seqbalance_core::packing::{pack, Algorithm, PackError};
 use seqbalance_core::parts::Partition;
@@ -158,6 +159,22 @@ proptest! {
         let mut unsorted = as_vecs(&karmarkar_karp(&values, k, equal_size).unwrap());
         unsorted.iter_mut().for_each(|p| p.sort_unstable());
         prop_assert_eq!(unsorted, parts);
+    }
+
+    #[test]
+    fn partition_ids_number_the_partitions_of_karmarkar_karp(
+        (values, k) in prop_oneof![
+            instance(300),
+            // Sums beyond 64 bits (the u128 run).
+            (prop::collection::vec(any::<u64>(), 0..40), 1usize..9),
+        ],
+        equal_size in any::<bool>(),
+    ) {
+        let n = values.len();
+        let direct = partition_ids_owned(values.clone(), k, equal_size, &Interrupt::NEVER);
+        let through_lists =
+            karmarkar_karp(&values, k, equal_size).and_then(|p| p.ids(n, &Interrupt::NEVER));
+        prop_assert_eq!(direct, through_lists);
     }
 
     #[test]
