@@ -32,6 +32,7 @@ __all__ = [
     "normalize_lengths",
     "normalize_weights",
     "lengths_as_list",
+    "plain_int64_array",
 ]
 
 #: How a partitioner adds weights: ``"exact"`` (integers, exact sums), ``"double"`` (float64)
@@ -346,6 +347,24 @@ def _weights_of_array(array: np.ndarray, name: str) -> Weights:
     return Weights(values if values.flags.aligned else values.copy(), precision)
 
 
+def plain_int64_array(values: Any) -> np.ndarray | None:
+    """The fast path for a list: the 1-D ``int64`` array NumPy reads it as, or ``None``.
+
+    A list that NumPy turns into non-negative 1-D ``int64`` in one go is certainly valid lengths
+    or exact weights. Anything else (not a list; bools, floats, huge ints, strings, objects)
+    gives ``None`` and takes the item-by-item checks, which name the offending item.
+    """
+    if not isinstance(values, list):
+        return None
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if array.dtype == np.int64 and array.ndim == 1 and (array.size == 0 or int(array.min()) >= 0):
+        return array
+    return None
+
+
 def normalize_weights(seqlen_list: Any, name: str = "seqlen_list") -> Weights:
     """The normalisation step at every public entry: validate ``seqlen_list`` once.
 
@@ -364,20 +383,9 @@ def normalize_weights(seqlen_list: Any, name: str = "seqlen_list") -> Weights:
     ``OverflowError`` for ints above ``2**63 - 1`` and float totals above half the largest
     finite value. Each message names the position and value.
     """
-    if isinstance(seqlen_list, list):
-        # Fast path: a list NumPy reads as non-negative int64 in one go is certainly valid
-        # (bools, floats, huge ints, strings and objects take the item-by-item path below).
-        try:
-            array = np.asarray(seqlen_list)
-        except (TypeError, ValueError, OverflowError):
-            array = None
-        if (
-            array is not None
-            and array.dtype == np.int64
-            and array.ndim == 1
-            and (array.size == 0 or int(array.min()) >= 0)
-        ):
-            return Weights(array, "exact")
+    array = plain_int64_array(seqlen_list)
+    if array is not None:
+        return Weights(array, "exact")
     items = as_array(seqlen_list, name)
     if isinstance(items, list):
         return _weights_of_items(items, name)
