@@ -11,26 +11,9 @@ import numpy as np
 import pytest
 
 import seqbalance
+from _cli_runs import assert_one_line_error, run
 from seqbalance.__main__ import main
 from seqbalance._cli_io import synthetic_rl_batch
-
-
-def run(*args: str, stdin: str | None = None, python_code: str | None = None):
-    command = (
-        [sys.executable, "-c", python_code] if python_code else [sys.executable, "-m", "seqbalance"]
-    )
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, input=stdin, timeout=120, check=False
-    )
-
-
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.fixture

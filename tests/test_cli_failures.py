@@ -21,31 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _cli_runs import CLI_TIMEOUT, assert_one_line_error, run
 from seqbalance import _cli_io, cli
 from seqbalance._cli_io import InputError, read_lengths
-
-ONE_LINE_TIMEOUT = 120
-
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "seqbalance", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=ONE_LINE_TIMEOUT,
-        check=False,
-    )
-
-
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
-
 
 # ---------------------------------------------------------------- hostile files
 
@@ -140,7 +118,7 @@ def test_bench_absurd_size_is_refused_up_front():
     start = time.perf_counter()
     result = run("bench", "--sizes", "10000000000")
     assert_one_line_error(result, "argument --sizes: must be <= 16,777,216, got 10,000,000,000")
-    assert time.perf_counter() - start < ONE_LINE_TIMEOUT
+    assert time.perf_counter() - start < CLI_TIMEOUT
     assert_one_line_error(run("bench", "-k", "99999999999"), "argument -k: must be <=")
     assert_one_line_error(run("bench", "--repeat", "10**9"), "argument --repeat")
 
@@ -162,7 +140,7 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path):
     assert process.stdout.read(10)  # like `| head -c 10`
     process.stdout.close()
     stderr = process.stderr.read().decode()
-    assert process.wait(timeout=ONE_LINE_TIMEOUT) == cli.EXIT_BROKEN_PIPE
+    assert process.wait(timeout=CLI_TIMEOUT) == cli.EXIT_BROKEN_PIPE
     assert stderr == ""
 
 
@@ -173,7 +151,7 @@ def test_a_closed_stdout_through_a_shell_pipe_prints_nothing(tmp_path: Path):
         ["bash", "-c", f'"{sys.executable}" -m seqbalance partition "{path}" --json | head -c 5'],
         capture_output=True,
         text=True,
-        timeout=ONE_LINE_TIMEOUT,
+        timeout=CLI_TIMEOUT,
         check=False,
     )
     assert result.stdout == '{"sou'
@@ -202,7 +180,7 @@ def test_ctrl_c_while_reading_ends_with_one_line_and_130():
     process.stdin.flush()
     time.sleep(0.5)  # the command is waiting for the rest of stdin
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=ONE_LINE_TIMEOUT)
+    _, stderr = process.communicate(timeout=CLI_TIMEOUT)
     assert process.returncode == cli.EXIT_INTERRUPTED
     assert stderr.decode().strip().splitlines() == ["seqbalance: interrupted"]
 

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
 
 import seqbalance
+from _cli_runs import run
 from seqbalance import _version, cli
 from seqbalance.__main__ import main
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "seqbalance", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_version_prints_the_package_version():
