@@ -23,37 +23,31 @@ fn pack_py<'py>(
     pack_max_length: u64,
     algorithm: &str,
 ) -> PyResult<Bound<'py, PyList>> {
-    guard("_pack", || pack_body(py, lengths, pack_max_length, algorithm))
-}
-
-fn pack_body<'py>(
-    py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
-    pack_max_length: u64,
-    algorithm: &str,
-) -> PyResult<Bound<'py, PyList>> {
-    let algorithm = Algorithm::from_name(algorithm).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "algorithm must be one of 'next_fit', 'first_fit', 'ffd', 'bfd', got {algorithm:?}"
-        ))
-    })?;
-    // `as_array` also covers strided views, where `as_slice` would fail.
-    let view = lengths.as_array();
-    let mut values = alloc::with_capacity(view.len(), "the lengths").map_err(|e| core_error(py, e))?;
-    for (position, &length) in view.iter().enumerate() {
-        let length = u64::try_from(length)
-            .map_err(|_| PyValueError::new_err(format!("lengths[{position}] must be >= 0, got {length}")))?;
-        values.push(length);
-    }
-    let (packs, raised) = interruptible(py, true, |interrupt| {
-        pack_interruptible(&values, pack_max_length, algorithm, interrupt)
-    });
-    let packs = packs.map_err(|error| match (error, raised) {
-        (PackError::Core(_), Some(raised)) => raised,
-        (PackError::Core(error), None) => core_error(py, error),
-        (error, _) => PyValueError::new_err(error.to_string()),
-    })?;
-    index_lists(py, values.len(), packs.iter())
+    guard("_pack", || {
+        let algorithm = Algorithm::from_name(algorithm).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "algorithm must be one of 'next_fit', 'first_fit', 'ffd', 'bfd', got {algorithm:?}"
+            ))
+        })?;
+        // `as_array` also covers strided views, where `as_slice` would fail.
+        let view = lengths.as_array();
+        let mut values = alloc::with_capacity(view.len(), "the lengths").map_err(|e| core_error(py, e))?;
+        for (position, &length) in view.iter().enumerate() {
+            let length = u64::try_from(length).map_err(|_| {
+                PyValueError::new_err(format!("lengths[{position}] must be >= 0, got {length}"))
+            })?;
+            values.push(length);
+        }
+        let (packs, raised) = interruptible(py, true, |interrupt| {
+            pack_interruptible(&values, pack_max_length, algorithm, interrupt)
+        });
+        let packs = packs.map_err(|error| match (error, raised) {
+            (PackError::Core(_), Some(raised)) => raised,
+            (PackError::Core(error), None) => core_error(py, error),
+            (error, _) => PyValueError::new_err(error.to_string()),
+        })?;
+        index_lists(py, values.len(), packs.iter())
+    })
 }
 
 /// Add the packing functions to the `_native` module.

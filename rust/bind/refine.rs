@@ -216,54 +216,44 @@ fn _refine_ids<'py>(
     exact: bool,
     as_ids: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    guard("_refine_ids", || refine_ids_body(py, values, ids, k, equal_size, exact, as_ids))
-}
-
-fn refine_ids_body<'py>(
-    py: Python<'py>,
-    values: &Bound<'py, PyAny>,
-    ids: PyReadonlyArray1<'py, i64>,
-    k: usize,
-    equal_size: bool,
-    exact: bool,
-    as_ids: bool,
-) -> PyResult<Bound<'py, PyAny>> {
-    let lengths = lengths_of(values)?;
-    let ids = ids.as_array();
-    if ids.len() != lengths.len() {
-        return Err(PyValueError::new_err(format!(
-            "ids holds {} items, but there are {} values",
-            ids.len(),
-            lengths.len()
-        )));
-    }
-    if k > lengths.len() {
-        return Err(PyValueError::new_err(format!(
-            "k is {k}, more partitions than the {} values",
-            lengths.len()
-        )));
-    }
-    let mut parts: Vec<Vec<u32>> =
-        alloc::filled(k, Vec::new(), "the partitions").map_err(|e| core_error(py, e))?;
-    for (index, &id) in ids.iter().enumerate() {
-        let part = usize::try_from(id).ok().and_then(|id| parts.get_mut(id)).ok_or_else(|| {
-            PyValueError::new_err(format!("ids[{index}] is {id}, not a partition number below {k}"))
-        })?;
-        // In range: lengths_of checked that the item count fits u32.
-        alloc::push(part, index as u32, "a partition").map_err(|e| core_error(py, e))?;
-    }
-    let refined = run_refine(py, &lengths, parts, equal_size, exact, None)?;
-    if as_ids {
-        let mut numbers =
-            alloc::filled(lengths.len(), 0i64, "partition numbers").map_err(|e| core_error(py, e))?;
-        for (number, part) in refined.iter().enumerate() {
-            for &index in part {
-                numbers[index as usize] = number as i64;
-            }
+    guard("_refine_ids", || {
+        let lengths = lengths_of(values)?;
+        let ids = ids.as_array();
+        if ids.len() != lengths.len() {
+            return Err(PyValueError::new_err(format!(
+                "ids holds {} items, but there are {} values",
+                ids.len(),
+                lengths.len()
+            )));
         }
-        return Ok(numbers.into_pyarray(py).into_any());
-    }
-    Ok(index_lists(py, lengths.len(), refined.iter())?.into_any())
+        if k > lengths.len() {
+            return Err(PyValueError::new_err(format!(
+                "k is {k}, more partitions than the {} values",
+                lengths.len()
+            )));
+        }
+        let mut parts: Vec<Vec<u32>> =
+            alloc::filled(k, Vec::new(), "the partitions").map_err(|e| core_error(py, e))?;
+        for (index, &id) in ids.iter().enumerate() {
+            let part = usize::try_from(id).ok().and_then(|id| parts.get_mut(id)).ok_or_else(|| {
+                PyValueError::new_err(format!("ids[{index}] is {id}, not a partition number below {k}"))
+            })?;
+            // In range: lengths_of checked that the item count fits u32.
+            alloc::push(part, index as u32, "a partition").map_err(|e| core_error(py, e))?;
+        }
+        let refined = run_refine(py, &lengths, parts, equal_size, exact, None)?;
+        if as_ids {
+            let mut numbers =
+                alloc::filled(lengths.len(), 0i64, "partition numbers").map_err(|e| core_error(py, e))?;
+            for (number, part) in refined.iter().enumerate() {
+                for &index in part {
+                    numbers[index as usize] = number as i64;
+                }
+            }
+            return Ok(numbers.into_pyarray(py).into_any());
+        }
+        Ok(index_lists(py, lengths.len(), refined.iter())?.into_any())
+    })
 }
 
 /// Add the refinement functions to the native module.
