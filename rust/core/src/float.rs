@@ -200,6 +200,18 @@ impl Float for f32 {
     }
 }
 
+/// `value = mantissa * 2^exponent` for a finite `value >= 0` (`mantissa` below `2^53`).
+pub(crate) fn decompose(value: f64) -> (u64, i32) {
+    let bits = value.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    if exponent == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), exponent - 1075)
+    }
+}
+
 /// Every value finite and `>= 0` (`-0.0` counts as 0), or the first that is not.
 pub fn check_values<F: Float>(values: &[F]) -> Result<(), CoreError> {
     match values.iter().position(|&v| !(v.is_finite() && v >= F::ZERO)) {
@@ -214,20 +226,10 @@ pub fn check_values<F: Float>(values: &[F]) -> Result<(), CoreError> {
 /// so is every difference of two such sums. Integral weights such as lengths passed as floats
 /// take this path.
 fn exact_image<F: Float>(values: &[F]) -> Result<Option<Vec<u64>>, CoreError> {
-    let decompose = |value: F| {
-        let bits = value.to_f64().to_bits();
-        let exponent = ((bits >> 52) & 0x7ff) as i32;
-        let fraction = bits & ((1 << 52) - 1);
-        if exponent == 0 {
-            (fraction, -1074)
-        } else {
-            (fraction | (1 << 52), exponent - 1075)
-        }
-    };
     let lowest = values
         .iter()
         .filter_map(|&v| {
-            let (mantissa, exponent) = decompose(v);
+            let (mantissa, exponent) = decompose(v.to_f64());
             (mantissa != 0).then(|| exponent + mantissa.trailing_zeros() as i32)
         })
         .min()
@@ -236,7 +238,7 @@ fn exact_image<F: Float>(values: &[F]) -> Result<Option<Vec<u64>>, CoreError> {
     let limit = 1u64 << F::MANTISSA_BITS;
     let mut total = 0u64;
     for &value in values {
-        let (mantissa, exponent) = decompose(value);
+        let (mantissa, exponent) = decompose(value.to_f64());
         let shift = exponent - lowest;
         // `shift < 0` only drops zero bits (no value has a set bit below `lowest`).
         let scaled = match shift {

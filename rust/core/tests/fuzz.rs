@@ -116,6 +116,22 @@ fn stop_after(after: Option<usize>) -> (Cell<usize>, impl Fn(&Cell<usize>) -> bo
     })
 }
 
+/// Each `(interrupted, plain)` pair of one partitioner's runs: `Interrupted` (only where an
+/// interrupt was asked for) or the plain call's answer, compared as debug text (NaN weights
+/// compare unequal to themselves).
+fn check_interrupted<T: std::fmt::Debug>(
+    runs: impl IntoIterator<Item = (Result<T, CoreError>, Result<T, CoreError>)>,
+    after: Option<usize>,
+) -> Result<(), TestCaseError> {
+    for (interrupted, plain) in runs {
+        match interrupted {
+            Err(CoreError::Interrupted) => prop_assert!(after.is_some()),
+            other => prop_assert_eq!(format!("{other:?}"), format!("{plain:?}")),
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -156,12 +172,7 @@ proptest! {
             ),
             (greedy_partition_interruptible(&values, k, equal_size, &interrupt), greedy_partition(&values, k, equal_size)),
         ];
-        for (interrupted, plain) in runs {
-            match interrupted {
-                Err(CoreError::Interrupted) => prop_assert!(after.is_some()),
-                other => prop_assert_eq!(other, plain),
-            }
-        }
+        check_interrupted(runs, after)?;
     }
 }
 
@@ -486,12 +497,6 @@ proptest! {
             ),
             (float::greedy_partition_interruptible(&doubles, k, equal_size, &interrupt), float::greedy_partition(&doubles, k, equal_size)),
         ];
-        for (interrupted, plain) in runs {
-            match interrupted {
-                Err(CoreError::Interrupted) => prop_assert!(after.is_some()),
-                // NaN weights compare unequal to themselves: compare the debug forms.
-                other => prop_assert_eq!(format!("{other:?}"), format!("{plain:?}")),
-            }
-        }
+        check_interrupted(runs, after)?;
     }
 }

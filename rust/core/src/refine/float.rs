@@ -12,19 +12,8 @@ use std::cmp::Ordering;
 use super::{refine_interruptible, validate, Mode, RefineError};
 use crate::alloc;
 use crate::error::CoreError;
+use crate::float::decompose;
 use crate::interrupt::Interrupt;
-
-/// `value = mantissa * 2^exponent` for a finite `value >= 0`.
-fn decompose(value: f64) -> (u64, i32) {
-    let bits = value.to_bits();
-    let exponent = ((bits >> 52) & 0x7ff) as i32;
-    let fraction = bits & ((1 << 52) - 1);
-    if exponent == 0 {
-        (fraction, -1074)
-    } else {
-        (fraction | (1 << 52), exponent - 1075)
-    }
-}
 
 /// The values times a common power of two, as integers below 2^62, and whether that is exact.
 fn integer_image(values: &[f64]) -> Result<(Vec<u64>, bool), CoreError> {
