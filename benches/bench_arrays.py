@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import seqbalance
+from workloads import best_of
 
 try:
     import torch
@@ -93,15 +94,6 @@ def forms(values: np.ndarray, directory: Path) -> dict[str, Callable[[], object]
         tensor = torch.from_numpy(values.copy())
         built["torch CPU tensor"] = lambda: tensor
     return built
-
-
-def best_of(function: Callable[[], object], rounds: int, clock=time.perf_counter) -> float:
-    times = []
-    for _ in range(rounds):
-        start = clock()
-        function()
-        times.append(clock() - start)
-    return min(times)
 
 
 @pytest.mark.parametrize("form", FORMS)

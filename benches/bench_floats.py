@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 import seqbalance
 from seqbalance import _native
+from workloads import best_of
 
 N, K = 2**20, 1024
 
@@ -42,15 +42,6 @@ def inputs(n: int) -> dict[str, np.ndarray]:
         "float64 one huge among ones": one_huge,
         "float64 all equal": np.full(n, 0.1),
     }
-
-
-def best_of(function: Callable[[], object], rounds: int = 3, clock=time.perf_counter) -> float:
-    times = []
-    for _ in range(rounds):
-        start = clock()
-        function()
-        times.append(clock() - start)
-    return min(times)
 
 
 @pytest.mark.parametrize("equal_size", [True, False], ids=["equal", "free"])

@@ -1,6 +1,10 @@
-"""Inputs shared by the benchmarks and the report: deterministic, RL-like sequence lengths."""
+"""Inputs shared by the benchmarks and the report (deterministic, RL-like sequence lengths), and
+the benchmark scripts' timer."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,3 +26,13 @@ def rl_lengths(n: int, seed: int = 0, cap: int = 32_768) -> np.ndarray:
 
 def reference_is_affordable(n: int, k: int, equal_size: bool) -> bool:
     return equal_size or n * k <= REFERENCE_FREE_MODE_LIMIT
+
+
+def best_of(function: Callable[[], object], rounds: int, clock=time.perf_counter) -> float:
+    """The shortest of ``rounds`` calls of ``function``, in seconds of ``clock``."""
+    times = []
+    for _ in range(rounds):
+        start = clock()
+        function()
+        times.append(clock() - start)
+    return min(times)
