@@ -1,7 +1,10 @@
 //! Float weights held to a naive model of the partition spec computed in the same precision: sets
 //! summed item by item in insertion order, spreads rounded, `-0.0` read as `0.0`.
+mod common;
+
 use std::cmp::Ordering;
 
+use common::take_first;
 use proptest::prelude::*;
 use seqbalance_core::error::CoreError;
 use seqbalance_core::float::{balanced_partitions, greedy_partition, karmarkar_karp};
@@ -55,18 +58,9 @@ fn spec_model(values: &[f64], k: usize, equal_size: bool, p: Precision) -> Vec<V
     let priority = |a: &[SpecSet], b: &[SpecSet]| {
         spread(a).partial_cmp(&spread(b)).unwrap().then_with(|| set_order(&a[0], &b[0]))
     };
-    let take_first = |states: &mut Vec<Vec<SpecSet>>| {
-        let mut best = 0;
-        for j in 1..states.len() {
-            if priority(&states[j], &states[best]) == Ordering::Greater {
-                best = j;
-            }
-        }
-        states.remove(best)
-    };
     while states.len() > 1 {
-        let mut a = take_first(&mut states);
-        let b = take_first(&mut states);
+        let mut a = take_first(&mut states, |a, b| priority(a, b));
+        let b = take_first(&mut states, |a, b| priority(a, b));
         for i in 0..k {
             for &(index, value) in &b[k - 1 - i].items {
                 add(&mut a[i], index, value);

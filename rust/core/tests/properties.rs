@@ -1,7 +1,10 @@
 //! Property tests of the core, without Python: the invariants the Python suite checks with hypothesis,
 //! and the largest differencing method held to a deliberately naive model of the partition spec.
+mod common;
+
 use std::cmp::Ordering;
 
+use common::take_first;
 use proptest::prelude::*;
 use seqbalance_core::error::CoreError;
 use seqbalance_core::greedy::greedy_partition;
@@ -72,18 +75,9 @@ fn spec_model_pairs(mut pairs: Vec<(u64, i64)>, k: usize, equal_size: bool) -> V
             states.push(state);
         }
     }
-    let take_first = |states: &mut Vec<Vec<SpecSet>>| {
-        let mut best = 0;
-        for j in 1..states.len() {
-            if state_priority(&states[j], &states[best]) == Ordering::Greater {
-                best = j;
-            }
-        }
-        states.remove(best)
-    };
     while states.len() > 1 {
-        let mut a = take_first(&mut states);
-        let b = take_first(&mut states);
+        let mut a = take_first(&mut states, |a, b| state_priority(a, b));
+        let b = take_first(&mut states, |a, b| state_priority(a, b));
         for i in 0..k {
             a[i].extend_from_slice(&b[k - 1 - i]);
         }
