@@ -64,6 +64,9 @@ MAX_COUNT = 2**24
 #: The ``equal_size`` value asking for counts within one of each other.
 NEARLY = "nearly"
 
+#: What ``equal_size`` may be once checked: equal counts, free counts, or counts within one.
+EqualSize = bool | Literal["nearly"]
+
 
 def _describe(value: Any) -> str:
     text = repr(value)
@@ -92,7 +95,7 @@ def check_count_bound(count: int, name: str) -> int:
     return count
 
 
-def check_equal_size(equal_size: Any, name: str = "equal_size") -> bool | str:
+def check_equal_size(equal_size: Any, name: str = "equal_size") -> EqualSize:
     """Return ``equal_size`` as ``True``, ``False`` or ``"nearly"``, or raise ``TypeError``.
 
     Accepted: Python and NumPy bools, the ints 0 and 1 (Python or NumPy integers; some callers
@@ -108,11 +111,11 @@ def check_equal_size(equal_size: Any, name: str = "equal_size") -> bool | str:
     if isinstance(equal_size, (int, np.integer)) and int(equal_size) in (0, 1):
         return bool(equal_size)
     if isinstance(equal_size, str) and equal_size == NEARLY:
-        return NEARLY
+        return "nearly"
     raise TypeError(f"{name} must be True, False or 'nearly', got {_describe(equal_size)}")
 
 
-def check_shape(n_items: int, k_partitions: int, equal_size: bool | str) -> None:
+def check_shape(n_items: int, k_partitions: int, equal_size: EqualSize) -> None:
     """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts.
 
     ``equal_size`` is a value :func:`check_equal_size` returned: ``True`` needs ``n_items`` to

@@ -30,7 +30,7 @@ from ._cli_io import (
     read_lengths,
     synthetic_rl_batch,
 )
-from ._inputs import MAX_COUNT, MAX_VALUE
+from ._inputs import MAX_COUNT, MAX_VALUE, EqualSize
 from .costs import group_sums, sample_costs
 from .groups import uid_runs
 from .metrics import balance_report_from_ids
@@ -85,7 +85,7 @@ def _format_seconds(seconds: float) -> str:
 
 
 def _partition(
-    weights: np.ndarray, k: int, equal_size: bool | str, refine: bool
+    weights: np.ndarray, k: int, equal_size: EqualSize, refine: bool
 ) -> tuple[np.ndarray, float, int]:
     """Partition numbers per item (``partition_ids``), the best time, and how many calls it took.
 
@@ -129,7 +129,7 @@ def _parts_from_ids(ids: np.ndarray, k: int) -> list[list[int]]:
     return [part.tolist() for part in np.split(order, cuts)]
 
 
-def _equal_size(args: argparse.Namespace) -> bool | str:
+def _equal_size(args: argparse.Namespace) -> EqualSize:
     """``equal_size`` from ``--equal-size`` / ``--nearly-equal`` (argparse keeps them apart)."""
     return "nearly" if args.nearly_equal else args.equal_size
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import PartitionError
-from ._inputs import check_equal_size, check_k_partitions
+from ._inputs import EqualSize, check_equal_size, check_k_partitions
 from ._lengths import as_int64_array
 from .costs import group_sums, sample_costs
 from .partition import get_seqlen_balanced_partitions
@@ -42,7 +42,7 @@ def group_balanced_partitions(
     uid_list: Any,
     k_partitions: int,
     *,
-    equal_size: bool | str = True,
+    equal_size: EqualSize = True,
     cost: Any = "workload",
     refine: bool | str = False,
 ) -> list[list[int]]:

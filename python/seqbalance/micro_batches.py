@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _native, _plan_reference
 from ._errors import PartitionError
-from ._inputs import _describe, check_equal_size, check_k_partitions
+from ._inputs import EqualSize, _describe, check_equal_size, check_k_partitions
 from ._lengths import as_int64_array
 from .costs import (
     check_pad_to_multiple_of,
@@ -420,7 +420,7 @@ def plan_dp_micro_batches(
     max_token_len: int,
     *,
     cost: Any = "workload",
-    equal_size: bool | str = False,
+    equal_size: EqualSize = False,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
     force_group_size: int = 1,

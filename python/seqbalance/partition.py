@@ -7,16 +7,15 @@ in the same order, with the same indexes inside.
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 
 from . import _native
-from ._inputs import check_equal_size, check_k_partitions, normalize_weights
+from ._inputs import EqualSize, check_equal_size, check_k_partitions, normalize_weights
 from .refine import apply_refine_ids, check_refine
 
 #: What ``equal_size`` takes: ``False`` (free counts), ``True`` (equal counts) or ``"nearly"``.
-EqualSize = bool | Literal["nearly"]
 
 __all__ = [
     "karmarkar_karp",

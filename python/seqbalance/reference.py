@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from ._errors import PartitionError
-from ._inputs import NEARLY, check_equal_size, check_k_partitions, check_shape, normalize_weights
+from ._inputs import (
+    NEARLY,
+    EqualSize,
+    check_equal_size,
+    check_k_partitions,
+    check_shape,
+    normalize_weights,
+)
 
 __all__ = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
 
@@ -121,7 +128,7 @@ def _values(seqlen_list: Any) -> list[Any]:
     return weights.values.tolist()
 
 
-def _largest_differencing(values: list[Any], k: int, equal_size: bool | str) -> list[list[int]]:
+def _largest_differencing(values: list[Any], k: int, equal_size: EqualSize) -> list[list[int]]:
     pairs = [(value, index) for index, value in enumerate(values)]
     if equal_size == NEARLY:
         # Placeholders of value 0 with indexes -p..-1: they sort before every real item, so the
@@ -140,7 +147,7 @@ def _largest_differencing(values: list[Any], k: int, equal_size: bool | str) -> 
     return [[index for index, _ in s.items if index >= 0] for s in final.sets]
 
 
-def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool | str) -> list[list[int]]:
+def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -> list[list[int]]:
     """Largest differencing method: ``k_partitions`` lists of indexes, heaviest partition first.
 
     Indexes inside a partition are in the order they were merged. ``equal_size="nearly"`` runs the
@@ -156,7 +163,7 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: bool | str) 
 
 
 def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: int, equal_size: bool | str
+    seqlen_list: Any, k_partitions: int, equal_size: EqualSize
 ) -> list[list[int]]:
     """:func:`karmarkar_karp` with each partition's indexes sorted ascending (partition order kept)."""
     partitions = karmarkar_karp(seqlen_list, k_partitions, equal_size)
@@ -175,13 +182,13 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     counts equal.
     """
     k = check_k_partitions(k_partitions)
-    equal_size = check_equal_size(equal_size)
-    if equal_size == NEARLY:
+    mode = check_equal_size(equal_size)
+    if mode == NEARLY:
         raise ValueError("greedy_partition does not support equal_size='nearly'")
     values = _values(seqlen_list)
-    check_shape(len(values), k, equal_size)
+    check_shape(len(values), k, mode)
     bias: Any = 0
-    if equal_size:
+    if mode:
         # A plain left fold in input order (builtin sum() compensates float rounding on 3.12+).
         for value in values:
             bias += value
@@ -195,7 +202,7 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
             partitions[target].append(index)
             sums[target] += value + bias
     counts = sorted(len(p) for p in partitions)
-    if equal_size and counts[0] != counts[-1]:
+    if mode and counts[0] != counts[-1]:
         # Only float rounding can do this (the bias outweighs every difference of exact sums).
         raise PartitionError(
             f"greedy_partition with equal_size=True lost equal counts (parts of {counts[0]} to "

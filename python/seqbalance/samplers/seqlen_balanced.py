@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import MAX_VALUE, _describe
+from .._inputs import MAX_VALUE, EqualSize, _describe
 from ..costs import COST_NAMES, group_sums, sample_costs
 from ..metrics import naive_split
 from ..partition import get_seqlen_balanced_partitions
@@ -102,7 +102,7 @@ def split_groups(
     if count < dp_size:
         heaviest_first = sorted(range(count), key=lambda g: (-group_weights[g], g))
         return [[g] for g in heaviest_first] + [[] for _ in range(dp_size - count)]
-    equal_size: bool | str = True
+    equal_size: EqualSize = True
     if count % dp_size:
         equal_size = "nearly" if uneven_groups == "nearly" else False
     return get_seqlen_balanced_partitions(
