@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use seqbalance_core::greedy::greedy_partition;
 use seqbalance_core::interrupt::Interrupt;
-use seqbalance_core::ldm::{balanced_partitions, karmarkar_karp};
+use seqbalance_core::ldm::{balanced_partitions, karmarkar_karp, partition_ids_owned};
 use seqbalance_core::sort::sorted_order;
 
 const N: usize = 1 << 20;
@@ -49,7 +49,9 @@ fn main() {
         row(&format!("balanced_partitions, {mode}"), best(|| balanced_partitions(&lengths, K, equal_size)));
         row(
             &format!("partition ids, {mode}"),
-            best(|| karmarkar_karp(&lengths, K, equal_size).and_then(|p| p.ids(N, &Interrupt::NEVER))),
+            // What the binding's `partition_ids` runs on integer lengths (the copy stands for its
+            // conversion of the caller's array, which the core then owns).
+            best(|| partition_ids_owned(lengths.clone(), K, equal_size, &Interrupt::NEVER)),
         );
     }
     row("greedy_partition, free", best(|| greedy_partition(&lengths, K, false)));
