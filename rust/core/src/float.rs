@@ -340,9 +340,7 @@ pub fn balanced_partitions_interruptible<F: Float>(
     equal_size: bool,
     interrupt: &Interrupt,
 ) -> Result<Partition, CoreError> {
-    let mut partition = karmarkar_karp_interruptible(values, k, equal_size, interrupt)?;
-    partition.sort_within(interrupt)?;
-    Ok(partition)
+    karmarkar_karp_interruptible(values, k, equal_size, interrupt)?.sorted_within(interrupt)
 }
 
 /// [`balanced_partitions_interruptible`] on values it owns (see [`karmarkar_karp_owned`]).
@@ -352,9 +350,7 @@ pub fn balanced_partitions_owned<F: Float>(
     equal_size: bool,
     interrupt: &Interrupt,
 ) -> Result<Partition, CoreError> {
-    let mut partition = karmarkar_karp_owned(values, k, equal_size, interrupt)?;
-    partition.sort_within(interrupt)?;
-    Ok(partition)
+    karmarkar_karp_owned(values, k, equal_size, interrupt)?.sorted_within(interrupt)
 }
 
 /// verl's greedy helper on float weights, replaying the reference's arithmetic: `bias` is the

@@ -1202,11 +1202,10 @@ pub fn balanced_partitions_interruptible(
     equal_size: bool,
     interrupt: &Interrupt,
 ) -> Result<Partition, CoreError> {
-    let mut partition = karmarkar_karp_interruptible(values, k, equal_size, interrupt)?;
+    let partition = karmarkar_karp_interruptible(values, k, equal_size, interrupt)?;
     debug_assert!(partition.parts().all(|p| !p.is_empty()));
     debug_assert_eq!(partition.order.len(), values.len());
-    partition.sort_within(interrupt)?;
-    Ok(partition)
+    partition.sorted_within(interrupt)
 }
 
 /// [`balanced_partitions_interruptible`] on values it owns (see [`karmarkar_karp_owned`]).
@@ -1216,9 +1215,7 @@ pub fn balanced_partitions_owned(
     equal_size: bool,
     interrupt: &Interrupt,
 ) -> Result<Partition, CoreError> {
-    let mut partition = karmarkar_karp_owned(values, k, equal_size, interrupt)?;
-    partition.sort_within(interrupt)?;
-    Ok(partition)
+    karmarkar_karp_owned(values, k, equal_size, interrupt)?.sorted_within(interrupt)
 }
 
 #[cfg(test)]

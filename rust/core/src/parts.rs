@@ -27,6 +27,13 @@ impl Partition {
         self.parts().map(<[u32]>::to_vec).collect()
     }
 
+    /// `self` with [`Partition::sort_within`] applied: what the `balanced_partitions` functions
+    /// return from a `karmarkar_karp` answer.
+    pub fn sorted_within(mut self, interrupt: &Interrupt) -> Result<Self, CoreError> {
+        self.sort_within(interrupt)?;
+        Ok(self)
+    }
+
     /// Sort the indexes inside every partition ascending; partition order is kept.
     ///
     /// `order` must hold every index below its length exactly once (a partition of all items).
