@@ -27,6 +27,7 @@ from .metrics import (
 )
 from .micro_batches import min_num_micro_batches_for, plan_dp_micro_batches, plan_micro_batches
 from .packing import pack_sequences, plan_packed_steps
+from .planning.stream import StreamPacker
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
@@ -69,5 +70,6 @@ __all__ = [
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
+    "StreamPacker",
     "refine_partitions",
 ]

@@ -1,0 +1,1 @@
+"""Planning toolkit: costs, metrics, groups, micro-batches, the DP plan, packing and streaming."""
