@@ -538,10 +538,13 @@ mod tests {
     }
 
     fn stream_strategy() -> impl Strategy<Value = (StreamConfig, Vec<(u64, u64)>)> {
-        config_strategy().prop_flat_map(|config| {
-            let item = (1..=config.capacity, 0u64..3);
-            (Just(config), prop::collection::vec(item, 0..120))
-        })
+        config_strategy()
+            .prop_flat_map(|config| (Just(config), prop::collection::vec(1..=config.capacity, 1..4)))
+            .prop_flat_map(|(config, palette)| {
+                // A few repeated lengths make ties (equal room in two packs) common.
+                let length = prop_oneof![prop::sample::select(palette), 1..=config.capacity];
+                (Just(config), prop::collection::vec((length, 0u64..3), 0..120))
+            })
     }
 
     proptest! {
