@@ -27,13 +27,13 @@ from .metrics import (
 )
 from .micro_batches import min_num_micro_batches_for, plan_dp_micro_batches, plan_micro_batches
 from .packing import pack_sequences, plan_packed_steps
-from .planning.stream import StreamPacker
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
     karmarkar_karp,
     partition_ids,
 )
+from .planning.stream import StreamPacker
 from .refine import refine_partitions
 from .samplers import (
     BaseSampler,

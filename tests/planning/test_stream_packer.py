@@ -150,7 +150,7 @@ def test_add_many_returns_the_adds_concatenated(
     batched = StreamPacker(**settings)
     got: list[list[int]] = []
     bounds = [0, *sorted(min(cut, len(items)) for cut in cuts), len(items)]
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
         lengths = np.array([length for length, _ in items[start:end]], dtype=np.int64)
         keys = [key for _, key in items[start:end]] if settings["by_key"] else None
         got += batched.add_many(lengths, keys)
