@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -386,3 +388,17 @@ def test_a_corrupt_state_is_refused(corrupt: Any) -> None:
     fresh = StreamPacker.__new__(StreamPacker)
     with pytest.raises(ValueError, match="not a StreamPacker state"):
         fresh.__setstate__(state)
+
+
+def test_the_docs_examples_run_and_print_what_they_say(capsys: pytest.CaptureFixture[str]) -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "shapes-and-streams.md"
+    section = page.read_text().split("## Streaming packer")[1]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, str(page), "exec"), {})
+        printed = capsys.readouterr().out.splitlines()
+        said = [line.split("# ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
+        assert len(printed) == len(said)
+        for output, comment in zip(printed, said, strict=True):
+            assert comment.startswith(output), (output, comment)

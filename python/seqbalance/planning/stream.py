@@ -199,6 +199,11 @@ class StreamPacker:
             >>> packer.add(3), packer.add(3)
             ([], [[0, 1]])
         """
+        # The common case (a plain int in range, no keys) skips the general checks: a stream
+        # calls this once per sample.
+        if type(length) is int and 0 < length <= self._cap and key is None and not self._by_key:
+            with self._lock:
+                return self._core.add(length, 0)
         value = self._check_length(length)
         with self._lock:
             fresh: dict[Hashable, int] = {}
