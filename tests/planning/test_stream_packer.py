@@ -5,7 +5,12 @@ from __future__ import annotations
 import copy
 import pickle
 import re
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -402,3 +407,90 @@ def test_the_docs_examples_run_and_print_what_they_say(capsys: pytest.CaptureFix
         assert len(printed) == len(said)
         for output, comment in zip(printed, said, strict=True):
             assert comment.startswith(output), (output, comment)
+
+
+# A child process, because what these rule out (an abort, Ctrl-C ignored) would take the test
+# runner down with it (docs/reliability.md).
+CHILD_PRELUDE = textwrap.dedent(
+    """
+    import pickle, resource, signal, time
+    import numpy as np
+    from seqbalance import StreamPacker
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    values = np.random.default_rng(0).integers(1, 32768, 20_000_000, dtype=np.int64)
+    packer = StreamPacker(32768, max_open=64)
+    packer.add_many(values[:1000])
+
+    def address_space():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize"):
+                    return int(line.split()[1]) * 1024
+    """
+)
+
+
+def test_ctrl_c_stops_add_many_and_leaves_the_packer_as_it_was() -> None:
+    body = """
+    print("started", flush=True)
+    try:
+        for _ in range(50):
+            before = pickle.dumps(packer)
+            packer.add_many(values)
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", time.monotonic(), pickle.dumps(packer) == before, flush=True)
+    added = packer.items_added
+    packer.add(5)
+    print(packer.items_added == added + 1)
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(body)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(1.0)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 0, err
+    first, second = out.splitlines()
+    word, when, unchanged = first.split()
+    assert word == "interrupted"
+    assert unchanged == "True"
+    # ~100 ms on an idle machine; the bound leaves room for a machine shared many times over.
+    assert float(when) - sent < 2.0
+    assert second == "True"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc")
+def test_add_many_too_large_for_memory_is_a_memory_error_and_changes_nothing() -> None:
+    body = """
+    before = pickle.dumps(packer)
+    resource.setrlimit(resource.RLIMIT_AS, (address_space() + 64 * 2**20, resource.RLIM_INFINITY))
+    try:
+        packer.add_many(values)
+    except MemoryError as error:
+        print(type(error).__name__, error)
+    print(pickle.dumps(packer) == before, packer.add_many([5, 6]) == [])
+    """
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr
+    first, second = child.stdout.splitlines()
+    assert re.fullmatch(
+        r"MemoryError seqbalance ran out of memory: could not allocate \d+ bytes for .+", first
+    )
+    assert second == "True True"
