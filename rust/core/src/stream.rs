@@ -218,19 +218,35 @@ impl StreamPacker {
     }
 
     fn placement(&self, length: u64, key: u64) -> Placement {
-        let mut best: Option<(u64, usize)> = None;
-        for at in 0..self.keys.len() {
-            if self.keys[at] != key {
-                continue;
-            }
-            if let Some(room) = self.room_after(at, length) {
-                // Strictly less: ties stay with the earlier pack.
-                if best.is_none_or(|(least, _)| room < least) {
-                    best = Some((room, at));
+        let best = match self.config.footprint {
+            // The hot loop of a stream: plain integers, no division into cases per pack.
+            Footprint::Sum => {
+                let mut best = (u64::MAX, usize::MAX);
+                for (at, (&pack_key, &room)) in self.keys.iter().zip(&self.rooms).enumerate() {
+                    // Strictly less: ties stay with the earlier pack. A room left of u64::MAX
+                    // cannot happen (the item has length >= 1), so it marks "none yet".
+                    if pack_key == key && room >= length && room - length < best.0 {
+                        best = (room - length, at);
+                    }
                 }
+                (best.1 != usize::MAX).then_some(best.1)
             }
-        }
-        if let Some((_, at)) = best {
+            Footprint::Padded => {
+                let mut best: Option<(u64, usize)> = None;
+                for at in 0..self.keys.len() {
+                    if self.keys[at] != key {
+                        continue;
+                    }
+                    if let Some(room) = self.room_after(at, length) {
+                        if best.is_none_or(|(least, _)| room < least) {
+                            best = Some((room, at));
+                        }
+                    }
+                }
+                best.map(|(_, at)| at)
+            }
+        };
+        if let Some(at) = best {
             return Placement::Join(at);
         }
         if self.keys.len() < self.config.max_open {
