@@ -41,15 +41,15 @@ def run_child(body: str) -> subprocess.CompletedProcess[str]:
     [
         (
             "seqbalance.plan_micro_batches([1, 2, 3], 10, min_num_micro_batches=10**12)",
-            "min_num_micro_batches must be <= 2**24 (MAX_MICRO_BATCHES), got 1000000000000",
+            "min_num_micro_batches must be <= 2**24 (16777216), got 1000000000000",
         ),
         (
             "seqbalance.plan_micro_batches([1, 2, 3], 10, num_micro_batches_multiple=10**12)",
-            "num_micro_batches_multiple must be <= 2**24 (MAX_MICRO_BATCHES), got 1000000000000",
+            "num_micro_batches_multiple must be <= 2**24 (16777216), got 1000000000000",
         ),
         (
             "seqbalance.min_num_micro_batches_for([1], 10, num_micro_batches_multiple=2**24 + 1)",
-            "num_micro_batches_multiple must be <= 2**24 (MAX_MICRO_BATCHES), got 16777217",
+            "num_micro_batches_multiple must be <= 2**24 (16777216), got 16777217",
         ),
         (
             "seqbalance.refine_partitions([1, 2, 3], itertools.repeat([0]))",

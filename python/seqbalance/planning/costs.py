@@ -32,7 +32,6 @@ __all__ = [
     "Cost",
     "TransformerCost",
     "calculate_workload",
-    "check_pad_to_multiple_of",
     "check_total",
     "group_sums",
     "pad_lengths",
@@ -116,11 +115,6 @@ def resolve_cost(cost: Any, balance_workload: Any, default: str) -> Any:
         stacklevel=3,
     )
     return replacement
-
-
-def check_pad_to_multiple_of(value: Any) -> int:
-    """``pad_to_multiple_of`` as an int >= 1, or the ``TypeError``/``ValueError`` naming it."""
-    return check_k_partitions(value, "pad_to_multiple_of")
 
 
 def pad_lengths(lengths: np.ndarray, multiple: int) -> np.ndarray:

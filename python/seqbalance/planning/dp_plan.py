@@ -8,11 +8,10 @@ import numpy as np
 
 from .. import _native
 from .._errors import PartitionError
-from .._inputs import EqualSize, check_equal_size, check_k_partitions
+from .._inputs import EqualSize, check_choice, check_equal_size, check_k_partitions, check_min_count
 from ..partition import partition_ids
 from .micro_batches import (
-    _check_min_count,
-    _check_order,
+    _ORDERS,
     _plan_ranks,
     _prepare,
     _Problem,
@@ -144,7 +143,7 @@ def plan_dp_micro_batches(
         [[[3], [1, 4]], [[2, 5], [0]]]
     """
     ranks_count = check_k_partitions(dp_size, "dp_size")
-    order = _check_order(order)
+    order = check_choice(order, "order", _ORDERS)
     equal = check_equal_size(equal_size)
     problem = _prepare(
         lengths,
@@ -156,7 +155,7 @@ def plan_dp_micro_batches(
         refine,
         uid_list,
     )
-    minimum = _round_up(_check_min_count(min_num_micro_batches), problem.multiple)
+    minimum = _round_up(check_min_count(min_num_micro_batches), problem.multiple)
     if problem.n_groups < ranks_count:
         raise PartitionError(
             f"number of groups ({problem.n_groups}) is smaller than dp_size ({ranks_count})"

@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import PartitionError
-from .._inputs import EqualSize, as_int64_array, check_equal_size, check_k_partitions
+from .._inputs import EqualSize, as_int64_array, check_equal_size, check_k_partitions, check_refine
 from ..partition import get_seqlen_balanced_partitions
-from ..refine import check_refine
 from .costs import group_sums, sample_costs
 
 __all__ = ["group_balanced_partitions", "uid_runs"]

@@ -9,10 +9,19 @@ from typing import Any
 import numpy as np
 
 from .. import _native
-from .._inputs import _describe, as_int64_array, check_k_partitions
-from ..refine import check_refine, refine_partitions
-from .costs import (
+from .._inputs import (
+    MAX_COUNT,
+    _describe,
+    as_int64_array,
+    check_choice,
+    check_k_partitions,
+    check_min_count,
+    check_optional_count,
     check_pad_to_multiple_of,
+    check_refine,
+)
+from ..refine import refine_partitions
+from .costs import (
     check_total,
     group_sums,
     pad_lengths,
@@ -31,8 +40,9 @@ logger = logging.getLogger(__name__)
 
 _ORDERS = ("bubble", "none")
 
-#: The largest micro-batch count (and ``num_micro_batches_multiple``) the planners accept.
-MAX_MICRO_BATCHES = 2**24
+#: The most micro-batches (or the largest multiple) a plan may ask for: ``2**24``, as every
+#: count that sizes an allocation.
+MAX_MICRO_BATCHES = MAX_COUNT
 
 
 @dataclass(frozen=True)
@@ -55,19 +65,6 @@ class _Problem:
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
-
-
-def _check_count(value: Any, name: str) -> int:
-    count = check_k_partitions(value, name)
-    if count > MAX_MICRO_BATCHES:
-        raise ValueError(f"{name} must be <= 2**24 (MAX_MICRO_BATCHES), got {count}")
-    return count
-
-
-def _check_multiple(num_micro_batches_multiple: Any) -> int:
-    if num_micro_batches_multiple is None:
-        return 1
-    return _check_count(num_micro_batches_multiple, "num_micro_batches_multiple")
 
 
 def _group_bounds(n: int, force_group_size: Any, uid_list: Any = None) -> np.ndarray:
@@ -101,7 +98,7 @@ def _prepare(
     refine = check_refine(refine)
     values = as_int64_array(lengths, "lengths")
     cap = check_k_partitions(max_token_len, "max_token_len")
-    multiple = _check_multiple(num_micro_batches_multiple)
+    multiple = check_optional_count(num_micro_batches_multiple, "num_micro_batches_multiple", 1)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
     starts = _group_bounds(values.size, force_group_size, uid_list)
     padded = pad_lengths(values, pad)
@@ -206,27 +203,6 @@ def _refined_micro_batches(
     ] + [[] for _ in range(empty)]
 
 
-def _check_min_count(min_num_micro_batches: Any) -> int:
-    if min_num_micro_batches is None:
-        return 0
-    # 0 is allowed: it is what the all-reduce gives when every rank has no samples.
-    if (
-        isinstance(min_num_micro_batches, (int, np.integer))
-        and not isinstance(min_num_micro_batches, (bool, np.bool_))
-        and min_num_micro_batches < 1
-    ):
-        if min_num_micro_batches == 0:
-            return 0
-        raise ValueError(f"min_num_micro_batches must be >= 0, got {int(min_num_micro_batches)}")
-    return _check_count(min_num_micro_batches, "min_num_micro_batches")
-
-
-def _check_order(order: Any) -> str:
-    if not isinstance(order, str) or order not in _ORDERS:
-        raise ValueError(f"order must be 'bubble' or 'none', got {order!r}")
-    return order
-
-
 def plan_micro_batches(
     lengths: Any,
     max_token_len: int,
@@ -305,7 +281,7 @@ def plan_micro_batches(
         >>> plan_micro_batches([300, 200, 100, 400], 500, cost="tokens")
         [[2, 3], [0, 1]]
     """
-    order = _check_order(order)
+    order = check_choice(order, "order", _ORDERS)
     problem = _prepare(
         lengths,
         max_token_len,
@@ -315,7 +291,7 @@ def plan_micro_batches(
         pad_to_multiple_of,
         refine,
     )
-    minimum = _round_up(_check_min_count(min_num_micro_batches), problem.multiple)
+    minimum = _round_up(check_min_count(min_num_micro_batches), problem.multiple)
     one_rank = np.zeros(problem.n_groups, dtype=np.int64)
     if problem.refine is False:
         return _plan_ranks(problem, [one_rank], 1, minimum, order == "bubble")[2][0]

@@ -9,10 +9,15 @@ import numpy as np
 
 from .. import _native
 from .._errors import PartitionError
-from .._inputs import as_int64_array, check_k_partitions
+from .._inputs import (
+    as_int64_array,
+    check_choice,
+    check_k_partitions,
+    check_pad_to_multiple_of,
+    check_refine,
+)
 from ..partition import get_seqlen_balanced_partitions
-from ..refine import check_refine
-from .costs import check_pad_to_multiple_of, check_total, pad_lengths, sample_costs
+from .costs import check_total, pad_lengths, sample_costs
 
 __all__ = ["ALGORITHMS", "pack_sequences", "plan_packed_steps"]
 
@@ -20,14 +25,6 @@ logger = logging.getLogger(__name__)
 
 #: The packing rules :func:`pack_sequences` accepts.
 ALGORITHMS = ("next_fit", "first_fit", "ffd", "bfd")
-
-
-def _check_algorithm(algorithm: Any) -> str:
-    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
-        raise ValueError(
-            f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, got {algorithm!r}"
-        )
-    return algorithm
 
 
 # The native packer takes the cap as an unsigned 64-bit integer.
@@ -99,7 +96,7 @@ def pack_sequences(
         [[1, 2], [0]]
     """
     cap = check_k_partitions(pack_max_length, "pack_max_length")
-    algorithm = _check_algorithm(algorithm)
+    algorithm = check_choice(algorithm, "algorithm", ALGORITHMS)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
     values = pad_lengths(as_int64_array(lengths), pad)
     _check_cap(values, cap, pad)

@@ -15,26 +15,8 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._arrays import host_array, item_scalar
-from ._errors import PartitionError
-
-__all__ = [
-    "as_int64_array",
-    "MAX_COUNT",
-    "MAX_INT_SUM_WITH_FLOATS",
-    "MAX_VALUE",
-    "NEARLY",
-    "check_count_bound",
-    "check_equal_size",
-    "Weights",
-    "as_array",
-    "check_k_partitions",
-    "check_shape",
-    "normalize_lengths",
-    "normalize_weights",
-    "lengths_as_list",
-    "plain_int64_array",
-]
+from .._arrays import host_array, item_scalar
+from .arguments import _describe
 
 #: How a partitioner adds weights: ``"exact"`` (integers, exact sums), ``"double"`` (float64)
 #: or ``"single"`` (float32), each exactly as the reference computes with such values.
@@ -55,82 +37,6 @@ class Weights(NamedTuple):
 
 #: Largest accepted value: lengths are non-negative 64-bit signed integers.
 MAX_VALUE = 2**63 - 1
-
-#: Largest accepted count that sizes an allocation without being bounded by the input (micro-batch
-#: counts and multiples, optimizer steps, data-parallel sizes). A count above the number of items
-#: is valid (the extra parts are empty), so without this bound a typo such as ``10**12`` would
-#: allocate ``10**12`` empty lists before anything else could go wrong.
-MAX_COUNT = 2**24
-
-#: The ``equal_size`` value asking for counts within one of each other.
-NEARLY = "nearly"
-
-#: What ``equal_size`` may be once checked: equal counts, free counts, or counts within one.
-EqualSize = bool | Literal["nearly"]
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
-
-
-def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
-    """Return ``k_partitions`` as an int >= 1, or raise ``TypeError``/``ValueError``."""
-    if isinstance(k_partitions, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
-    if isinstance(k_partitions, (int, np.integer)):
-        k = int(k_partitions)
-    else:
-        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
-    if k < 1:
-        raise ValueError(f"{name} must be >= 1, got {k}")
-    return k
-
-
-def check_count_bound(count: int, name: str) -> int:
-    """Return ``count`` (an already-checked int), or raise ``ValueError`` when above ``2**24``."""
-    if count > MAX_COUNT:
-        raise ValueError(f"{name} must be <= 2**24 ({MAX_COUNT}), got {count}")
-    return count
-
-
-def check_equal_size(equal_size: Any, name: str = "equal_size") -> EqualSize:
-    """Return ``equal_size`` as ``True``, ``False`` or ``"nearly"``, or raise ``TypeError``.
-
-    Accepted: Python and NumPy bools, the ints 0 and 1 (Python or NumPy integers; some callers
-    pass them), and the string ``"nearly"``. Anything else -- ``None``, the string ``"False"``,
-    ``2`` -- is a ``TypeError`` naming the argument and the value: the pure-Python partitioners
-    took its truthiness, so ``"False"`` silently meant ``True``.
-
-    >>> check_equal_size(1), check_equal_size("nearly")
-    (True, 'nearly')
-    """
-    if isinstance(equal_size, (bool, np.bool_)):
-        return bool(equal_size)
-    if isinstance(equal_size, (int, np.integer)) and int(equal_size) in (0, 1):
-        return bool(equal_size)
-    if isinstance(equal_size, str) and equal_size == NEARLY:
-        return "nearly"
-    raise TypeError(f"{name} must be True, False or 'nearly', got {_describe(equal_size)}")
-
-
-def check_shape(n_items: int, k_partitions: int, equal_size: EqualSize) -> None:
-    """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts.
-
-    ``equal_size`` is a value :func:`check_equal_size` returned: ``True`` needs ``n_items`` to
-    be a multiple of ``k_partitions``; ``"nearly"`` and ``False`` only need ``n_items >= k``.
-    """
-    if n_items < k_partitions:
-        raise PartitionError(
-            f"number of items ({n_items}) is smaller than k_partitions ({k_partitions})"
-        )
-    if equal_size is True and n_items % k_partitions != 0:
-        raise PartitionError(
-            f"number of items ({n_items}) is not divisible by k_partitions ({k_partitions}) "
-            "with equal_size=True (equal_size='nearly' allows counts that differ by one)"
-        )
 
 
 def _check_item(position: int, item: Any, name: str) -> int:
