@@ -33,6 +33,7 @@ from .partition import (
     karmarkar_karp,
     partition_ids,
 )
+from .planning.model_cost import ModelCost
 from .refine import refine_partitions
 from .samplers import (
     BaseSampler,
@@ -58,6 +59,7 @@ __all__ = [
     "partition_ids",
     # planning toolkit
     "BalanceReport",
+    "ModelCost",
     "TransformerCost",
     "LoadStats",
     "balance_report",

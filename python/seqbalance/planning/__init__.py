@@ -1,0 +1,1 @@
+"""Planning toolkit: cost models, metrics, groups, micro-batches, the data-parallel plan, packing."""
