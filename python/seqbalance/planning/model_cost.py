@@ -489,8 +489,12 @@ class ModelCost:
                 f"{', '.join(CONFIG_FIELDS)} and {', '.join(_FLAGS)}"
             )
         items = _config_items(config, "config")
-        if items.get("text_config") is not None:
-            items = _config_items(items["text_config"], "config.text_config")
+        text = items.get("text_config")
+        if not isinstance(config, Mapping) and not callable(getattr(config, "text_config", None)):
+            # The object itself rather than to_dict()'s copy, which loses its attribute_map.
+            text = getattr(config, "text_config", None) or text
+        if text is not None:
+            items = _config_items(text, "config.text_config")
         fields = {name: items[name] for name in CONFIG_FIELDS if items.get(name) is not None}
         fields.update(overrides)
         return cls(**fields)
@@ -635,7 +639,10 @@ class ModelCost:
             f"{kinds.count(kind)} {kind.replace('_', ' ')}" for kind in LAYER_TYPES if kind in kinds
         )
         n_moe = len(self.moe_layers)
-        mlp = f"{n_moe} MoE and {len(kinds) - n_moe} dense MLPs" if n_moe else "dense MLPs"
+        n_dense = len(kinds) - n_moe
+        mlp = f"{n_moe} MoE and {n_dense} dense MLPs" if n_moe and n_dense else "dense MLPs"
+        if not n_dense:
+            mlp = "MoE MLPs"
         gated = "gated" if self.gated_mlp else "non-gated"
         mla = " (multi-latent)" if "kv_lora_rank" in self._fields else ""
         passes = "4 x forward (recompute)" if self.recompute else "3 x forward"
