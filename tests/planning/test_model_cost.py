@@ -7,10 +7,14 @@ shapes with a second, independent transcription.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import sys
+import textwrap
 import types
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -989,3 +993,32 @@ def test_micro_batch_planners_take_it(planner):
         plan = sb.plan_micro_batches(LENGTHS, 5000, cost=SMALL_COST)
         indexes = [i for batch in plan for i in batch]
     assert sorted(indexes) == list(range(len(LENGTHS)))
+
+
+# -- the docs page ----------------------------------------------------------------------------
+
+DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "model-costs.md"
+
+
+def test_docs_page_examples_run_and_print_what_the_page_shows():
+    # Every ```python block runs, in order, in one namespace (later blocks use earlier names);
+    # a block followed by a ```text block prints exactly that. The one block that needs
+    # transformers says so on its first line and is skipped.
+    blocks = re.findall(r"^ *```(\w*)\n(.*?)^ *```", DOCS_PAGE.read_text(), flags=re.S | re.M)
+    namespace: dict[str, Any] = {}
+    ran = compared = 0
+    for number, (language, body) in enumerate(blocks):
+        if language != "python":
+            continue
+        code = textwrap.dedent(body)
+        if code.startswith("# needs transformers"):
+            continue
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, f"{DOCS_PAGE.name} block {number}", "exec"), namespace)
+        ran += 1
+        if number + 1 < len(blocks) and blocks[number + 1][0] == "text":
+            shown = textwrap.dedent(blocks[number + 1][1])
+            assert out.getvalue().strip() == shown.strip(), f"block {number}"
+            compared += 1
+    assert ran >= 6 and compared == ran

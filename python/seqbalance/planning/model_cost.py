@@ -129,27 +129,40 @@ def _missing(name: str, needed_by: str) -> ValueError:
 
 def _check_unmodelled(fields: dict[str, Any]) -> None:
     """A field that changes layer shapes in a way the formula does not model is an error."""
+    every_layer = "pass layer_types= with one entry per layer"
+    moe_rule = "say which layers are MoE with first_k_dense_replace=, mlp_only_layers= or decoder_sparse_step="
 
-    def refuse(name: str, why: str) -> ValueError:
-        return ValueError(
-            f"ModelCost cannot model {name}={fields[name]!r} ({why}); pass layer_types= (or "
-            f"the fields that describe every layer) and {name}=None to override it"
-        )
+    def refuse(name: str, what: str, remedy: str) -> ValueError:
+        return ValueError(f"ModelCost cannot model {name}={fields[name]!r} ({what}): {remedy}")
 
     has_layer_types = fields.get("layer_types") is not None
     if fields.get("full_attention_interval") is not None and not has_layer_types:
-        raise refuse("full_attention_interval", "which layers use full attention")
+        raise refuse("full_attention_interval", "which layers use full attention", every_layer)
     if fields.get("sliding_window_pattern") is not None and not has_layer_types:
-        raise refuse("sliding_window_pattern", "which layers use a sliding window")
+        raise refuse("sliding_window_pattern", "which layers use a sliding window", every_layer)
     if fields.get("max_window_layers") is not None and fields.get("use_sliding_window") is True:
-        raise refuse("max_window_layers", "which layers use a sliding window")
+        raise refuse(
+            "max_window_layers",
+            "which layers use a sliding window",
+            f"{every_layer} and max_window_layers=None",
+        )
     freq = fields.get("moe_layer_freq")
     if freq is not None and not (_is_int(freq) and int(freq) == 1):
-        raise refuse("moe_layer_freq", "which layers are MoE")
+        raise refuse(
+            "moe_layer_freq", "which layers are MoE", f"{moe_rule} and moe_layer_freq=None"
+        )
     if fields.get("interleave_moe_layer_step") is not None:
-        raise refuse("interleave_moe_layer_step", "which layers are MoE")
+        raise refuse(
+            "interleave_moe_layer_step",
+            "which layers are MoE",
+            f"{moe_rule} and interleave_moe_layer_step=None",
+        )
     if fields.get("attention_chunk_size") is not None:
-        raise refuse("attention_chunk_size", "chunked attention")
+        raise refuse(
+            "attention_chunk_size",
+            "chunked attention",
+            "pass attention_chunk_size=None to count it as full attention (an overestimate)",
+        )
 
 
 def _index_list(name: str, value: Any) -> tuple[int, ...]:
@@ -643,8 +656,8 @@ class ModelCost:
         mlp = f"{n_moe} MoE and {n_dense} dense MLPs" if n_moe and n_dense else "dense MLPs"
         if not n_dense:
             mlp = "MoE MLPs"
-        gated = "gated" if self.gated_mlp else "non-gated"
-        mla = " (multi-latent)" if "kv_lora_rank" in self._fields else ""
+        gated = "gated" if self.gated_mlp else "not gated"
+        mla = ", multi-latent" if "kv_lora_rank" in self._fields else ""
         passes = "4 x forward (recompute)" if self.recompute else "3 x forward"
         lines = [
             f"ModelCost: {len(kinds)} layer{'s' if len(kinds) > 1 else ''} ({counts}{mla}), {mlp} ({gated}); "
