@@ -1022,3 +1022,25 @@ def test_docs_page_examples_run_and_print_what_the_page_shows():
             assert out.getvalue().strip() == shown.strip(), f"block {number}"
             compared += 1
     assert ran >= 6 and compared == ran
+
+
+def test_docstring_examples():
+    import doctest
+
+    from seqbalance.planning import model_cost
+
+    result = doctest.testmod(model_cost, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
+
+
+def test_it_pickles_and_reprs_numpy_fields_as_ints():
+    # Samplers travel to Ray actors (TransferQueue's controller) by pickle.
+    import pickle
+
+    numpy_config = {k: np.int64(v) for k, v in SMALL.items()}
+    cost = ModelCost.from_config({**numpy_config, "mlp_only_layers": (np.int32(1),)})
+    assert "np." not in repr(cost)
+    assert "mlp_only_layers=[1]" in repr(cost)
+    again = pickle.loads(pickle.dumps(cost))
+    assert again.flops([5, 500]) == cost.flops([5, 500]) == ModelCost(**SMALL).flops([5, 500])
+    assert repr(again) == repr(cost)

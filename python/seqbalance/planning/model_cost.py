@@ -322,6 +322,9 @@ class ModelCost:
             if name in fields:
                 ints[name] = _int_field(name, fields[name], 0)
         only = _index_list("mlp_only_layers", fields.get("mlp_only_layers", ()))
+        fields.update(ints)  # plain ints (not NumPy scalars) for repr
+        if "mlp_only_layers" in fields:
+            fields["mlp_only_layers"] = list(only)
         self._fields = fields
         self._build(ints, fields, only)
 
@@ -686,8 +689,6 @@ class ModelCost:
         parts = []
         for name, value in self._fields.items():
             shown = _pattern(value) if name == "layer_types" else repr(value)
-            if name == "mlp_only_layers":
-                shown = repr(list(value))
             parts.append(f"{name}={shown}")
         for name, default in _FLAGS.items():
             if getattr(self, name) != default:
