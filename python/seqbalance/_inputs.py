@@ -19,6 +19,7 @@ from ._arrays import host_array, item_scalar
 from ._errors import PartitionError
 
 __all__ = [
+    "as_int64_array",
     "MAX_COUNT",
     "MAX_INT_SUM_WITH_FLOATS",
     "MAX_VALUE",
@@ -417,3 +418,15 @@ def lengths_as_list(seqlen_list: Any, name: str = "seqlen_list") -> list[int]:
     if isinstance(values, np.ndarray):
         return values.tolist()
     return values
+
+
+def as_int64_array(values: Any, name: str = "lengths") -> np.ndarray:
+    """Return ``values`` validated as a 1-D ``int64`` array of non-negative integers.
+
+    Raises the ``TypeError``/``ValueError``/``OverflowError`` of ``normalize_lengths``.
+    """
+    array = plain_int64_array(values)
+    if array is not None:
+        return array
+    normalized = normalize_lengths(values, name)
+    return np.asarray(normalized, dtype=np.int64).reshape(-1)
