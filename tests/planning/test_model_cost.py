@@ -976,6 +976,12 @@ def test_integer_planners_take_its_exact_flops():
     assert sb.plan_micro_batches(LENGTHS, 5000, cost=exact) == sb.plan_micro_batches(
         LENGTHS, 5000, cost=weights
     )
+    assert sb.min_num_micro_batches_for(LENGTHS, 5000, cost=exact) == sb.min_num_micro_batches_for(
+        LENGTHS, 5000, cost=weights
+    )
+    assert sb.plan_packed_steps(LENGTHS, 2, 2, 5000, cost=exact) == sb.plan_packed_steps(
+        LENGTHS, 2, 2, 5000, cost=weights
+    )
 
 
 @pytest.mark.xfail(
@@ -984,15 +990,19 @@ def test_integer_planners_take_its_exact_flops():
     reason="float costs in the micro-batch planners are issue 21 item 2 (another branch): "
     "remove this mark when they land",
 )
-@pytest.mark.parametrize("planner", ["plan_dp_micro_batches", "plan_micro_batches"])
+@pytest.mark.parametrize(
+    "planner",
+    [
+        lambda cost: sb.plan_dp_micro_batches(LENGTHS, 2, 5000, cost=cost),
+        lambda cost: sb.plan_micro_batches(LENGTHS, 5000, cost=cost),
+        lambda cost: [sb.min_num_micro_batches_for(LENGTHS, 5000, cost=cost)],
+        lambda cost: sb.plan_packed_steps(LENGTHS, 2, 2, 5000, cost=cost),
+    ],
+    ids=["plan_dp_micro_batches", "plan_micro_batches", "min_num_micro_batches_for", "packed"],
+)
 def test_micro_batch_planners_take_it(planner):
-    if planner == "plan_dp_micro_batches":
-        plan = sb.plan_dp_micro_batches(LENGTHS, 2, 5000, cost=SMALL_COST)
-        indexes = [i for rank in plan for batch in rank for i in batch]
-    else:
-        plan = sb.plan_micro_batches(LENGTHS, 5000, cost=SMALL_COST)
-        indexes = [i for batch in plan for i in batch]
-    assert sorted(indexes) == list(range(len(LENGTHS)))
+    # As its weights passed explicitly (float per-sample weights, the other half of that item).
+    assert planner(SMALL_COST) == planner(SMALL_COST(np.array(LENGTHS)).tolist())
 
 
 # -- the docs page ----------------------------------------------------------------------------
