@@ -1048,6 +1048,7 @@ def test_it_pickles_and_reprs_numpy_fields_as_ints():
     import pickle
 
     numpy_config = {k: np.int64(v) for k, v in SMALL.items()}
+    numpy_config["layer_types"] = list(np.array(["full_attention"] * 4))  # np.str_ items
     cost = ModelCost.from_config({**numpy_config, "mlp_only_layers": (np.int32(1),)})
     assert "np." not in repr(cost)
     assert "mlp_only_layers=[1]" in repr(cost)

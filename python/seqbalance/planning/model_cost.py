@@ -179,12 +179,12 @@ def _layer_types(value: Any, n_layers: int) -> tuple[str, ...]:
             f"layer_types must have num_hidden_layers ({n_layers}) entries, got {len(value)}"
         )
     for i, kind in enumerate(value):
-        if kind not in LAYER_TYPES:
+        if not isinstance(kind, str) or kind not in LAYER_TYPES:
             raise ValueError(
                 f"layer_types[{i}] is {kind!r}, a layer type ModelCost does not know "
                 f"(it knows {', '.join(map(repr, LAYER_TYPES))})"
             )
-    return tuple(value)
+    return tuple(str(kind) for kind in value)
 
 
 def _pairs(length: int, window: int | None, causal: bool) -> int:
@@ -335,6 +335,7 @@ class ModelCost:
         h, n_layers = ints["hidden_size"], ints["num_hidden_layers"]
         if "layer_types" in fields:
             kinds = _layer_types(fields["layer_types"], n_layers)
+            fields["layer_types"] = list(kinds)
         elif "sliding_window" in ints and fields.get("use_sliding_window") is not False:
             kinds = (SLIDING,) * n_layers
         else:
