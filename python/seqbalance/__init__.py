@@ -25,6 +25,7 @@ from .planning import (
     BalanceReport,
     LoadStats,
     ModelCost,
+    StreamPacker,
     TransformerCost,
     balance_report,
     calculate_workload,
@@ -76,5 +77,6 @@ __all__ = [
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
+    "StreamPacker",
     "refine_partitions",
 ]
