@@ -13,8 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _native
-from .._inputs import _describe, check_count_bound, check_k_partitions
-from .._lengths import as_int64_array
+from .._inputs import _describe, as_int64_array, check_count_bound, check_k_partitions
 
 __all__ = ["FOOTPRINTS", "StreamPacker"]
 
