@@ -515,9 +515,11 @@ def test_cache_keeps_last_n_batches_when_all_collected():
     part = lengths_partition([1] * 200)
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=4)
     _run_batches(sampler, part, 10, collect_ranks=[0, 1])
+    # batch b goes when a request for batch b + 4 arrives
     assert sorted(sampler._states["p"]["t"][0]) == [6, 7, 8, 9]
-    assert sorted(k[2] for k in sampler._balanced_cache) == [6, 7, 8, 9]
-    assert sampler._reserved[("p", "t")] == set(range(12, 20))
+    assert sorted(sampler._states["p"]["t"][1]) == [6, 7, 8, 9]
+    # each ready list omitted the batches before it, so only the last one stays reserved
+    assert sampler.save_checkpoint()["_handed_out"] == {("p", "t"): [18, 19]}
 
 
 def test_cache_never_evicts_a_batch_with_an_uncollected_share():
@@ -525,20 +527,22 @@ def test_cache_never_evicts_a_batch_with_an_uncollected_share():
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=2)
     _run_batches(sampler, part, 1, collect_ranks=[0])  # batch 0: rank 1 never collects
     _run_batches(sampler, part, 5, collect_ranks=[0, 1], start=1)
-    kept = sorted(k[2] for k in sampler._balanced_cache)
-    assert kept == [0, 4, 5]
+    assert sorted(sampler._states["p"]["t"][1]) == [0, 4, 5]
     assert sampler.has_cached_result("p", "t", {"dp_rank": 1, "batch_index": 0})
-    rank1_share = sampler._balanced_cache[("p", "t", 0)][1]
-    # now rank 1 collects -> batch 0 becomes evictable and goes
+    rank1_share = sampler._states["p"]["t"][1][0][0]
+    # now rank 1 collects; a peer repeating at once is still served from the cache
     assert call(sampler, [], 1, 1, batch=0, partition=part)[0] == rank1_share
-    assert sorted(k[2] for k in sampler._balanced_cache) == [4, 5]
+    assert call(sampler, [], 1, 1, batch=0, partition=part)[0] == rank1_share
+    # the next request for a batch >= 0 + 2 evicts it
+    call(sampler, [], 1, 0, batch=5, partition=part)
+    assert sorted(sampler._states["p"]["t"][1]) == [4, 5]
 
 
 def test_unbounded_cache():
     part = lengths_partition([1] * 400)
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=None)
     _run_batches(sampler, part, 100, collect_ranks=[0, 1])
-    assert len(sampler._balanced_cache) == 100
+    assert len(sampler._states["p"]["t"][0]) == 100
 
 
 # ---------------------------------------------------------------- clear_cache and checkpoints
@@ -550,9 +554,8 @@ def test_clear_cache_drops_split_states_and_reservations():
     call(sampler, list(range(4)), 2, 0, pid="p", partition=part)
     call(sampler, list(range(4)), 2, 0, pid="q", partition=part)
     sampler.clear_cache("p")
-    assert {k[0] for k in sampler._balanced_cache} == {"q"}
-    assert "p" not in sampler._states
-    assert ("p", "t") not in sampler._reserved
+    assert set(sampler._states) == {"q"}
+    assert ("p", "t") not in sampler.save_checkpoint()["_handed_out"]
     # batch 0 of "p" is computed afresh from what is ready now
     assert call(sampler, [4, 5, 6, 7], 2, 1, pid="p", partition=part)[0] in (
         [4, 5],
