@@ -26,6 +26,7 @@ import numpy as np
 
 from .._inputs import MAX_COUNT, _describe
 from .cache import EVICTED_RECORD_SIZE, BatchKey, EvictedRanks, compact_ranks
+from .reservations import HISTORY_INTERVALS
 
 __all__ = ["CHECKPOINT_FORMAT", "Expected", "Restored", "validate_checkpoint"]
 
@@ -59,6 +60,8 @@ class Restored:
     uncollected: dict[SplitKey, set[int]] = field(default_factory=dict)
     # (partition_id, task_name) -> handed-out indexes still reserved; None: not recorded.
     handed_out: dict[BatchKey, list[int]] | None = None
+    # (partition_id, task_name) -> intervals of every index handed out; None: not recorded.
+    handed_history: dict[BatchKey, list[tuple[int, int]]] | None = None
 
 
 def _rank_cap(dp_size: int | None) -> int:
@@ -362,6 +365,31 @@ def _check_balanced(state: Mapping[str, Any], restored: Restored, expected: Expe
     restored.balanced_cache = cache
     restored.uncollected = uncollected
     restored.handed_out = _check_handed_out(state.get("_handed_out"), cache, uncollected)
+    restored.handed_history = _check_history(state.get("_handed_history"))
+
+
+def _check_history(raw: Any) -> dict[BatchKey, list[tuple[int, int]]] | None:
+    if raw is None:
+        return None
+    history: dict[BatchKey, list[tuple[int, int]]] = {}
+    for key, intervals in _mapping(raw, "_handed_history").items():
+        task_key = _task_key(key, "_handed_history", 2)
+        where = f"_handed_history[{key!r}]"
+        if not isinstance(intervals, (list, tuple)):
+            raise TypeError(f"checkpoint {where} must be a list of (start, end) pairs")
+        _check_size(intervals, where, HISTORY_INTERVALS, "intervals")
+        checked: list[tuple[int, int]] = []
+        for position, pair in enumerate(intervals):
+            pair_where = f"{where}[{position}]"
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise TypeError(f"checkpoint {pair_where} must be a (start, end) pair")
+            start, end = _int(pair[0], pair_where), _int(pair[1], pair_where)
+            previous = checked[-1][1] if checked else 0
+            if not previous <= start < end:
+                raise _fail(pair_where, "intervals must be ascending, disjoint and non-empty")
+            checked.append((start, end))
+        history[(task_key[0], task_key[1])] = checked
+    return history
 
 
 def _check_handed_out(

@@ -12,17 +12,101 @@ An index is reserved in one of two states:
   index as ready. It stays reserved until a ``ready_indexes`` passed on a later first call for a
   batch omits it: the consumption is visible then, and the controller will not offer it again.
 
-Releasing on omission is what keeps the reservations bounded without a clock: the caller's own
-ready lists report what has been consumed. A caller that never records consumption makes the
-reservations grow; past ``2 * max_cached_batches`` global batches of live reservations the
-sampler raises ``RuntimeError`` rather than drop one (dropping could hand an index out twice).
+Releasing on omission is what keeps the live reservations bounded without a clock: the caller's
+own ready lists report what has been consumed. A caller that never records consumption makes
+them grow; past ``2 * max_cached_batches`` global batches of live reservations the sampler raises
+``RuntimeError`` rather than drop one (dropping could hand an index out twice).
+
+One more guard covers a ready list read *before* a consumption was recorded but passed *after*
+another list showed it (a thread of the README's loop descheduled between reading its list and
+calling the sampler): every index ever handed out is also kept in :class:`IndexHistory`, a set of
+disjoint intervals, and never selected again. Selection takes the smallest free groups, so what
+has been handed out is a prefix with few holes and the history stays a handful of intervals;
+past :data:`HISTORY_INTERVALS` intervals the lowest (oldest) are forgotten, leaving the omission
+rule alone to protect those indexes.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable, Iterable
 
-__all__ = ["TaskReservations", "check_capacity"]
+__all__ = ["HISTORY_INTERVALS", "IndexHistory", "TaskReservations", "check_capacity"]
+
+#: How many disjoint intervals of handed-out indexes one ``(partition_id, task_name)`` keeps.
+HISTORY_INTERVALS = 4096
+
+
+class IndexHistory:
+    """Indexes handed out so far, as sorted disjoint half-open intervals ``[start, end)``.
+
+    Membership and insertion cost ``O(log k)`` plus a list shift, for ``k`` intervals; ``k`` is
+    capped at :data:`HISTORY_INTERVALS` by forgetting the lowest intervals.
+
+    Example:
+        >>> history = IndexHistory()
+        >>> history.update([3, 1, 2, 7])
+        >>> history.intervals(), 2 in history, 5 in history
+        ([(1, 4), (7, 8)], True, False)
+    """
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self, intervals: Iterable[tuple[int, int]] = ()) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for start, end in intervals:
+            self.starts.append(start)
+            self.ends.append(end)
+
+    def __contains__(self, index: object) -> bool:
+        position = bisect_right(self.starts, index) - 1  # type: ignore[call-overload]
+        return position >= 0 and index < self.ends[position]  # type: ignore[operator]
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IndexHistory):
+            return NotImplemented
+        return self.starts == other.starts and self.ends == other.ends
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getstate__(self) -> tuple[list[int], list[int]]:
+        return self.starts, self.ends
+
+    def __setstate__(self, state: tuple[list[int], list[int]]) -> None:
+        self.starts, self.ends = state
+
+    def intervals(self) -> list[tuple[int, int]]:
+        """The intervals, ascending."""
+        return list(zip(self.starts, self.ends, strict=True))
+
+    def add(self, index: int) -> None:
+        starts, ends = self.starts, self.ends
+        position = bisect_right(starts, index) - 1
+        if position >= 0 and index < ends[position]:
+            return
+        joins_left = position >= 0 and ends[position] == index
+        joins_right = position + 1 < len(starts) and starts[position + 1] == index + 1
+        if joins_left and joins_right:
+            ends[position] = ends[position + 1]
+            del starts[position + 1], ends[position + 1]
+        elif joins_left:
+            ends[position] = index + 1
+        elif joins_right:
+            starts[position + 1] = index
+        else:
+            starts.insert(position + 1, index)
+            ends.insert(position + 1, index + 1)
+
+    def update(self, indexes: Iterable[int]) -> None:
+        for index in sorted(indexes):
+            self.add(index)
+        excess = len(self.starts) - HISTORY_INTERVALS
+        if excess > 0:
+            del self.starts[:excess], self.ends[:excess]
 
 
 class TaskReservations:
@@ -31,14 +115,21 @@ class TaskReservations:
     ``index in reservations`` tells whether it is reserved either way; ``len`` counts both.
     """
 
-    __slots__ = ("handed_out", "pending")
+    __slots__ = ("handed_out", "history", "pending")
 
-    def __init__(self, pending: Iterable[int] = (), handed_out: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        pending: Iterable[int] = (),
+        handed_out: Iterable[int] = (),
+        history: IndexHistory | None = None,
+    ) -> None:
         self.pending: set[int] = set(pending)
         self.handed_out: set[int] = set(handed_out)
+        self.history = IndexHistory() if history is None else history
+        self.history.update(self.handed_out)
 
     def __contains__(self, index: object) -> bool:
-        return index in self.pending or index in self.handed_out
+        return index in self.pending or index in self.handed_out or index in self.history
 
     def __len__(self) -> int:
         return len(self.pending) + len(self.handed_out)
@@ -46,7 +137,11 @@ class TaskReservations:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TaskReservations):
             return NotImplemented
-        return self.pending == other.pending and self.handed_out == other.handed_out
+        return (
+            self.pending == other.pending
+            and self.handed_out == other.handed_out
+            and self.history == other.history
+        )
 
     def __repr__(self) -> str:
         return f"TaskReservations(pending={len(self.pending)}, handed_out={len(self.handed_out)})"
@@ -54,11 +149,11 @@ class TaskReservations:
     # A mutable container: equality by content, so no hash.
     __hash__ = None  # type: ignore[assignment]
 
-    def __getstate__(self) -> tuple[set[int], set[int]]:
-        return self.pending, self.handed_out
+    def __getstate__(self) -> tuple[set[int], set[int], IndexHistory]:
+        return self.pending, self.handed_out, self.history
 
-    def __setstate__(self, state: tuple[set[int], set[int]]) -> None:
-        self.pending, self.handed_out = state
+    def __setstate__(self, state: tuple[set[int], set[int], IndexHistory]) -> None:
+        self.pending, self.handed_out, self.history = state
 
     def reserve(self, indexes: Iterable[int]) -> None:
         """Reserve the indexes of a new split as pending."""
@@ -69,6 +164,7 @@ class TaskReservations:
         share = list(share)
         self.pending.difference_update(share)
         self.handed_out.update(share)
+        self.history.update(share)
 
     def release_consumed(self, ready: set[int]) -> None:
         """Release every handed-out index that ``ready`` (a later ready list) omits.

@@ -48,7 +48,7 @@ from ._checks import (
 from .cache import DEFAULT_MAX_CACHED_BATCHES, EvictedRanks
 from .checkpoint import Expected, Restored
 from .grpo import GRPOGroupNSampler, select_groups
-from .reservations import TaskReservations, check_capacity
+from .reservations import IndexHistory, TaskReservations, check_capacity
 from .weights import (
     check_partition,
     check_sampler_cost,
@@ -371,6 +371,11 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             for key, reserved in self._reservations.items()
             if reserved.handed_out
         }
+        fields["_handed_history"] = {
+            key: reserved.history.intervals()
+            for key, reserved in self._reservations.items()
+            if len(reserved.history)
+        }
         return fields
 
     def _restore_fields(self, restored: Restored) -> None:
@@ -381,6 +386,11 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._reservations = rebuild_reservations(
             self._balanced_cache, self._uncollected, restored.handed_out
         )
+        for key, intervals in (restored.handed_history or {}).items():
+            reserved = self._reservations.setdefault(key, TaskReservations())
+            history = IndexHistory(intervals)
+            history.update(reserved.handed_out)
+            reserved.history = history
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
