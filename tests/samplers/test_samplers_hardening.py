@@ -446,7 +446,8 @@ def test_lagging_warning_survives_a_checkpoint_and_old_pickles():
     # a sampler pickled before positions existed: its first-cached order, nothing else
     state = sampler.__getstate__()
     state["_batch_order"] = {
-        key: dict.fromkeys(order) for key, order in sampler.save_checkpoint()["_batch_order"].items()
+        key: dict.fromkeys(order)
+        for key, order in sampler.save_checkpoint()["_batch_order"].items()
     }
     for name in ("_positions", "_queue", "_held", "_horizon", "_next_sequence", "_warned_lagging"):
         del state[name]

@@ -35,7 +35,10 @@ def balanced(sampler, ready, rank, batch, partition=None):
 
 
 CALLERS = {
-    "balanced": (lambda: SeqlenBalancedSampler(1, 2), lambda s, b: balanced(s, list(range(8)), 0, b)),
+    "balanced": (
+        lambda: SeqlenBalancedSampler(1, 2),
+        lambda s, b: balanced(s, list(range(8)), 0, b),
+    ),
     "grpo": (
         lambda: GRPOGroupNSampler(1),
         lambda s, b: s(list(range(8)), 2, "t", "p", dp_rank=0, batch_index=b),
@@ -96,7 +99,9 @@ def test_unhashable_task_and_partition_ids_are_named():
 # ---------------------------------------------------------------- partition
 
 
-@pytest.mark.parametrize("partition", [object(), "p0", 5, type("NoCall", (), {"get_custom_meta": 3})()])
+@pytest.mark.parametrize(
+    "partition", [object(), "p0", 5, type("NoCall", (), {"get_custom_meta": 3})()]
+)
 def test_a_partition_without_get_custom_meta_is_a_type_error_naming_it(partition):
     sampler = SeqlenBalancedSampler(1, 2)
     with pytest.raises(TypeError, match=r"partition must be None or have a get_custom_meta"):

@@ -35,7 +35,13 @@ P = Lengths()
 
 def call(sampler, ready, rank, batch, per_rank=1):
     return sampler(
-        ready, per_rank, task_name="t", partition_id="p", dp_rank=rank, batch_index=batch, partition=P
+        ready,
+        per_rank,
+        task_name="t",
+        partition_id="p",
+        dp_rank=rank,
+        batch_index=batch,
+        partition=P,
     )
 
 
@@ -190,7 +196,9 @@ def test_reservations_and_cache_stay_flat_over_many_steps(monkeypatch, skipped):
 
 def run_readme_loop(dp_size, steps, bound, peers=1, seed=0):
     """The README's next_batch loop, one thread per (dp_rank, peer); returns every answer."""
-    sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=dp_size, max_cached_batches=bound)
+    sampler = SeqlenBalancedSampler(
+        n_samples_per_prompt=2, dp_size=dp_size, max_cached_batches=bound
+    )
     lock = threading.Lock()
     produced = set(range(2 * 2 * dp_size * steps + 64))
     consumed: set[int] = set()
@@ -205,8 +213,13 @@ def run_readme_loop(dp_size, steps, bound, peers=1, seed=0):
                 ready = sorted(produced - consumed)
             try:
                 sampled, to_consume = sampler(
-                    ready, 2, task_name="actor", partition_id="epoch_0",
-                    dp_rank=dp_rank, batch_index=step, partition=P,
+                    ready,
+                    2,
+                    task_name="actor",
+                    partition_id="epoch_0",
+                    dp_rank=dp_rank,
+                    batch_index=step,
+                    partition=P,
                 )
             except RuntimeError:
                 # too far ahead of a slow rank: wait for it, as a caller must

@@ -200,7 +200,9 @@ class BatchCache:
             else:
                 self._held.setdefault(key, set()).add(batch_index)
 
-    def _release_held(self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable) -> None:
+    def _release_held(
+        self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
+    ) -> None:
         """The sampler now allows evicting ``batch_index``: queue it again if it was held."""
         key = (partition_id, task_name)
         held = self._held.get(key)

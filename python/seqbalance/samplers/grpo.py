@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Container, Hashable
 from typing import Any
 
 from ._checks import (
@@ -24,7 +24,7 @@ def select_groups(
     ready_indexes: list[int],
     group_size: int,
     groups_needed: int,
-    exclude: set[int] | None = None,
+    exclude: Container[int] | None = None,
 ) -> list[list[int]] | None:
     """Find ``groups_needed`` runs of ``group_size`` consecutive integers among ``ready_indexes``.
 

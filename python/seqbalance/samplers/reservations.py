@@ -31,7 +31,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Hashable, Iterable
 
-__all__ = ["HISTORY_INTERVALS", "IndexHistory", "TaskReservations", "check_capacity"]
+__all__ = [
+    "HISTORY_INTERVALS",
+    "IndexHistory",
+    "TaskReservations",
+    "check_capacity",
+    "rebuild_reservations",
+]
 
 #: How many disjoint intervals of handed-out indexes one ``(partition_id, task_name)`` keeps.
 HISTORY_INTERVALS = 4096
@@ -204,3 +210,26 @@ def check_capacity(
             "the returned indexes consumed) before asking for more batches, or raise "
             "max_cached_batches if ranks lag this far. Nothing was dropped or cached."
         )
+
+
+def rebuild_reservations(
+    cache: dict[tuple[Hashable, Hashable, Hashable], list[list[int]]],
+    uncollected: dict[tuple[Hashable, Hashable, Hashable], set[int]],
+    handed_out: dict[tuple[Hashable, Hashable], list[int]] | None,
+) -> dict[tuple[Hashable, Hashable], TaskReservations]:
+    """Reservations from cached splits: uncollected shares are pending; the rest of the cached
+    indexes are handed out, unless ``handed_out`` (a checkpoint's record) says which are."""
+    reservations: dict[tuple[Hashable, Hashable], TaskReservations] = {}
+    for (partition_id, task_name, batch), shares in cache.items():
+        reserved = reservations.setdefault((partition_id, task_name), TaskReservations())
+        pending = uncollected.get((partition_id, task_name, batch), set())
+        for rank, share in enumerate(shares):
+            if rank in pending:
+                reserved.pending.update(share)
+            elif handed_out is None:
+                reserved.handed_out.update(share)
+    for key, indexes in (handed_out or {}).items():
+        reservations.setdefault(key, TaskReservations()).handed_out.update(indexes)
+    for reserved in reservations.values():
+        reserved.history.update(reserved.handed_out)
+    return reservations

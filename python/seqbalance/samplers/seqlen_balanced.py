@@ -48,7 +48,7 @@ from ._checks import (
 from .cache import DEFAULT_MAX_CACHED_BATCHES, EvictedRanks
 from .checkpoint import Expected, Restored
 from .grpo import GRPOGroupNSampler, select_groups
-from .reservations import IndexHistory, TaskReservations, check_capacity
+from .reservations import IndexHistory, TaskReservations, check_capacity, rebuild_reservations
 from .weights import (
     check_partition,
     check_sampler_cost,
@@ -412,24 +412,3 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             for key, indexes in handed.items():
                 reserved = self._reservations.setdefault(key, TaskReservations())
                 reserved.handed_out |= indexes - reserved.pending
-
-
-def rebuild_reservations(
-    cache: dict[SplitKey, list[list[int]]],
-    uncollected: dict[SplitKey, set[int]],
-    handed_out: dict[TaskKey, list[int]] | None,
-) -> dict[TaskKey, TaskReservations]:
-    """Reservations from cached splits: uncollected shares are pending; the rest of the cached
-    indexes are handed out, unless ``handed_out`` (a checkpoint's record) says which are."""
-    reservations: dict[TaskKey, TaskReservations] = {}
-    for (partition_id, task_name, batch), shares in cache.items():
-        reserved = reservations.setdefault((partition_id, task_name), TaskReservations())
-        pending = uncollected.get((partition_id, task_name, batch), set())
-        for rank, share in enumerate(shares):
-            if rank in pending:
-                reserved.pending.update(share)
-            elif handed_out is None:
-                reserved.handed_out.update(share)
-    for key, indexes in (handed_out or {}).items():
-        reservations.setdefault(key, TaskReservations()).handed_out.update(indexes)
-    return reservations
