@@ -117,20 +117,20 @@ def test_dp_rank_and_batch_index_default_to_zero():
     sampler = SeqlenBalancedSampler(1, 2)
     part = lengths_partition([1, 2, 3, 4])
     first = sampler(list(range(4)), 2, partition=part)
-    assert sampler._balanced_cache.keys() == {("", "", 0)}
+    assert sampler.save_checkpoint()["_balanced_cache"].keys() == {("", "", 0)}
     assert first == tuple(sampler._states[""][""][0][0])
 
 
 def test_rank_beyond_dp_size_gets_nothing_and_computes_nothing():
     sampler = SeqlenBalancedSampler(1, 2)
     assert call(sampler, list(range(4)), 2, 2, partition=lengths_partition([1] * 4)) == ([], [])
-    assert sampler._balanced_cache == {} and sampler._states == {}
+    assert sampler.save_checkpoint()["_balanced_cache"] == {} and sampler._states == {}
 
 
 def test_too_few_groups_returns_empty_and_caches_nothing():
     sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
     assert call(sampler, [0, 1, 3, 5, 7], 2, 0, partition=lengths_partition([1] * 8)) == ([], [])
-    assert sampler._states == {} and sampler._balanced_cache == {}
+    assert sampler._states == {} and sampler.save_checkpoint()["_balanced_cache"] == {}
 
 
 def test_returned_lists_do_not_alias_the_cache():
@@ -227,7 +227,7 @@ def test_fewer_groups_than_ranks_rounds_up_to_one_group_per_rank(caplog):
             partition=lengths_partition([1] * 32),
         )
     assert shares == [[4, 5, 6, 7], [12, 13, 14, 15], [8, 9, 10, 11], [0, 1, 2, 3]]
-    assert sampler._uncollected[("p", "t", 0)] == set()
+    assert sampler.save_checkpoint()["_uncollected"][("p", "t", 0)] == set()
     messages = [r.getMessage() for r in caplog.records]
     assert messages == [
         "SeqlenBalancedSampler: batch_size 2 is smaller than n_samples_per_prompt 4; each rank gets one "
@@ -402,7 +402,7 @@ def test_group_sum_above_int64_names_the_group_indexes():
         r"above 2\*\*63 - 1",
     ):
         call(sampler, [4, 5, 6, 7], 4, 0, partition=Partition(meta))
-    assert sampler._balanced_cache == {} and sampler._states == {}
+    assert sampler.save_checkpoint()["_balanced_cache"] == {} and sampler._states == {}
 
 
 class _MetaReturns:
@@ -428,7 +428,7 @@ def test_get_custom_meta_must_return_a_mapping(returned, shown):
         + shown,
     ):
         call(sampler, [0, 1], 1, 0, partition=_MetaReturns(returned))
-    assert sampler._balanced_cache == {}
+    assert sampler.save_checkpoint()["_balanced_cache"] == {}
 
 
 def test_numpy_total_lengths_are_accepted():
@@ -475,7 +475,7 @@ def test_fast_rank_never_gets_an_uncollected_index():
     ready = [i for i in ready if i not in rank0_b0]  # controller consumed rank 0's share
     # rank 0 runs ahead: batch 1 while rank 1 has not collected batch 0
     rank0_b1, _ = call(sampler, ready, 4, 0, batch=1, partition=part)
-    rank1_b0 = sampler._balanced_cache[("p", "t", 0)][1]
+    rank1_b0 = sampler.save_checkpoint()["_balanced_cache"][("p", "t", 0)][1]
     assert not set(rank0_b1) & set(rank1_b0)
     assert call(sampler, ready, 4, 1, batch=0, partition=part)[0] == rank1_b0
 
@@ -586,7 +586,9 @@ def test_checkpoint_round_trip_answers_like_the_original():
     nxt_o = call(original, list(range(64)), 4, 0, batch=1, partition=part)
     nxt_r = call(restored, list(range(64)), 4, 0, batch=1, partition=part)
     assert nxt_o == nxt_r
-    batch0 = {i for share in original._balanced_cache[("p", "t", 0)] for i in share}
+    batch0 = {
+        i for share in original.save_checkpoint()["_balanced_cache"][("p", "t", 0)] for i in share
+    }
     assert not set(nxt_o[0]) & batch0
 
 
@@ -616,4 +618,4 @@ def test_loads_an_upstream_format_checkpoint():
         [4, 7],
         [5, 6],
     )
-    assert not set(sampler._balanced_cache[("p", "t", 1)][1]) & {0, 1, 2, 3}
+    assert not set(sampler.save_checkpoint()["_balanced_cache"][("p", "t", 1)][1]) & {0, 1, 2, 3}
