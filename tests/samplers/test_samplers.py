@@ -31,11 +31,11 @@ def test_exported_from_package_top_level():
 
 def test_samplers_reuse_the_input_module_error_wording():
     from seqbalance import _inputs
-    from seqbalance.samplers import _checks, checkpoint, seqlen_balanced
+    from seqbalance.samplers import _checks, checkpoint, weights
 
     assert _checks._describe is _inputs._describe
     assert checkpoint._describe is _inputs._describe
-    assert seqlen_balanced._describe is _inputs._describe
+    assert weights._describe is _inputs._describe
 
 
 def test_base_sampler_is_abstract():

@@ -191,7 +191,7 @@ def test_without_reservations_the_fast_rank_would_collide():
     ctrl = MiniController(SeqlenBalancedSampler(n, dp_size), lengths)
     ctrl.produce(range(8))
     ctrl.fetch(0, 0, per_rank)
-    rank1_share = set(ctrl.sampler._balanced_cache[("p0", "train", 0)][1])
+    rank1_share = set(ctrl.sampler.save_checkpoint()["_balanced_cache"][("p0", "train", 0)][1])
     with ctrl.lock:
         ready = set(ctrl.produced - ctrl.consumed)
     assert rank1_share <= ready  # still "ready" for the controller
@@ -283,7 +283,7 @@ def test_sixteen_ranks_ask_for_the_same_batch_at_the_same_moment():
         first = check_invariants(ctrl, lengths, n, dp_size, complete_batches=batches)
         assert sorted(i for s in first.values() for i in s) == list(range(len(lengths)))
         assert ctrl.partition.lookups == batches  # one split computed per batch
-        assert len(sampler._balanced_cache) == 1
+        assert len(sampler.save_checkpoint()["_balanced_cache"]) == 1
 
 
 @pytest.mark.usefixtures("busy_switching")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from seqbalance import GRPOGroupNSampler, RankAwareSampler, SeqlenBalancedSampler
 from seqbalance.samplers import cache
 
-EVICTED = r"evicted from the cache \(max_cached_batches=1\).*raise max_cached_batches"
+EVICTED = r"evicted from the cache \(max_cached_batches=1: .*raise max_cached_batches"
 
 
 class Partition:
@@ -66,16 +66,15 @@ def _evicted_batch_zero(bound=1):
 def test_balanced_repeat_after_eviction_raises_and_builds_no_split(rank):
     loop, _ = _evicted_batch_zero()
     sampler = loop.sampler
-    assert ("p", "t", 0) not in sampler._balanced_cache
-    reserved = set(sampler._reserved[("p", "t")])
+    assert not sampler.has_cached_result("p", "t", {"dp_rank": rank, "batch_index": 0})
+    before = sampler.save_checkpoint()
     with pytest.raises(ValueError, match=EVICTED) as info:
         loop.fetch(rank, 0)
     message = str(info.value)
     assert "batch_index 0 of partition_id 'p', task_name 't'" in message
     assert f"dp_rank {rank}" in message
     # nothing new was computed, reserved or cached for the refused request
-    assert ("p", "t", 0) not in sampler._balanced_cache
-    assert sampler._reserved[("p", "t")] == reserved
+    assert sampler.save_checkpoint() == before
     assert not sampler.has_cached_result("p", "t", {"dp_rank": rank, "batch_index": 0})
 
 
@@ -85,8 +84,8 @@ def test_balanced_cache_stays_bounded_after_a_refused_repeat():
         loop.fetch(0, 0)
     for batch in range(2, 8):
         assert loop.fetch(0, batch) and loop.fetch(1, batch)
-    assert sorted(key[2] for key in loop.sampler._balanced_cache) == [7]
-    assert not any(loop.sampler._uncollected.values())
+    assert sorted(loop.sampler._states["p"]["t"][0]) == [7]
+    assert not any(loop.sampler.save_checkpoint()["_uncollected"].values())
 
 
 def test_balanced_repeat_within_the_bound_gets_the_same_share():
@@ -114,7 +113,7 @@ def test_balanced_other_task_and_partition_are_not_refused():
 def test_clear_cache_forgets_the_eviction_record():
     loop, _ = _evicted_batch_zero()
     loop.sampler.clear_cache("p")
-    assert ("p", "t") not in loop.sampler._evicted
+    assert ("p", "t") not in loop.sampler.save_checkpoint()["_evicted"]
     assert loop.fetch(0, 0)  # batch 0 of a cleared partition may be computed afresh
 
 
@@ -135,8 +134,9 @@ def test_eviction_record_is_bounded_and_old_int_batches_stay_refused(monkeypatch
     for batch in range(10):
         loop.fetch(0, batch)
         loop.fetch(1, batch)
-    assert list(loop.sampler._evicted[("p", "t")]) == [6, 7, 8]
-    assert loop.sampler._evicted_floor[("p", "t")] == {None: 5}
+    state = loop.sampler.save_checkpoint()
+    assert list(state["_evicted"][("p", "t")]) == [6, 7, 8]
+    assert state["_evicted_floor"][("p", "t")] == {None: 5}
     for batch in (0, 5, 8):
         with pytest.raises(ValueError, match=f"batch_index {batch} of"):
             loop.fetch(1, batch)
@@ -150,8 +150,9 @@ def test_eviction_record_of_non_int_batch_indexes_is_bounded(monkeypatch):
     for name in names:
         loop.fetch(0, name)
         loop.fetch(1, name)
-    assert list(loop.sampler._evicted[("p", "t")]) == ["b3", "b4"]
-    assert ("p", "t") not in loop.sampler._evicted_floor
+    state = loop.sampler.save_checkpoint()
+    assert list(state["_evicted"][("p", "t")]) == ["b3", "b4"]
+    assert ("p", "t") not in state["_evicted_floor"]
     with pytest.raises(ValueError, match="batch_index 'b4' of"):
         loop.fetch(0, "b4")
 
@@ -163,7 +164,7 @@ def test_a_batch_held_back_by_an_uncollected_share_is_never_refused():
     for batch in range(1, 5):
         loop.fetch(0, batch)
         loop.fetch(1, batch)
-    share = loop.sampler._balanced_cache[("p", "t", 0)][1]
+    share = loop.sampler._states["p"]["t"][1][0][0]
     assert loop.fetch(1, 0) == share
     # collected now, so the next batch evicts it, and a repeat is refused
     loop.fetch(0, 5)
@@ -187,6 +188,7 @@ def test_property_a_repeat_gets_the_same_share_or_an_error(seed, bound, dp_size,
     answers: dict[tuple[int, int], list[int]] = {}
     owner: dict[int, tuple[int, int]] = {}
     progress = [0] * dp_size
+    newest = -1
     for _ in range(80):
         rank = rng.randrange(dp_size)
         if rng.random() < 0.4 and progress[rank] > 0:
@@ -194,21 +196,36 @@ def test_property_a_repeat_gets_the_same_share_or_an_error(seed, bound, dp_size,
         else:
             batch = progress[rank]
             progress[rank] += 1
+        before = sampler.save_checkpoint()
         try:
             share = loop.fetch(rank, batch, per_rank=n)
         except ValueError as exc:
             assert (rank, batch) in answers, f"first request refused: {exc}"
             assert "evicted" in str(exc)
+            assert batch + bound <= newest  # only a peer lagging that far is told so
             continue
+        except RuntimeError as exc:
+            # a rank far ahead of a lagging one: too many shares outstanding; nothing dropped
+            assert "would pass the bound" in str(exc) and (rank, batch) not in answers
+            assert not sampler.has_cached_result("p", "t", {"dp_rank": rank, "batch_index": batch})
+            for key, ranks in before["_uncollected"].items():
+                assert not ranks or key in sampler.save_checkpoint()["_balanced_cache"]
+            progress[rank] -= 1
+            continue
+        newest = max(newest, batch)
         assert share, "enough samples are always ready"
         if (rank, batch) in answers:
             assert share == answers[(rank, batch)]
         answers[(rank, batch)] = share
         for index in share:
             assert owner.setdefault(index, (rank, batch)) == (rank, batch)
-    # the cache stays within the bound plus the batches some rank still owes
-    owed = {key[2] for key, pending in sampler._uncollected.items() if pending}
-    assert len(sampler._balanced_cache) <= bound + len(owed)
+    # batch b stays cached only while a rank still owes its share, or until a request for
+    # b + bound or later arrives after its last share was collected (a repeat of the newest)
+    if newest >= 0:
+        loop.fetch(next(r for r in range(dp_size) if (r, newest) in answers), newest, per_rank=n)
+    for cached in sampler._states["p"]["t"].get(0, {}):
+        owed = any((rank, cached) not in answers for rank in range(dp_size))
+        assert owed or cached + bound > newest
 
 
 # ---------------------------------------------------------------- GRPOGroupNSampler / RankAwareSampler
@@ -247,7 +264,7 @@ def test_per_rank_samplers_refuse_a_repeat_after_eviction(make, fetch):
         with pytest.raises(ValueError, match=f"dp_rank {rank} "):
             fetch(sampler, rank, 0, [8, 9])
     # ranks 0..k-1 are recorded compactly as range(k)
-    assert sampler._evicted[("p", "t")][0] == range(2)
+    assert sampler.save_checkpoint()["_evicted"][("p", "t")][0] == range(2)
     state = pickle.loads(pickle.dumps(sampler.save_checkpoint()))
     restored = make()
     restored.load_checkpoint(state)
@@ -259,7 +276,7 @@ def test_only_the_ranks_that_held_an_evicted_batch_are_refused():
     sampler = GRPOGroupNSampler(1, max_cached_batches=1)
     sampler([0], 1, "t", "p", dp_rank=2, batch_index=0)
     sampler([1], 1, "t", "p", dp_rank=2, batch_index=1)
-    assert sampler._evicted[("p", "t")] == {0: frozenset({2})}
+    assert sampler.save_checkpoint()["_evicted"][("p", "t")] == {0: frozenset({2})}
     with pytest.raises(ValueError, match="dp_rank 2 "):
         sampler([5], 1, "t", "p", dp_rank=2, batch_index=0)
     for rank in (0, 1, 3):
@@ -279,7 +296,7 @@ def test_per_rank_high_water_marks_only_refuse_the_rank_that_was_served(monkeypa
     sampler = GRPOGroupNSampler(1, max_cached_batches=1)
     for batch in range(6):
         sampler([batch], 1, "t", "p", dp_rank=0, batch_index=batch)
-    assert sampler._evicted_floor[("p", "t")] == {0: 2}
+    assert sampler.save_checkpoint()["_evicted_floor"][("p", "t")] == {0: 2}
     with pytest.raises(ValueError, match="batch_index 1 of"):
         sampler([9], 1, "t", "p", dp_rank=0, batch_index=1)
     # rank 1 lags far behind but asks for batch 1 for the first time: served

@@ -126,11 +126,11 @@ def test_a_cache_hit_ignores_the_ready_list(kind):
 def test_balanced_sampler_refuses_duplicates_of_a_later_batch_without_losing_reservations():
     sampler = SeqlenBalancedSampler(1, 2)
     balanced_call(sampler, list(range(8)), 2, 0, 0)
-    reserved = copy.deepcopy(sampler._reserved)
+    before = snapshot(sampler)
     with pytest.raises(ValueError, match="index 5 more than once"):
         balanced_call(sampler, [4, 5, 5, 6, 7], 2, 0, 1)
-    assert sampler._reserved == reserved and ("p", "t", 1) not in sampler._balanced_cache
-    assert balanced_call(sampler, [], 2, 1, 0)[0] == sampler._balanced_cache[("p", "t", 0)][1]
+    assert snapshot(sampler) == before
+    assert balanced_call(sampler, [], 2, 1, 0)[0] == sampler._states["p"]["t"][1][0][0]
 
 
 def test_sequential_sampler_stays_a_plain_slice():
@@ -181,7 +181,7 @@ def test_property_balanced_sampler_hands_nothing_out_twice_and_loses_nothing(
             ready[which % len(ready)] = -1 - which
         elif spoil == "shuffled":
             ready = ready[which % (len(ready) or 1) :] + ready[: which % (len(ready) or 1)]
-        cached = ("p", "t", batch) in sampler._balanced_cache
+        cached = sampler.has_cached_result("p", "t", {"dp_rank": rank, "batch_index": batch})
         before = snapshot(sampler)
         try:
             sampled, consumed_now = balanced_call(sampler, ready, per_rank, rank, batch)
@@ -191,6 +191,13 @@ def test_property_balanced_sampler_hands_nothing_out_twice_and_loses_nothing(
             assert "ready_indexes" in str(exc) or "evicted" in str(exc)
             assert not cached or "evicted" in str(exc)
             assert snapshot(sampler) == before
+            continue
+        except RuntimeError as exc:
+            # too many shares outstanding (a rank far ahead): refused, nothing cached or dropped
+            assert "would pass the bound" in str(exc) and not cached
+            assert not sampler.has_cached_result("p", "t", {"dp_rank": rank, "batch_index": batch})
+            for key, ranks in before["_uncollected"].items():
+                assert not ranks or key in sampler.save_checkpoint()["_balanced_cache"]
             continue
         assert sampled == consumed_now and len(sampled) == len(set(sampled))
         if (rank, batch) in answers:
@@ -203,7 +210,7 @@ def test_property_balanced_sampler_hands_nothing_out_twice_and_loses_nothing(
             )
         consumed.update(consumed_now)
         # nothing lost: a cached split's shares are disjoint whole groups, and its ranks' answers
-        for (_, _, cached_batch), shares in sampler._balanced_cache.items():
+        for (_, _, cached_batch), shares in sampler.save_checkpoint()["_balanced_cache"].items():
             everything = [index for share in shares for index in share]
             assert len(everything) == len(set(everything))
             assert all(len(share) % n == 0 for share in shares)
@@ -273,12 +280,17 @@ def test_unlabelled_checkpoint_from_another_dp_size_is_refused_by_its_shares():
     for key in ("format_version", "sampler", "dp_size", "n_samples_per_prompt"):
         del state[key]
     sampler = SeqlenBalancedSampler(1, 2)
+    with pytest.raises(ValueError, match=r"4 ranks, so it was saved with dp_size >= 4.*dp_size=2"):
+        sampler.load_checkpoint(state)
+    ranks = state["_states"]["p"]["t"]
+    kept = ranks.pop(1), ranks.pop(3)
     with pytest.raises(ValueError, match=r"dp_rank 2, so it was saved with dp_size > 2.*dp_size=2"):
         sampler.load_checkpoint(state)
+    ranks[1], ranks[3] = kept
     del state["_states"]["p"]["t"][2], state["_states"]["p"]["t"][3]
     with pytest.raises(ValueError, match="has 4 shares, so it was saved with dp_size=4.*dp_size=2"):
         sampler.load_checkpoint(state)
-    assert sampler._states == {} and sampler._balanced_cache == {}
+    assert sampler._states == {} and sampler.save_checkpoint()["_balanced_cache"] == {}
     # the other way round: shares for 2 ranks into a sampler of 4 cannot rebuild the split
     small = busy_balanced_sampler(dp_size=2).save_checkpoint()
     upstream = {"_states": small["_states"]}
@@ -319,7 +331,7 @@ def test_unlabelled_checkpoint_from_another_dp_size_is_refused_by_its_shares():
         (
             {"_states": {}, "_evicted": {("p", "t"): {0: "all"}}},
             TypeError,
-            "None or a set of ranks",
+            "must be a set of ranks",
         ),
         ({"_states": {}, "_evicted_floor": {("p", "t"): {0: 1.5}}}, TypeError, "must be an int"),
         ({"_states": {}, "_batch_order": {("p", "t"): 3}}, TypeError, "must be a list"),
@@ -360,13 +372,17 @@ def test_upstream_style_balanced_checkpoint_rebuilds_splits_and_reservations():
     upstream = {"_states": pickle.loads(pickle.dumps(original.save_checkpoint()["_states"]))}
     restored = SeqlenBalancedSampler(1, 2, max_cached_batches=4)
     restored.load_checkpoint(upstream)
-    assert restored._balanced_cache == original._balanced_cache
-    assert restored._reserved == original._reserved
+    saved, loaded = original.save_checkpoint(), restored.save_checkpoint()
+    assert loaded["_balanced_cache"] == saved["_balanced_cache"]
+    # only rank 0 collected; an upstream checkpoint cannot tell, so every cached index stays
+    # reserved as handed out until a ready list omits it
+    rank0 = sorted(i for batch in (0, 1) for i in original._states["p"]["t"][0][batch][0])
+    assert saved["_handed_out"] == {("p", "t"): rank0}
+    assert loaded["_handed_out"] == {("p", "t"): list(range(8))}
     # a later batch never reuses the restored batches' indexes
     fresh = balanced_call(restored, list(range(20)), 2, 1, 2)[0]
-    assert not set(fresh) & restored._reserved[("p", "t")] - set(
-        restored._balanced_cache[("p", "t", 2)][1]
-    )
+    taken = {i for shares in saved["_balanced_cache"].values() for share in shares for i in share}
+    assert fresh and not set(fresh) & taken
     assert balanced_call(restored, [], 2, 1, 0) == balanced_call(original, [], 2, 1, 0)
 
 
@@ -394,8 +410,10 @@ def test_dp_size_above_two_to_the_24_is_refused():
 def test_repr_shows_the_bound_its_unit_and_the_eviction_rule():
     text = repr(SeqlenBalancedSampler(2, 4, max_cached_batches=8))
     assert text.startswith("SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=4, ")
-    assert "max_cached_batches=8 (batch indexes kept per (partition_id, task_name)" in text
+    assert "max_cached_batches=8 (batch b of a (partition_id, task_name) is evicted when a " in text
+    assert "request for batch b + 8 or later arrives" in text
     assert "only once every dp_rank has collected its share" in text
+    assert "a handed-out index stays reserved until a later ready_indexes omits it" in text
     assert "max_cached_batches=None (every batch kept)" in repr(
         RankAwareSampler(max_cached_batches=None)
     )
@@ -424,13 +442,20 @@ def test_lagging_warning_survives_a_checkpoint_and_old_pickles():
         sampler([batch], 1, "t", "p", dp_rank=0, batch_index=batch)
     restored = GRPOGroupNSampler(1, max_cached_batches=2)
     restored.load_checkpoint(sampler.save_checkpoint())
-    assert restored._batch_order == sampler._batch_order
-    # a sampler pickled before sequence numbers existed
+    assert restored.save_checkpoint() == sampler.save_checkpoint()
+    # a sampler pickled before positions existed: its first-cached order, nothing else
     state = sampler.__getstate__()
     state["_batch_order"] = {
-        key: dict.fromkeys(order) for key, order in state["_batch_order"].items()
+        key: dict.fromkeys(order)
+        for key, order in sampler.save_checkpoint()["_batch_order"].items()
     }
-    del state["_next_sequence"], state["_warned_lagging"]
+    for name in ("_positions", "_queue", "_held", "_horizon", "_next_sequence", "_warned_lagging"):
+        del state[name]
     old = GRPOGroupNSampler.__new__(GRPOGroupNSampler)
     old.__setstate__(state)
-    assert old._batch_order == sampler._batch_order
+    assert old.save_checkpoint() == sampler.save_checkpoint()
+    # and it evicts by the same rule: batch 0 goes when batch 2 is asked for
+    for s in (sampler, restored, old):
+        s([2], 1, "t", "p", dp_rank=0, batch_index=2)
+        with pytest.raises(ValueError, match="evicted"):
+            s([], 1, "t", "p", dp_rank=0, batch_index=0)

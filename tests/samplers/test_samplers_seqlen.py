@@ -117,20 +117,20 @@ def test_dp_rank_and_batch_index_default_to_zero():
     sampler = SeqlenBalancedSampler(1, 2)
     part = lengths_partition([1, 2, 3, 4])
     first = sampler(list(range(4)), 2, partition=part)
-    assert sampler._balanced_cache.keys() == {("", "", 0)}
+    assert sampler.save_checkpoint()["_balanced_cache"].keys() == {("", "", 0)}
     assert first == tuple(sampler._states[""][""][0][0])
 
 
 def test_rank_beyond_dp_size_gets_nothing_and_computes_nothing():
     sampler = SeqlenBalancedSampler(1, 2)
     assert call(sampler, list(range(4)), 2, 2, partition=lengths_partition([1] * 4)) == ([], [])
-    assert sampler._balanced_cache == {} and sampler._states == {}
+    assert sampler.save_checkpoint()["_balanced_cache"] == {} and sampler._states == {}
 
 
 def test_too_few_groups_returns_empty_and_caches_nothing():
     sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
     assert call(sampler, [0, 1, 3, 5, 7], 2, 0, partition=lengths_partition([1] * 8)) == ([], [])
-    assert sampler._states == {} and sampler._balanced_cache == {}
+    assert sampler._states == {} and sampler.save_checkpoint()["_balanced_cache"] == {}
 
 
 def test_returned_lists_do_not_alias_the_cache():
@@ -227,7 +227,7 @@ def test_fewer_groups_than_ranks_rounds_up_to_one_group_per_rank(caplog):
             partition=lengths_partition([1] * 32),
         )
     assert shares == [[4, 5, 6, 7], [12, 13, 14, 15], [8, 9, 10, 11], [0, 1, 2, 3]]
-    assert sampler._uncollected[("p", "t", 0)] == set()
+    assert sampler.save_checkpoint()["_uncollected"][("p", "t", 0)] == set()
     messages = [r.getMessage() for r in caplog.records]
     assert messages == [
         "SeqlenBalancedSampler: batch_size 2 is smaller than n_samples_per_prompt 4; each rank gets one "
@@ -402,7 +402,7 @@ def test_group_sum_above_int64_names_the_group_indexes():
         r"above 2\*\*63 - 1",
     ):
         call(sampler, [4, 5, 6, 7], 4, 0, partition=Partition(meta))
-    assert sampler._balanced_cache == {} and sampler._states == {}
+    assert sampler.save_checkpoint()["_balanced_cache"] == {} and sampler._states == {}
 
 
 class _MetaReturns:
@@ -428,7 +428,7 @@ def test_get_custom_meta_must_return_a_mapping(returned, shown):
         + shown,
     ):
         call(sampler, [0, 1], 1, 0, partition=_MetaReturns(returned))
-    assert sampler._balanced_cache == {}
+    assert sampler.save_checkpoint()["_balanced_cache"] == {}
 
 
 def test_numpy_total_lengths_are_accepted():
@@ -475,7 +475,7 @@ def test_fast_rank_never_gets_an_uncollected_index():
     ready = [i for i in ready if i not in rank0_b0]  # controller consumed rank 0's share
     # rank 0 runs ahead: batch 1 while rank 1 has not collected batch 0
     rank0_b1, _ = call(sampler, ready, 4, 0, batch=1, partition=part)
-    rank1_b0 = sampler._balanced_cache[("p", "t", 0)][1]
+    rank1_b0 = sampler.save_checkpoint()["_balanced_cache"][("p", "t", 0)][1]
     assert not set(rank0_b1) & set(rank1_b0)
     assert call(sampler, ready, 4, 1, batch=0, partition=part)[0] == rank1_b0
 
@@ -515,9 +515,11 @@ def test_cache_keeps_last_n_batches_when_all_collected():
     part = lengths_partition([1] * 200)
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=4)
     _run_batches(sampler, part, 10, collect_ranks=[0, 1])
+    # batch b goes when a request for batch b + 4 arrives
     assert sorted(sampler._states["p"]["t"][0]) == [6, 7, 8, 9]
-    assert sorted(k[2] for k in sampler._balanced_cache) == [6, 7, 8, 9]
-    assert sampler._reserved[("p", "t")] == set(range(12, 20))
+    assert sorted(sampler._states["p"]["t"][1]) == [6, 7, 8, 9]
+    # each ready list omitted the batches before it, so only the last one stays reserved
+    assert sampler.save_checkpoint()["_handed_out"] == {("p", "t"): [18, 19]}
 
 
 def test_cache_never_evicts_a_batch_with_an_uncollected_share():
@@ -525,20 +527,22 @@ def test_cache_never_evicts_a_batch_with_an_uncollected_share():
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=2)
     _run_batches(sampler, part, 1, collect_ranks=[0])  # batch 0: rank 1 never collects
     _run_batches(sampler, part, 5, collect_ranks=[0, 1], start=1)
-    kept = sorted(k[2] for k in sampler._balanced_cache)
-    assert kept == [0, 4, 5]
+    assert sorted(sampler._states["p"]["t"][1]) == [0, 4, 5]
     assert sampler.has_cached_result("p", "t", {"dp_rank": 1, "batch_index": 0})
-    rank1_share = sampler._balanced_cache[("p", "t", 0)][1]
-    # now rank 1 collects -> batch 0 becomes evictable and goes
+    rank1_share = sampler._states["p"]["t"][1][0][0]
+    # now rank 1 collects; a peer repeating at once is still served from the cache
     assert call(sampler, [], 1, 1, batch=0, partition=part)[0] == rank1_share
-    assert sorted(k[2] for k in sampler._balanced_cache) == [4, 5]
+    assert call(sampler, [], 1, 1, batch=0, partition=part)[0] == rank1_share
+    # the next request for a batch >= 0 + 2 evicts it
+    call(sampler, [], 1, 0, batch=5, partition=part)
+    assert sorted(sampler._states["p"]["t"][1]) == [4, 5]
 
 
 def test_unbounded_cache():
     part = lengths_partition([1] * 400)
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=None)
     _run_batches(sampler, part, 100, collect_ranks=[0, 1])
-    assert len(sampler._balanced_cache) == 100
+    assert len(sampler._states["p"]["t"][0]) == 100
 
 
 # ---------------------------------------------------------------- clear_cache and checkpoints
@@ -550,9 +554,8 @@ def test_clear_cache_drops_split_states_and_reservations():
     call(sampler, list(range(4)), 2, 0, pid="p", partition=part)
     call(sampler, list(range(4)), 2, 0, pid="q", partition=part)
     sampler.clear_cache("p")
-    assert {k[0] for k in sampler._balanced_cache} == {"q"}
-    assert "p" not in sampler._states
-    assert ("p", "t") not in sampler._reserved
+    assert set(sampler._states) == {"q"}
+    assert ("p", "t") not in sampler.save_checkpoint()["_handed_out"]
     # batch 0 of "p" is computed afresh from what is ready now
     assert call(sampler, [4, 5, 6, 7], 2, 1, pid="p", partition=part)[0] in (
         [4, 5],
@@ -583,7 +586,9 @@ def test_checkpoint_round_trip_answers_like_the_original():
     nxt_o = call(original, list(range(64)), 4, 0, batch=1, partition=part)
     nxt_r = call(restored, list(range(64)), 4, 0, batch=1, partition=part)
     assert nxt_o == nxt_r
-    batch0 = {i for share in original._balanced_cache[("p", "t", 0)] for i in share}
+    batch0 = {
+        i for share in original.save_checkpoint()["_balanced_cache"][("p", "t", 0)] for i in share
+    }
     assert not set(nxt_o[0]) & batch0
 
 
@@ -613,4 +618,4 @@ def test_loads_an_upstream_format_checkpoint():
         [4, 7],
         [5, 6],
     )
-    assert not set(sampler._balanced_cache[("p", "t", 1)][1]) & {0, 1, 2, 3}
+    assert not set(sampler.save_checkpoint()["_balanced_cache"][("p", "t", 1)][1]) & {0, 1, 2, 3}

@@ -22,6 +22,7 @@ from .arguments import (
     check_min_count,
     check_optional_count,
     check_pad_to_multiple_of,
+    check_partition_index,
     check_refine,
     check_shape,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "check_min_count",
     "check_optional_count",
     "check_pad_to_multiple_of",
+    "check_partition_index",
     "check_refine",
     "check_shape",
     "lengths_as_list",

@@ -154,3 +154,23 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
 def check_pad_to_multiple_of(value: Any) -> int:
     """``pad_to_multiple_of`` as an int >= 1, or the ``TypeError``/``ValueError`` naming it."""
     return check_k_partitions(value, "pad_to_multiple_of")
+
+
+def check_partition_index(index: int, p: int, j: int, n_values: int) -> int:
+    """Return ``index`` (item ``j`` of ``partitions[p]``) when it indexes ``n_values`` values.
+
+    One rule and one message for every function that takes explicit partitions
+    (``refine_partitions`` in the native binding, ``balance_report``, ``log_seqlen_unbalance``):
+    an index outside ``0..n_values - 1`` is a ``ValueError`` saying which item holds it. An int
+    beyond int64 is shown with its type, as the binding shows it.
+
+    Example:
+        >>> check_partition_index(5, 0, 1, 4)
+        Traceback (most recent call last):
+        ...
+        ValueError: partitions[0][1] is 5, not an index of the 4 values
+    """
+    if 0 <= index < n_values:
+        return index
+    shown = str(index) if -(2**63) <= index < 2**63 else _describe(int(index))
+    raise ValueError(f"partitions[{p}][{j}] is {shown}, not an index of the {n_values} values")

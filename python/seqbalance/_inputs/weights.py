@@ -9,6 +9,7 @@ functions, so the two implementations differ only in how they compute.
 
 from __future__ import annotations
 
+import array as array_module
 import math
 import operator
 from typing import Any, Literal, NamedTuple
@@ -267,10 +268,13 @@ def plain_int64_array(values: Any) -> np.ndarray | None:
     if not isinstance(values, list):
         return None
     try:
-        array = np.asarray(values)
-    except (TypeError, ValueError, OverflowError):
+        # array('q') reads each int's own value (PyLong_AsLongLong), as the native list fast path
+        # and operator.index do; NumPy's list conversion would call an int subclass's __int__,
+        # so the reference and the planners could see another number than the partitioner.
+        array = np.frombuffer(array_module.array("q", values), dtype=np.int64)
+    except Exception:  # floats, strings, huge ints, objects: the item-by-item checks name them
         return None
-    if array.dtype == np.int64 and array.ndim == 1 and (array.size == 0 or int(array.min()) >= 0):
+    if array.size == 0 or int(array.min()) >= 0:
         return array
     return None
 

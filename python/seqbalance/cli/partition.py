@@ -118,6 +118,10 @@ def _read_input(args: argparse.Namespace) -> tuple[np.ndarray, list[Any] | None,
         source = f"{args.file}: {lengths.size:,} lengths in {len(uid_runs(uids)):,} uid groups"
         return lengths, uids, source
     if args.file is None:
+        if args.field is not None:
+            raise InputError(
+                "--field reads JSON Lines: give a FILE ('-' for stdin) to read it from"
+            )
         return synthetic_rl_batch(), None, SYNTHETIC_DESCRIPTION
     lengths = read_lengths(args.file, args.field)
     return lengths, None, f"{args.file}: {lengths.size:,} lengths"

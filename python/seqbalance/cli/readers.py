@@ -20,6 +20,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 
 from .._inputs import MAX_VALUE, as_int64_array
+from ._paths import InputError, check_is_file
 
 __all__ = [
     "CHUNK_BYTES",
@@ -58,10 +59,6 @@ _FAST_DIGITS = 18
 _BYTE_CLASS = np.zeros(256, dtype=np.uint8)
 _BYTE_CLASS[ord("0") : ord("9") + 1] = 1
 _BYTE_CLASS[[ord(c) for c in " \t\r\n\v\f"]] = 2
-
-
-class InputError(Exception):
-    """A problem with the user's input, reported as one line and exit status 2."""
 
 
 def synthetic_rl_batch(
@@ -193,6 +190,10 @@ def _json_record(line: str, where: str) -> dict[str, Any]:
         raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise InputError(f"{where}: JSON nested too deeply") from None
+    except ValueError:  # an integer past Python's digit limit for str -> int conversion
+        raise InputError(
+            f"{where}: a JSON number has more than {sys.get_int_max_str_digits()} digits"
+        ) from None
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
     return record
@@ -312,17 +313,10 @@ def _read_npy(path: Path) -> np.ndarray:
         raise InputError(str(exc)) from None
 
 
-def _check_is_file(path: Path) -> None:
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not a file of lengths")
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-
-
 def read_model_config(file: str) -> dict[str, Any]:
     """A Hugging Face ``config.json`` (``--model-config``) as a dict, or a one-line InputError."""
     path = Path(file)
-    _check_is_file(path)
+    check_is_file(path)
     try:
         with open(path, "rb") as stream:
             # A config is a few kilobytes; one far larger is not a config.
@@ -368,7 +362,7 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     if file != "-" and path.suffix == ".npy":
         if field is not None:
             raise InputError(f"{path}: --field applies to JSON Lines files, not .npy")
-        _check_is_file(path)
+        check_is_file(path)
         values = _read_npy(path)
     else:
         if field is None and path.suffix in (".jsonl", ".ndjson"):
@@ -407,7 +401,7 @@ def _read_text_input(file: str, read: Callable[[IO[bytes]], _Read]) -> _Read:
         if file == "-":
             result = read(_stdin_bytes())
         else:
-            _check_is_file(path)
+            check_is_file(path)
             with open(path, "rb") as stream:
                 result = read(stream)
     except OSError as exc:

@@ -54,6 +54,7 @@ Importing this module imports neither torch nor verl; :func:`install` imports
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import numpy as np
@@ -166,5 +167,25 @@ def uninstall() -> list[str]:
 
 
 def is_installed() -> bool:
-    """Whether :func:`install` is in effect in this process."""
-    return _PATCH.is_installed()
+    """Whether :func:`install` is in effect in this process.
+
+    True when :func:`install` ran, :func:`uninstall` has not run since, and
+    ``verl.utils.seqlen_balancing`` as imported now still holds seqbalance's functions. Reloading
+    that module (``importlib.reload``), or importing it afresh after it left ``sys.modules``,
+    puts verl's originals back: ``False`` then, and :func:`install` patches again.
+
+    >>> import seqbalance.integrations.verl as sb_verl
+    >>> sb_verl.is_installed()
+    False
+    """
+    if not _PATCH.is_installed():
+        return False
+    module = sys.modules.get(_PATCH.target)
+    if module is None:
+        return False
+    for name, replacement in _PATCH.replacements.items():
+        current = getattr(module, name, None)
+        # A name the installed verl lacks (optional, older releases) was never replaced.
+        if current is not None and current is not replacement:
+            return False
+    return True

@@ -211,7 +211,9 @@ def sample_costs(
 def check_total(values: np.ndarray, name: str = "cost") -> None:
     """Raise ``OverflowError`` when ``values`` sum above ``2**63 - 1``.
 
-    Below that, no group sum and no sum of groups a partitioner forms can wrap around.
+    Below that, no group sum and no sum of groups a partitioner forms can wrap around. The
+    advice fits the sum: weights from a cost can fall back to ``cost='tokens'``; the lengths
+    themselves (whatever the cost) can only be planned in smaller batches.
     """
     if values.size == 0:
         return
@@ -219,9 +221,13 @@ def check_total(values: np.ndarray, name: str = "cost") -> None:
     if largest * values.size > MAX_VALUE:
         total = sum(values.tolist())
         if total > MAX_VALUE:
+            advice = (
+                "plan them in smaller batches (every planner adds lengths up in int64)"
+                if name == "lengths"
+                else "pass cost='tokens' or smaller weights"
+            )
             raise OverflowError(
-                f"the {name} of all samples sums to {total}, above 2**63 - 1; "
-                "pass cost='tokens' or smaller weights"
+                f"the {name} of all samples sums to {total}, above 2**63 - 1; {advice}"
             )
 
 
@@ -265,6 +271,11 @@ class TransformerCost:
     so the plans are the same; ``causal=True`` (the default, as in decoder training) weighs
     attention half as much, like ``calculate_workload(s, hidden_size=2 * h)``.
 
+    Raises:
+        TypeError: a size that is not an int, or a ``causal`` that is not a bool.
+        ValueError: a size below 1, or a ``hidden_size``/``ffn_hidden_size`` so large that the
+            per-token weight ``4 * h + 2 * f`` leaves int64 (the message names the argument).
+
     Example:
         >>> cost = TransformerCost(hidden_size=4096, causal=False)
         >>> cost(np.array([1, 100])).tolist() == [2 * w for w in calculate_workload([1, 100])]
@@ -280,11 +291,31 @@ class TransformerCost:
     ) -> None:
         self.hidden_size = check_k_partitions(hidden_size, "hidden_size")
         self.num_layers = check_k_partitions(num_layers, "num_layers")
-        self.ffn_hidden_size = (
-            4 * self.hidden_size
-            if ffn_hidden_size is None
-            else check_k_partitions(ffn_hidden_size, "ffn_hidden_size")
-        )
+        # The per-token coefficient 4 * h + 2 * f must fit in int64, or even a length of 1 (and
+        # the arithmetic on an empty array) overflows.
+        if ffn_hidden_size is None:
+            largest = MAX_VALUE // 12
+            if self.hidden_size > largest:
+                raise ValueError(
+                    f"hidden_size must be <= {largest} (the per-token weight 12 * hidden_size "
+                    f"must fit in int64), got {self.hidden_size}"
+                )
+            self.ffn_hidden_size = 4 * self.hidden_size
+        else:
+            if self.hidden_size > (MAX_VALUE - 2) // 4:
+                raise ValueError(
+                    f"hidden_size must be <= {(MAX_VALUE - 2) // 4} (the per-token weight "
+                    f"4 * hidden_size + 2 * ffn_hidden_size must fit in int64), got "
+                    f"{self.hidden_size}"
+                )
+            self.ffn_hidden_size = check_k_partitions(ffn_hidden_size, "ffn_hidden_size")
+            largest = (MAX_VALUE - 4 * self.hidden_size) // 2
+            if self.ffn_hidden_size > largest:
+                raise ValueError(
+                    f"ffn_hidden_size must be <= {largest} with hidden_size={self.hidden_size} "
+                    "(the per-token weight 4 * hidden_size + 2 * ffn_hidden_size must fit in "
+                    f"int64), got {self.ffn_hidden_size}"
+                )
         if not isinstance(causal, (bool, np.bool_)):
             raise TypeError(f"causal must be a bool, got {_describe(causal)}")
         self.causal = bool(causal)

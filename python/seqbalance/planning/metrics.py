@@ -15,6 +15,7 @@ from .._inputs import (
     MAX_VALUE,
     _describe,
     check_k_partitions,
+    check_partition_index,
     lengths_as_list,
     normalize_lengths,
 )
@@ -46,14 +47,10 @@ def _index_lists(partitions: Any, n_items: int) -> list[list[int]]:
                 f"partitions[{p}] must be a list of indexes, got {type(partition).__name__}"
             )
         indexes = []
-        for index in partition:
+        for j, index in enumerate(partition):
             if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
                 raise TypeError(f"partitions[{p}] holds a non-integer index {index!r}")
-            if not 0 <= index < n_items:
-                raise IndexError(
-                    f"partitions[{p}] holds index {int(index)}, outside 0..{n_items - 1}"
-                )
-            indexes.append(int(index))
+            indexes.append(check_partition_index(int(index), p, j, n_items))
         result.append(indexes)
     _check_exactly_once(result, n_items)
     return result
@@ -98,7 +95,9 @@ def log_seqlen_unbalance(seqlen_list: Any, partitions: Any, prefix: str) -> dict
         PartitionError: fewer items than partitions (verl divides by zero there).
         ValueError: an index appears twice, or is in no partition (the metrics of such a split
             would describe samples trained twice or never).
-        TypeError, ValueError, IndexError: bad lengths, partitions or indexes.
+        ValueError: an index outside ``0..len(seqlen_list) - 1`` (the message of
+            :func:`seqbalance.refine_partitions`).
+        TypeError, ValueError: bad lengths, partitions or indexes.
 
     Example:
         >>> log_seqlen_unbalance([1, 2, 3, 4], [[0, 3], [1, 2]], "s")["s/minmax_diff"]
@@ -351,7 +350,8 @@ def balance_report(
         A frozen :class:`BalanceReport` (``.balanced`` and ``.naive`` :class:`LoadStats`).
 
     Raises:
-        ValueError: an index appears twice or is missing; TypeError/IndexError: malformed
+        ValueError: an index appears twice or is missing, or is outside ``0..len(values) - 1``
+            (the message of :func:`seqbalance.refine_partitions`); TypeError: malformed
             partitions; the errors of the length normalisation for bad values.
 
     Example:

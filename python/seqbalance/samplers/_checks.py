@@ -7,7 +7,8 @@ value, so a refused call leaves the sampler exactly as it was.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from numbers import Integral, Number
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,8 @@ from .._inputs import _describe, check_count_bound
 
 __all__ = [
     "as_int",
+    "check_batch_index",
+    "check_hashable",
     "check_batch_size",
     "check_cache_bound",
     "check_count",
@@ -141,3 +144,40 @@ def check_ready_indexes(ready_indexes: Any) -> list[int]:
                 )
             first_seen[index] = position
     return values if values is not ready_indexes else list(values)
+
+
+def check_batch_index(batch_index: Any) -> Hashable:
+    """Return ``batch_index`` as a cache key: an int (NumPy ints become Python ints), or any other
+    hashable value that is not a number (a str, bytes, None, a tuple).
+
+    A float is refused even when it holds a whole number: ``nan`` never equals itself, so every
+    call would miss the cache and reserve a new split, and ``1.0`` would share a cache entry with
+    ``1`` while ranking apart from it for eviction. A bool is a flag, not a position.
+
+    Raises:
+        TypeError: a bool, a float or another non-integer number, or an unhashable value.
+
+    Example:
+        >>> check_batch_index(3), check_batch_index("warm-up")
+        (3, 'warm-up')
+        >>> check_batch_index(float("nan"))
+        Traceback (most recent call last):
+        ...
+        TypeError: batch_index must be an int, a str or None, got nan (float)
+    """
+    if isinstance(batch_index, (bool, np.bool_)) or (
+        isinstance(batch_index, Number) and not isinstance(batch_index, Integral)
+    ):
+        raise TypeError(f"batch_index must be an int, a str or None, got {_describe(batch_index)}")
+    if isinstance(batch_index, Integral):
+        return operator.index(batch_index)
+    return check_hashable(batch_index, "batch_index")
+
+
+def check_hashable(value: Any, name: str) -> Hashable:
+    """Return ``value`` when it can be a cache key, else ``TypeError`` naming ``name``."""
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"{name} must be hashable (a cache key), got {_describe(value)}") from None
+    return value

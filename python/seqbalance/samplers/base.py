@@ -38,26 +38,27 @@ class BaseSampler(BatchCache, ABC):
     results in ``self._states[partition_id][task_name][dp_rank][batch_index]``.
 
     Args:
-        max_cached_batches: keyword-only. The newest ``max_cached_batches`` batch indexes per
-            ``(partition_id, task_name)`` (in the order they were first cached) are always kept;
-            older ones are forgotten, but only once no rank is still owed a share of them, so the
-            cache can exceed the bound while shares are outstanding. ``None`` keeps everything,
-            as upstream does. Default :data:`DEFAULT_MAX_CACHED_BATCHES` (64).
+        max_cached_batches: keyword-only. Batch ``b`` of a ``(partition_id, task_name)`` is
+            evicted when a request for batch ``b + max_cached_batches`` or later arrives (int
+            batch indexes; other batch indexes count in the order they are first cached), and
+            only once no rank is still owed a share of it. ``None`` keeps everything, as
+            upstream does. Default :data:`DEFAULT_MAX_CACHED_BATCHES` (64).
 
     Evicted batches: a caller that repeats a request for a batch after it was evicted (typically
-    a tensor- or pipeline-parallel peer of a ``dp_rank`` lagging more than
-    ``max_cached_batches`` batches behind) gets a ``ValueError`` from :meth:`sample`, never a
-    fresh selection: fresh indexes would differ from the ones its peers got. So peers of one
-    ``dp_rank`` must not lag by more than ``max_cached_batches`` batches; raise the bound (or
-    pass ``None``) if they do. To recognise such requests the sampler keeps, per
+    a tensor- or pipeline-parallel peer of a ``dp_rank`` lagging ``max_cached_batches`` batches
+    or more behind the newest request) gets a ``ValueError`` from :meth:`sample`, never a
+    fresh selection: fresh indexes would differ from the ones its peers got. A peer repeating a
+    request before that is always served from the cache. Raise the bound (or pass ``None``) if
+    peers lag further. To recognise such requests the sampler keeps, per
     ``(partition_id, task_name)``, the last :data:`EVICTED_RECORD_SIZE` (1024) evicted batch
     indexes with the ranks that held them, and, for int batch indexes pushed out of that record,
     a high-water mark per rank. Batch indexes are therefore expected to grow and must not be
     reused for new data within one ``(partition_id, task_name)``; :meth:`clear_cache` forgets the
-    record along with the cache. The first time a request is served for a batch with
-    ``max_cached_batches - 1`` newer ones cached (the next new batch may evict it), a WARNING is
+    record along with the cache. The first time a request is served for a batch ``b`` after a
+    request for ``b + max_cached_batches - 1`` (the next batch may evict it), a WARNING is
     logged once per sampler, so an operator sees a lagging peer coming; ``repr`` shows the bound
-    and the eviction rule.
+    and the eviction rule. Batch indexes are ints or other hashable non-numbers (a float such as
+    ``nan`` is a ``TypeError``).
 
     Raises:
         TypeError: instantiating ``BaseSampler`` itself (it is abstract), or a non-int bound.
@@ -133,8 +134,8 @@ class BaseSampler(BatchCache, ABC):
         cache = (
             "max_cached_batches=None (every batch kept)"
             if bound is None
-            else f"max_cached_batches={bound} (batch indexes kept per (partition_id, task_name); "
-            f"older ones evicted{self._eviction_rule()})"
+            else f"max_cached_batches={bound} (batch b of a (partition_id, task_name) is evicted "
+            f"when a request for batch b + {bound} or later arrives{self._eviction_rule()})"
         )
         settings = "".join(f"{name}={value!r}, " for name, value in self._repr_settings())
         return f"{type(self).__name__}({settings}{cache})"
@@ -196,7 +197,7 @@ class BaseSampler(BatchCache, ABC):
     def _checkpoint_fields(self) -> dict[str, Any]:
         return {
             "_states": self._states,
-            "_batch_order": {key: list(order) for key, order in self._batch_order.items()},
+            "_batch_order": self._batch_order(),
             "_evicted": self._evicted,
             "_evicted_floor": self._evicted_floor,
         }
@@ -212,17 +213,20 @@ class BaseSampler(BatchCache, ABC):
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray ships the sampler to the controller actor by pickling it; a lock cannot travel.
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
+        # The copy is deep and made under the lock: pickle and copy.deepcopy walk the returned
+        # state after this returns, while other threads may be sampling.
+        with self._lock:
+            return copy.deepcopy({k: v for k, v in self.__dict__.items() if k != "_lock"})
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        old_order = state.pop("_batch_order", None)
         self.__dict__.update(state)
         self._lock = threading.RLock()
-        if "_next_sequence" not in state:
-            # Pickled by a seqbalance without sequence numbers in the order record.
-            self._set_batch_order({key: list(order) for key, order in self._batch_order.items()})
-            self._warned_lagging = False
+        if "_positions" not in state:
+            # Pickled by a seqbalance that kept the first-cached order instead of positions.
+            self._set_batch_order({key: list(order) for key, order in (old_order or {}).items()})
+            self._warned_lagging = getattr(self, "_warned_lagging", False)
 
 
 class SequentialSampler(BaseSampler):

@@ -7,6 +7,12 @@ a refused checkpoint leaves the sampler exactly as it was. Fields that are missi
 an upstream-style ``{"_states": ...}`` dict (TransferQueue's samplers write that) still loads, and
 a balanced sampler's splits are rebuilt from the shares in ``_states``. Fields that conflict with
 the sampler (another ``dp_size``, another kind) are a ``ValueError`` naming both values.
+
+Sizes are checked before anything is iterated: a collection of ranks holds at most ``dp_size``
+(or, for samplers without one, ``2**24``) entries, an eviction record at most
+``EVICTED_RECORD_SIZE`` batches, and index lists must be real lists, tuples or arrays (a lazy
+``range(10**12)`` is refused, not walked). A hostile checkpoint costs time in proportion to the
+memory it already occupies, never more.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import _describe
-from .cache import BatchKey, EvictedRanks, compact_ranks
+from .._inputs import MAX_COUNT, _describe
+from .cache import EVICTED_RECORD_SIZE, BatchKey, EvictedRanks, compact_ranks
 
 __all__ = ["CHECKPOINT_FORMAT", "Expected", "Restored", "validate_checkpoint"]
 
@@ -51,6 +57,46 @@ class Restored:
     evicted_floor: dict[BatchKey, dict[int | None, int]]
     balanced_cache: dict[SplitKey, list[list[int]]] = field(default_factory=dict)
     uncollected: dict[SplitKey, set[int]] = field(default_factory=dict)
+    # (partition_id, task_name) -> handed-out indexes still reserved; None: not recorded.
+    handed_out: dict[BatchKey, list[int]] | None = None
+    # (partition_id, task_name) -> intervals of every index handed out; None: not recorded.
+    handed_history: dict[BatchKey, list[tuple[int, int]]] | None = None
+
+
+def _rank_cap(dp_size: int | None) -> int:
+    return MAX_COUNT if dp_size is None else dp_size
+
+
+def _check_size(value: Any, where: str, cap: int, what: str) -> None:
+    """Refuse a collection of more than ``cap`` items before a single one is read."""
+    size = len(value)
+    if size > cap:
+        raise _fail(where, f"holds {size} {what}, more than the {cap} this sampler can have")
+
+
+def _check_rank_count(value: Any, where: str, dp_size: int | None) -> None:
+    """Refuse more ranks than ``dp_size`` (or ``2**24``) before a single one is read."""
+    size = len(value)
+    if dp_size is not None and size > dp_size:
+        raise _fail(
+            where,
+            f"holds {size} ranks, so it was saved with dp_size >= {size}; this sampler has "
+            f"dp_size={dp_size}",
+        )
+    _check_size(value, where, MAX_COUNT, "ranks")
+
+
+def _ranks(value: Any, where: str, dp_size: int | None) -> frozenset[int] | range:
+    """A collection of ranks, its size checked against ``dp_size`` before it is read."""
+    if isinstance(value, range):
+        if value.start == 0 and value.step == 1:
+            # What save_checkpoint writes for ranks 0..k-1: kept as is, never walked.
+            _check_rank_count(value, where, dp_size)
+            return value if value.stop > 0 else frozenset()
+    elif not isinstance(value, (set, frozenset, list, tuple)):
+        raise TypeError(f"checkpoint {where} must be a set of ranks, got {_describe(value)}")
+    _check_rank_count(value, where, dp_size)
+    return compact_ranks(frozenset(_rank(rank, where, dp_size) for rank in value))
 
 
 def _fail(where: str, message: str) -> ValueError:
@@ -93,7 +139,8 @@ def _rank(value: Any, where: str, dp_size: int | None) -> int:
 def _index_list(value: Any, where: str) -> list[int]:
     if isinstance(value, np.ndarray):
         value = value.tolist()
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+    # Only containers that hold their items: a lazy sequence could claim any length.
+    if not isinstance(value, (list, tuple)):
         raise TypeError(f"checkpoint {where} must be a list of indexes, got {_describe(value)}")
     indexes = []
     for position, item in enumerate(value):
@@ -157,7 +204,9 @@ def _check_states(raw: Any, expected: Expected) -> dict[Any, Any]:
         for task_name, ranks in _mapping(tasks, where).items():
             task_where = f"{where}[{task_name!r}]"
             per_rank = per_task.setdefault(_hashable(task_name, task_where), {})
-            for dp_rank, batches in _mapping(ranks, task_where).items():
+            ranks = _mapping(ranks, task_where)
+            _check_rank_count(ranks, task_where, expected.dp_size)
+            for dp_rank, batches in ranks.items():
                 rank = _rank(dp_rank, f"{task_where}[{dp_rank!r}]", expected.dp_size)
                 rank_where = f"{task_where}[{rank}]"
                 if rank in per_rank:
@@ -178,152 +227,55 @@ def _task_key(value: Any, where: str, width: int) -> tuple[Hashable, ...]:
 
 
 def _check_order(raw: Any, states: dict[Any, Any]) -> dict[BatchKey, list[Hashable]]:
-    order: dict[BatchKey, list[Hashable]] = {}
+    order: dict[BatchKey, dict[Hashable, None]] = {}
     for key, batches in _mapping(raw if raw is not None else {}, "_batch_order").items():
         task_key = _task_key(key, "_batch_order", 2)
         where = f"_batch_order[{key!r}]"
-        if isinstance(batches, (str, bytes, Mapping)) or not isinstance(batches, Sequence):
+        if not isinstance(batches, (list, tuple)):
             raise TypeError(f"checkpoint {where} must be a list, got {_describe(batches)}")
-        seen = order.setdefault((task_key[0], task_key[1]), [])
+        seen = order.setdefault((task_key[0], task_key[1]), {})
         for batch in batches:
-            if _hashable(batch, where) not in seen:
-                seen.append(batch)
+            seen.setdefault(_hashable(batch, where), None)
     # Batches cached but missing from the record (an upstream checkpoint has no record at all)
     # join it, oldest rank first, so the bound applies to them too.
     for partition_id, tasks in states.items():
         for task_name, ranks in tasks.items():
-            seen = order.setdefault((partition_id, task_name), [])
-            known = set(seen)
+            seen = order.setdefault((partition_id, task_name), {})
             for batches in ranks.values():
                 for batch in batches:
-                    if batch not in known:
-                        known.add(batch)
-                        seen.append(batch)
-    return order
+                    seen.setdefault(batch, None)
+    return {key: list(batches) for key, batches in order.items()}
 
 
-def _check_evicted(raw: Any) -> dict[BatchKey, dict[Hashable, EvictedRanks]]:
+def _check_evicted(raw: Any, dp_size: int | None) -> dict[BatchKey, dict[Hashable, EvictedRanks]]:
     evicted: dict[BatchKey, dict[Hashable, EvictedRanks]] = {}
     for key, record in _mapping(raw if raw is not None else {}, "_evicted").items():
         task_key = _task_key(key, "_evicted", 2)
         where = f"_evicted[{key!r}]"
+        record = _mapping(record, where)
+        _check_size(record, where, EVICTED_RECORD_SIZE, "evicted batches")
         entries: dict[Hashable, EvictedRanks] = {}
-        for batch, ranks in _mapping(record, where).items():
+        for batch, ranks in record.items():
             entry_where = f"{where}[{_hashable(batch, where)!r}]"
-            if ranks is None:
-                entries[batch] = None
-            elif isinstance(ranks, (range, set, frozenset, list, tuple)):
-                entries[batch] = compact_ranks(
-                    frozenset(_rank(rank, entry_where, None) for rank in ranks)
-                )
-            else:
-                raise TypeError(
-                    f"checkpoint {entry_where} must be None or a set of ranks, got "
-                    f"{_describe(ranks)}"
-                )
+            entries[batch] = None if ranks is None else _ranks(ranks, entry_where, dp_size)
         evicted[(task_key[0], task_key[1])] = entries
     return evicted
 
 
-def _check_floor(raw: Any) -> dict[BatchKey, dict[int | None, int]]:
+def _check_floor(raw: Any, dp_size: int | None) -> dict[BatchKey, dict[int | None, int]]:
     floors: dict[BatchKey, dict[int | None, int]] = {}
     for key, record in _mapping(raw if raw is not None else {}, "_evicted_floor").items():
         task_key = _task_key(key, "_evicted_floor", 2)
         where = f"_evicted_floor[{key!r}]"
+        record = _mapping(record, where)
+        _check_size(record, where, _rank_cap(dp_size) + 1, "ranks")
         floors[(task_key[0], task_key[1])] = {
-            (None if rank is None else _rank(rank, where, None)): _int(value, f"{where}[{rank!r}]")
-            for rank, value in _mapping(record, where).items()
+            (None if rank is None else _rank(rank, where, dp_size)): _int(
+                value, f"{where}[{rank!r}]"
+            )
+            for rank, value in record.items()
         }
     return floors
-
-
-def _check_split(key: SplitKey, shares: Any, expected: Expected) -> list[list[int]]:
-    where = f"_balanced_cache[{key!r}]"
-    if isinstance(shares, (str, bytes, Mapping)) or not isinstance(shares, Sequence):
-        raise TypeError(f"checkpoint {where} must be a list of shares, got {_describe(shares)}")
-    if len(shares) != expected.dp_size:
-        raise _fail(
-            where,
-            f"has {len(shares)} shares, so it was saved with dp_size={len(shares)}; this sampler "
-            f"has dp_size={expected.dp_size}",
-        )
-    checked = []
-    for rank, share in enumerate(shares):
-        indexes = _index_list(share, f"{where}[{rank}]")
-        _check_groups(indexes, f"{where}[{rank}]", expected.n_samples_per_prompt)
-        checked.append(indexes)
-    return checked
-
-
-def _check_balanced(state: Mapping[str, Any], restored: Restored, expected: Expected) -> None:
-    dp_size = expected.dp_size
-    assert dp_size is not None
-    raw = state.get("_balanced_cache")
-    cache: dict[SplitKey, list[list[int]]] = {}
-    if raw is not None:
-        for key, shares in _mapping(raw, "_balanced_cache").items():
-            split_key = _task_key(key, "_balanced_cache", 3)
-            typed_key = (split_key[0], split_key[1], split_key[2])
-            cache[typed_key] = _check_split(typed_key, shares, expected)
-    # Shares in _states without a split (an upstream checkpoint) rebuild it; every rank must
-    # have its share, or the indexes of a missing one would be lost.
-    for partition_id, tasks in restored.states.items():
-        for task_name, ranks in tasks.items():
-            batches = {batch for per_batch in ranks.values() for batch in per_batch}
-            for batch in batches:
-                key = (partition_id, task_name, batch)
-                holders = sorted(rank for rank, per_batch in ranks.items() if batch in per_batch)
-                if key in cache:
-                    for rank in holders:
-                        if list(ranks[rank][batch][0]) != cache[key][rank]:
-                            raise _fail(
-                                f"_states[{partition_id!r}][{task_name!r}][{rank}][{batch!r}]",
-                                "differs from dp_rank's share in _balanced_cache",
-                            )
-                    continue
-                if holders != list(range(dp_size)):
-                    raise _fail(
-                        f"_states[{partition_id!r}][{task_name!r}]",
-                        f"batch_index {batch!r} has shares for dp_ranks {holders}, not for each "
-                        f"of the dp_size={dp_size} ranks; the split cannot be rebuilt",
-                    )
-                cache[key] = [list(ranks[rank][batch][0]) for rank in range(dp_size)]
-    # Every cached split's indexes are reserved for it: no index may be in two places at once.
-    owner: dict[tuple[Hashable, Hashable, int], Hashable] = {}
-    for (partition_id, task_name, batch), shares in cache.items():
-        for share in shares:
-            for index in share:
-                slot = (partition_id, task_name, index)
-                if slot in owner:
-                    raise _fail(
-                        "_balanced_cache",
-                        f"index {index} of partition_id {partition_id!r}, task_name {task_name!r} "
-                        f"is in the splits of batch_index {owner[slot]!r} and {batch!r}",
-                    )
-                owner[slot] = batch
-    uncollected: dict[SplitKey, set[int]] = {}
-    raw_pending = state.get("_uncollected")
-    for key, ranks in _mapping(
-        raw_pending if raw_pending is not None else {}, "_uncollected"
-    ).items():
-        split_key = _task_key(key, "_uncollected", 3)
-        typed_key = (split_key[0], split_key[1], split_key[2])
-        where = f"_uncollected[{key!r}]"
-        if typed_key not in cache:
-            raise _fail(where, "names a batch with no cached split")
-        if not isinstance(ranks, (set, frozenset, list, tuple, range)):
-            raise TypeError(f"checkpoint {where} must be a set of ranks, got {_describe(ranks)}")
-        uncollected[typed_key] = {_rank(rank, where, dp_size) for rank in ranks}
-    for (partition_id, task_name, batch), shares in cache.items():
-        # A split rebuilt or loaded must answer every rank through _states too.
-        per_rank = restored.states.setdefault(partition_id, {}).setdefault(task_name, {})
-        for rank, share in enumerate(shares):
-            per_rank.setdefault(rank, {})[batch] = (list(share), list(share))
-        order = restored.batch_order.setdefault((partition_id, task_name), [])
-        if batch not in order:
-            order.append(batch)
-    restored.balanced_cache = cache
-    restored.uncollected = uncollected
 
 
 def validate_checkpoint(state: Any, expected: Expected) -> Restored:
@@ -344,9 +296,12 @@ def validate_checkpoint(state: Any, expected: Expected) -> Restored:
     restored = Restored(
         states=states,
         batch_order=_check_order(state.get("_batch_order"), states),
-        evicted=_check_evicted(state.get("_evicted")),
-        evicted_floor=_check_floor(state.get("_evicted_floor")),
+        evicted=_check_evicted(state.get("_evicted"), expected.dp_size),
+        evicted_floor=_check_floor(state.get("_evicted_floor"), expected.dp_size),
     )
     if expected.balanced:
-        _check_balanced(state, restored, expected)
+        # Imported here: that module builds on the helpers above.
+        from ._balanced_checkpoint import check_balanced
+
+        check_balanced(state, restored, expected)
     return restored

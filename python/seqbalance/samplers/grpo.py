@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Container, Hashable
 from typing import Any
 
-from ._checks import check_batch_size, check_dp_rank, check_positive, check_ready_indexes
+from ._checks import (
+    check_batch_index,
+    check_batch_size,
+    check_dp_rank,
+    check_hashable,
+    check_positive,
+    check_ready_indexes,
+)
 from .base import BaseSampler
 from .cache import DEFAULT_MAX_CACHED_BATCHES
 from .checkpoint import Expected
@@ -17,7 +24,7 @@ def select_groups(
     ready_indexes: list[int],
     group_size: int,
     groups_needed: int,
-    exclude: set[int] | None = None,
+    exclude: Container[int] | None = None,
 ) -> list[list[int]] | None:
     """Find ``groups_needed`` runs of ``group_size`` consecutive integers among ``ready_indexes``.
 
@@ -149,17 +156,24 @@ class GRPOGroupNSampler(BaseSampler):
         """
         dp_rank = kwargs.get("dp_rank")
         batch_index = kwargs.get("batch_index")
+        if dp_rank is not None:
+            dp_rank = check_dp_rank(dp_rank)
+            batch_index = check_batch_index(batch_index)
+            task_name = check_hashable(task_name, "task_name")
+            partition_id = check_hashable(partition_id, "partition_id")
         with self._lock:
             if dp_rank is not None:
-                dp_rank = check_dp_rank(dp_rank)
                 found, result = self._lookup(partition_id, task_name, dp_rank, batch_index)
                 if found:
+                    self._advance(partition_id, task_name, batch_index)
                     self._warn_if_lagging(partition_id, task_name, dp_rank, batch_index)
                     return list(result[0]), list(result[1])
                 self._refuse_if_evicted(partition_id, task_name, dp_rank, batch_index)
             size = check_batch_size(batch_size)
             self._check_multiple(size, f"batch_size ({size})")
             ready = check_ready_indexes(ready_indexes)
+            if dp_rank is not None:
+                self._advance(partition_id, task_name, batch_index)
             groups = select_groups(
                 ready, self.n_samples_per_prompt, size // self.n_samples_per_prompt
             )
@@ -225,15 +239,20 @@ class RankAwareSampler(BaseSampler):
             TypeError: ``dp_rank`` or ``batch_size`` is not an int; on a first call,
                 ``ready_indexes`` is not a sequence of ints.
         """
+        dp_rank = check_dp_rank(dp_rank)
+        batch_index = check_batch_index(batch_index)
+        task_name = check_hashable(task_name, "task_name")
+        partition_id = check_hashable(partition_id, "partition_id")
         with self._lock:
-            dp_rank = check_dp_rank(dp_rank)
             found, cached = self._lookup(partition_id, task_name, dp_rank, batch_index)
             if found:
+                self._advance(partition_id, task_name, batch_index)
                 self._warn_if_lagging(partition_id, task_name, dp_rank, batch_index)
                 return list(cached), list(cached)
             self._refuse_if_evicted(partition_id, task_name, dp_rank, batch_index)
             size = check_batch_size(batch_size)
             sampled = check_ready_indexes(ready_indexes)[:size]
+            self._advance(partition_id, task_name, batch_index)
             if len(sampled) < size or not sampled:
                 return [], []
             self._store(partition_id, task_name, dp_rank, batch_index, sampled)

@@ -12,13 +12,15 @@ Policies (documented for users in the class docstring and the README):
   An empty share is never produced: a controller cannot tell an empty answer from "not ready yet"
   and would retry it forever. Groups are never split; each selected index goes to exactly one
   rank.
-* **Reservations.** Every index of a cached split stays reserved for that batch: it is never
-  selected for another batch, even though the controller still lists uncollected shares as ready
-  (only collected shares are marked consumed). Keeping collected shares reserved too protects
-  loops whose ready list was read before another rank's consumption was recorded. A batch is only
-  evicted from the cache once every rank has collected its share. A repeat request for an evicted
-  batch (a peer lagging more than ``max_cached_batches`` batches) raises ``ValueError`` instead of
-  building a second split of different samples.
+* **Reservations** (:mod:`.reservations`). An index of a share not yet collected is reserved
+  until its rank collects it; a collected (handed-out) index stays reserved until a ``ready_indexes``
+  passed on a later first call omits it, however late the caller records the consumption. Past
+  ``2 * max_cached_batches`` global batches of live reservations the sampler raises
+  ``RuntimeError`` rather than drop one.
+* **Eviction** (:mod:`.cache`). Batch ``b`` leaves the cache only when a request for batch
+  ``b + max_cached_batches`` or later arrives and every rank has collected its share; a repeat
+  request for an evicted batch (a peer lagging that far) raises ``ValueError`` instead of building
+  a second split of different samples. Eviction never drops a reservation.
 * **Duplicate ready indexes.** On a first call for a batch the ready list is checked: an index
   listed twice, a negative one or a non-integer raises before anything is reserved or cached.
 * **Missing lengths.** A sample without ``total_lengths`` weighs 1 (as upstream); one warning per
@@ -31,142 +33,36 @@ Policies (documented for users in the class docstring and the README):
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from typing import Any
 
-import numpy as np
-
-from .._inputs import MAX_VALUE, EqualSize, _describe, check_refine
-from ..partition import get_seqlen_balanced_partitions
-from ..planning.costs import COST_NAMES, group_sums, sample_costs
-from ..planning.metrics import naive_split
-from ._checks import check_batch_size, check_count, check_dp_rank, check_ready_indexes
+from .._inputs import check_refine
+from ._checks import (
+    check_batch_index,
+    check_batch_size,
+    check_count,
+    check_dp_rank,
+    check_hashable,
+    check_ready_indexes,
+)
 from .cache import DEFAULT_MAX_CACHED_BATCHES, EvictedRanks
 from .checkpoint import Expected, Restored
 from .grpo import GRPOGroupNSampler, select_groups
+from .reservations import IndexHistory, TaskReservations, check_capacity, rebuild_reservations
+from .weights import (
+    check_partition,
+    check_sampler_cost,
+    check_uneven_groups,
+    equal_split,
+    group_weights,
+    logger,
+    split_groups,
+)
 
 __all__ = ["SeqlenBalancedSampler", "equal_split", "split_groups"]
 
-logger = logging.getLogger(__name__)
-
 SplitKey = tuple[Hashable, Hashable, Hashable]
-
-
-#: The accepted values of ``uneven_groups``.
-UNEVEN_GROUPS = ("free", "nearly")
-
-
-def check_uneven_groups(uneven_groups: Any) -> str:
-    """``uneven_groups`` as ``"free"`` or ``"nearly"``; another string is a ``ValueError``, any
-    other type a ``TypeError``, both naming the argument and the value."""
-    if isinstance(uneven_groups, str):
-        if uneven_groups in UNEVEN_GROUPS:
-            return uneven_groups
-        raise ValueError(f"uneven_groups must be 'free' or 'nearly', got {uneven_groups!r}")
-    raise TypeError(f"uneven_groups must be 'free' or 'nearly', got {_describe(uneven_groups)}")
-
-
-def split_groups(
-    group_weights: list[Any],
-    dp_size: int,
-    refine: bool | str = False,
-    uneven_groups: str = "free",
-) -> list[list[int]]:
-    """Assign groups (by position) to ``dp_size`` ranks so token sums are balanced.
-
-    Args:
-        group_weights: weight of each group (token count, or a cost), >= 0.
-        dp_size: number of ranks, >= 1.
-        refine: passed to ``get_seqlen_balanced_partitions``.
-        uneven_groups: when the group count exceeds ``dp_size`` but is not a multiple of it,
-            ``"free"`` balances the weights with free counts, ``"nearly"`` keeps the group
-            counts within one of each other.
-
-    Returns:
-        ``dp_size`` ascending lists of group positions; rank 0 holds the heaviest share. Every
-        position appears exactly once; see the module docstring for the uneven-count policy.
-
-    Example:
-        >>> split_groups([10, 20, 30, 40], 2)
-        [[0, 3], [1, 2]]
-        >>> split_groups([5, 9], 3)
-        [[1], [0], []]
-        >>> split_groups([9, 1, 1, 1, 1], 2), split_groups([9, 1, 1, 1, 1], 2, uneven_groups="nearly")
-        ([[0], [1, 2, 3, 4]], [[0, 2], [1, 3, 4]])
-    """
-    count = len(group_weights)
-    if count == 0:
-        return [[] for _ in range(dp_size)]
-    if count < dp_size:
-        heaviest_first = sorted(range(count), key=lambda g: (-group_weights[g], g))
-        return [[g] for g in heaviest_first] + [[] for _ in range(dp_size - count)]
-    equal_size: EqualSize = True
-    if count % dp_size:
-        equal_size = "nearly" if uneven_groups == "nearly" else False
-    return get_seqlen_balanced_partitions(
-        group_weights, dp_size, equal_size=equal_size, refine=refine
-    )
-
-
-def equal_split(group_count: int, dp_size: int) -> list[list[int]]:
-    """Contiguous runs of groups, rank r before rank r+1; earlier ranks take the extra groups.
-
-    Example:
-        >>> equal_split(5, 2)
-        [[0, 1, 2], [3, 4]]
-    """
-    return naive_split(group_count, dp_size)
-
-
-_MISSING = object()
-
-
-def _check_sampler_cost(cost: Any, cost_field: Any) -> tuple[Any, str | None]:
-    """The sampler's cost options: a cost name or callable, or a custom-meta field name."""
-    if cost_field is not None:
-        if not isinstance(cost_field, str):
-            raise TypeError(f"cost_field must be a str, got {_describe(cost_field)}")
-        if not (isinstance(cost, str) and cost == "tokens"):
-            raise TypeError("pass either cost= or cost_field=, not both")
-        return "tokens", cost_field
-    if isinstance(cost, str):
-        if cost not in COST_NAMES:
-            raise ValueError(f"cost must be 'tokens', 'workload' or a callable, got {cost!r}")
-        return cost, None
-    if not callable(cost):
-        raise TypeError(
-            "cost must be 'tokens', 'workload' or a callable on the lengths (per-sample "
-            f"weights: pass cost_field= naming a custom_meta field), got {_describe(cost)}"
-        )
-    return cost, None
-
-
-def _total_length(index: int, entry: Any) -> int | None:
-    """The validated ``total_lengths`` of one sample, or ``None`` when it has none."""
-    if entry is None:
-        return None
-    # Runs once per selected sample: plain dicts and ints take the exact-type fast path, because
-    # the generic Mapping/__index__ checks cost more than the balancing itself at batch sizes of
-    # a few thousand.
-    if type(entry) is not dict and not isinstance(entry, Mapping):
-        raise ValueError(f"custom_meta of index {index} must be a dict, got {_describe(entry)}")
-    value = entry.get("total_lengths", _MISSING)
-    if value is _MISSING:
-        return None
-    if type(value) is not int:
-        if isinstance(value, bool) or not hasattr(value, "__index__"):
-            raise ValueError(
-                f"total_lengths of index {index} must be a non-negative integer, got {_describe(value)}"
-            )
-        value = value.__index__()
-    if value < 0:
-        raise ValueError(
-            f"total_lengths of index {index} must be a non-negative integer, got {value}"
-        )
-    if value > MAX_VALUE:
-        raise OverflowError(f"total_lengths of index {index} must be <= 2**63 - 1, got {value}")
-    return value
+TaskKey = tuple[Hashable, Hashable]
 
 
 class SeqlenBalancedSampler(GRPOGroupNSampler):
@@ -188,8 +84,12 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
           fewer groups than ranks (``batch_size < n``), the selection is rounded up to
           ``dp_size`` groups: one whole group, ``n`` samples, per rank. No rank ever gets an empty
           share, and groups are never split.
-        * No double assignment: the indexes of every cached split (in particular shares not yet
-          collected) are excluded from the selection of any other batch.
+        * No double assignment: an index of a share not yet collected is reserved until its rank
+          collects it; a collected index stays reserved until a ``ready_indexes`` passed on a
+          later first call omits it (the caller's consumption is visible then), however late
+          that is. Reserved indexes are never selected for another batch. More than
+          ``2 * max_cached_batches * dp_size * batch_size`` live reservations (a caller that
+          never records consumption) raise ``RuntimeError`` rather than drop one.
         * Missing ``total_lengths`` weigh 1, with one warning per batch giving the count; a
           negative or non-integer value raises ``ValueError`` naming the index, a value above
           ``2**63 - 1`` ``OverflowError`` naming the index, and a group whose lengths sum above
@@ -198,15 +98,14 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         * No ``partition`` object: a warning (once per sampler) and an equal split in order:
           contiguous runs of whole groups, counts differing by at most one group, earlier ranks
           taking the extra groups.
-        * Cache bound: the newest ``max_cached_batches`` batch indexes per
-          ``(partition_id, task_name)`` are kept (default 64, ``None`` for unbounded); an older
-          batch is dropped only once every rank has collected its share. A controller that
-          reads its ready list without holding back indexes it is about to mark consumed is
-          protected while the batch is cached.
-        * Evicted batches: a repeat request for a dropped batch (a tensor- or pipeline-parallel
-          peer lagging more than ``max_cached_batches`` batches) raises ``ValueError`` naming
-          the batch and the bound; it never builds a second split. Peers of one ``dp_rank`` must
-          therefore stay within ``max_cached_batches`` batches of each other.
+        * Cache bound: batch ``b`` of a ``(partition_id, task_name)`` is evicted when a request
+          for batch ``b + max_cached_batches`` or later arrives (default 64, ``None`` keeps
+          every batch), and only once every rank has collected its share. Eviction never drops
+          a reservation.
+        * Evicted batches: a repeat request for an evicted batch (a tensor- or pipeline-parallel
+          peer lagging ``max_cached_batches`` batches or more) raises ``ValueError`` naming the
+          batch and the bound; it never builds a second split. A peer repeating a request
+          before any rank has moved that far ahead is always served from the cache.
 
     Thread safety: one lock per sampler; concurrent first calls for one batch compute one split.
 
@@ -266,14 +165,14 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self.dp_size = check_count(dp_size, "dp_size")
         # Passed to get_seqlen_balanced_partitions: True or "exact" lowers the heaviest share.
         self.refine = check_refine(refine)
-        self.cost, self.cost_field = _check_sampler_cost(cost, cost_field)
+        self.cost, self.cost_field = check_sampler_cost(cost, cost_field)
         self.uneven_groups = check_uneven_groups(uneven_groups)
         # (partition_id, task_name, batch_index) -> one ascending index list per rank.
         self._balanced_cache: dict[SplitKey, list[list[int]]] = {}
         # Same key -> ranks that have not collected their share yet.
         self._uncollected: dict[SplitKey, set[int]] = {}
-        # (partition_id, task_name) -> every index of that task's cached splits.
-        self._reserved: dict[tuple[Hashable, Hashable], set[int]] = {}
+        # (partition_id, task_name) -> indexes no new batch may take (see .reservations).
+        self._reservations: dict[TaskKey, TaskReservations] = {}
         self._warned_no_partition = False
         self._warned_round_up = False
 
@@ -288,7 +187,10 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         return [*settings, ("uneven_groups", self.uneven_groups)]
 
     def _eviction_rule(self) -> str:
-        return " only once every dp_rank has collected its share"
+        return (
+            ", and only once every dp_rank has collected its share; a handed-out index stays "
+            "reserved until a later ready_indexes omits it"
+        )
 
     def _expected_checkpoint(self) -> Expected:
         return Expected(
@@ -316,8 +218,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 ``n_samples_per_prompt``.
             task_name: the consuming task.
             partition_id: the partition.
-            **kwargs: ``dp_rank`` (default 0), ``batch_index`` (default 0), ``partition`` (an
-                object with ``get_custom_meta(indexes) -> {index: dict}``).
+            **kwargs: ``dp_rank`` (default 0), ``batch_index`` (default 0; an int, or another
+                hashable non-number such as a str), ``partition`` (``None``, or an object with
+                ``get_custom_meta(indexes) -> {index: dict}``).
 
         Returns:
             ``(sampled, consumed)``, equal ascending lists. ``([], [])`` when ``dp_rank >=
@@ -331,12 +234,17 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 ``total_lengths``; a repeat request for a batch already evicted from the cache
                 (raise ``max_cached_batches``).
             OverflowError: a ``total_lengths``, or the sum over one group, above ``2**63 - 1``.
-            TypeError: ``dp_rank`` or ``batch_size`` is not an int; ``get_custom_meta`` did not
-                return a mapping; on a first call, ``ready_indexes`` is not a sequence of ints.
+            TypeError: ``dp_rank`` or ``batch_size`` is not an int; ``batch_index`` is a float,
+                a bool or unhashable; ``partition`` has no ``get_custom_meta``; it did not return
+                a mapping; on a first call, ``ready_indexes`` is not a sequence of ints.
+            RuntimeError: a new split would pass the bound on live reservations (see
+                :mod:`seqbalance.samplers.reservations`); nothing is dropped or cached.
         """
         dp_rank = check_dp_rank(kwargs.get("dp_rank", 0))
-        batch_index = kwargs.get("batch_index", 0)
-        partition = kwargs.get("partition")
+        batch_index = check_batch_index(kwargs.get("batch_index", 0))
+        task_name = check_hashable(task_name, "task_name")
+        partition_id = check_hashable(partition_id, "partition_id")
+        partition = check_partition(kwargs.get("partition"))
         key = (partition_id, task_name, batch_index)
         with self._lock:
             if dp_rank >= self.dp_size:
@@ -348,6 +256,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 if shares is None:
                     return [], []
             else:
+                self._advance(partition_id, task_name, batch_index)
                 self._warn_if_lagging(partition_id, task_name, dp_rank, batch_index)
             self._collect(key, dp_rank)
             share = shares[dp_rank]
@@ -365,7 +274,12 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         if global_size == 0:
             return None
         ready = check_ready_indexes(ready_indexes)
-        reserved = self._reserved.get((partition_id, task_name))
+        # The request has passed every check: it counts for eviction, and its ready list shows
+        # which handed-out indexes the caller has consumed meanwhile.
+        self._advance(partition_id, task_name, batch_index)
+        task_key = (partition_id, task_name)
+        reservations = self._reservations.setdefault(task_key, TaskReservations())
+        reservations.release_consumed(set(ready))
         # At least one group per rank: an empty share would look like "not ready" to the caller.
         groups_needed = global_size // self.n_samples_per_prompt
         if groups_needed < self.dp_size:
@@ -379,7 +293,11 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                     self.n_samples_per_prompt,
                     self.n_samples_per_prompt,
                 )
-        groups = select_groups(ready, self.n_samples_per_prompt, groups_needed, exclude=reserved)
+        selection = groups_needed * self.n_samples_per_prompt
+        check_capacity(reservations, selection, self.max_cached_batches, task_key)
+        groups = select_groups(
+            ready, self.n_samples_per_prompt, groups_needed, exclude=reservations
+        )
         if groups is None:
             return None
 
@@ -392,7 +310,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 )
             group_split = equal_split(len(groups), self.dp_size)
         else:
-            weights = self._group_weights(groups, partition, key)
+            weights = group_weights(groups, partition, key, self.cost, self.cost_field)
             group_split = split_groups(weights, self.dp_size, self.refine, self.uneven_groups)
 
         shares = [
@@ -400,101 +318,24 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             for group_positions in group_split
         ]
         self._balanced_cache[key] = shares
-        self._reserved.setdefault((partition_id, task_name), set()).update(
-            index for group in groups for index in group
-        )
+        reservations.reserve(index for group in groups for index in group)
         self._uncollected[key] = set(range(self.dp_size))
         for rank, share in enumerate(shares):
             self._store(partition_id, task_name, rank, batch_index, (share, list(share)))
         self._remember_batch(partition_id, task_name, batch_index)
         return shares
 
-    def _group_weights(self, groups: list[list[int]], partition: Any, key: SplitKey) -> list[Any]:
-        selected = [index for group in groups for index in group]
-        custom_meta = partition.get_custom_meta(selected)
-        if not isinstance(custom_meta, Mapping):
-            # Treating this as "no lengths" would hide a broken partition object behind a
-            # warning and an unbalanced split.
-            raise TypeError(
-                "partition.get_custom_meta(indexes) must return a mapping {index: dict}, got "
-                f"{_describe(custom_meta)}"
-            )
-        if self.cost_field is not None or self.cost != "tokens":
-            return self._group_costs(groups, custom_meta, key)
-        missing = 0
-        weights = []
-        for group in groups:
-            weight = 0
-            for index in group:
-                length = _total_length(index, custom_meta.get(index))
-                if length is None:
-                    missing += 1
-                    length = 1
-                weight += length
-            if weight > MAX_VALUE:
-                raise OverflowError(
-                    f"total_lengths of the group at indexes {group} sum to {weight}, above "
-                    "2**63 - 1 (the largest weight the partitioner accepts)"
-                )
-            weights.append(weight)
-        self._warn_missing(missing, len(selected), key)
-        return weights
-
-    def _warn_missing(self, missing: int, selected: int, key: SplitKey) -> None:
-        if missing:
-            partition_id, task_name, batch_index = key
-            logger.warning(
-                "SeqlenBalancedSampler: %d of %d samples in batch %r (partition %r, task %r) have no "
-                "total_lengths in custom_meta; weighting each of them 1",
-                missing,
-                selected,
-                batch_index,
-                partition_id,
-                task_name,
-            )
-
-    def _group_costs(
-        self, groups: list[list[int]], custom_meta: Mapping[Any, Any], key: SplitKey
-    ) -> list[Any]:
-        """Group weights under ``cost="workload"``, a callable, or ``cost_field`` (ints, or
-        floats in their precision)."""
-        selected = [index for group in groups for index in group]
-        starts = np.cumsum([0] + [len(group) for group in groups[:-1]], dtype=np.int64)
-        if self.cost_field is not None:
-            values = []
-            for index in selected:
-                entry = custom_meta.get(index)
-                if not isinstance(entry, Mapping) or self.cost_field not in entry:
-                    raise ValueError(
-                        f"custom_meta of index {index} has no {self.cost_field!r} "
-                        f"(cost_field={self.cost_field!r})"
-                    )
-                values.append(entry[self.cost_field])
-            costs = sample_costs(
-                values, np.zeros(len(values), dtype=np.int64), self.cost_field, floats=True
-            )
-        else:
-            missing = 0
-            lengths = []
-            for index in selected:
-                length = _total_length(index, custom_meta.get(index))
-                if length is None:
-                    missing += 1
-                    length = 1
-                lengths.append(length)
-            self._warn_missing(missing, len(selected), key)
-            costs = sample_costs(self.cost, np.asarray(lengths, dtype=np.int64), floats=True)
-        sums = group_sums(costs, starts)
-        # float32 weights stay np.float32 scalars, which the partitioners add in single precision.
-        return list(sums) if sums.dtype == np.float32 else sums.tolist()
-
     def _collect(self, key: SplitKey, dp_rank: int) -> None:
         pending = self._uncollected.get(key)
         if pending and dp_rank in pending:
             pending.discard(dp_rank)
+            task_key = (key[0], key[1])
+            self._reservations.setdefault(task_key, TaskReservations()).hand_out(
+                self._balanced_cache[key][dp_rank]
+            )
             if not pending:
-                # Batches held back by this one may now be evictable.
-                self._evict(key[0], key[1])
+                # Every share collected: the batch may go once a request far enough ahead comes.
+                self._release_held(key[0], key[1], key[2])
 
     # ------------------------------------------------------------------ cache plumbing
 
@@ -512,14 +353,12 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     def _drop_batch(
         self, partition_id: Hashable, task_name: Hashable, batch_index: Hashable
     ) -> None:
+        # Only fully collected batches are dropped; their indexes stay reserved as handed out
+        # until the caller's ready lists omit them.
         super()._drop_batch(partition_id, task_name, batch_index)
         key = (partition_id, task_name, batch_index)
-        shares = self._balanced_cache.pop(key, None)
+        self._balanced_cache.pop(key, None)
         self._uncollected.pop(key, None)
-        reserved = self._reserved.get((partition_id, task_name))
-        if shares and reserved:
-            for share in shares:
-                reserved.difference_update(share)
 
     def clear_cache(self, partition_id: Hashable) -> None:
         """Forget ``partition_id``: its cached results, its balanced splits and its reservations."""
@@ -528,13 +367,23 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             for split_key in [key for key in self._balanced_cache if key[0] == partition_id]:
                 del self._balanced_cache[split_key]
                 self._uncollected.pop(split_key, None)
-            for task_key in [key for key in self._reserved if key[0] == partition_id]:
-                del self._reserved[task_key]
+            for task_key in [key for key in self._reservations if key[0] == partition_id]:
+                del self._reservations[task_key]
 
     def _checkpoint_fields(self) -> dict[str, Any]:
         fields = super()._checkpoint_fields()
         fields["_balanced_cache"] = self._balanced_cache
         fields["_uncollected"] = self._uncollected
+        fields["_handed_out"] = {
+            key: sorted(reserved.handed_out)
+            for key, reserved in self._reservations.items()
+            if reserved.handed_out
+        }
+        fields["_handed_history"] = {
+            key: reserved.history.intervals()
+            for key, reserved in self._reservations.items()
+            if len(reserved.history)
+        }
         return fields
 
     def _restore_fields(self, restored: Restored) -> None:
@@ -542,8 +391,24 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self._balanced_cache = restored.balanced_cache
         # Without collection records (an upstream checkpoint) nobody is known to owe anything.
         self._uncollected = restored.uncollected
-        self._reserved = {}
-        for (partition_id, task_name, _), shares in self._balanced_cache.items():
-            reserved = self._reserved.setdefault((partition_id, task_name), set())
-            for share in shares:
-                reserved.update(share)
+        self._reservations = rebuild_reservations(
+            self._balanced_cache, self._uncollected, restored.handed_out
+        )
+        for key, intervals in (restored.handed_history or {}).items():
+            reserved = self._reservations.setdefault(key, TaskReservations())
+            history = IndexHistory(intervals)
+            history.update(reserved.handed_out)
+            reserved.history = history
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        old_reserved = state.pop("_reserved", None)
+        super().__setstate__(state)
+        if old_reserved is not None:
+            # Pickled by a seqbalance with one reserved set per task: what is not pending in a
+            # cached split was handed out.
+            handed = {key: set(indexes) for key, indexes in old_reserved.items()}
+            self._reservations = rebuild_reservations(self._balanced_cache, self._uncollected, None)
+            for key, indexes in handed.items():
+                reserved = self._reservations.setdefault(key, TaskReservations())
+                reserved.handed_out |= indexes - reserved.pending
