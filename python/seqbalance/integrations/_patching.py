@@ -161,8 +161,23 @@ class ModulePatch:
             return original(*args)
 
     def is_installed(self) -> bool:
-        """Whether ``install()`` has run and ``uninstall()`` has not run since."""
-        return bool(self._installed)
+        """Whether ``install()`` is in effect: it ran, ``uninstall()`` has not run since, and the
+        target module as imported now still holds every replacement.
+
+        Reloading the target (``importlib.reload``), or importing it afresh after it left
+        ``sys.modules``, puts the trainer's originals back: ``False`` then.
+        """
+        if not self._installed:
+            return False
+        module = sys.modules.get(self.target)
+        if module is None:
+            return False
+        for name, replacement in self.replacements.items():
+            current = getattr(module, name, None)
+            # A name the installed trainer lacks (optional, older releases) was never replaced.
+            if current is not None and current is not replacement:
+                return False
+        return True
 
     def _import_target(self) -> ModuleType:
         try:

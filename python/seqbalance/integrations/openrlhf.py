@@ -78,5 +78,6 @@ def uninstall() -> list[str]:
 
 
 def is_installed() -> bool:
-    """Whether :func:`install` is in effect in this process."""
+    """Whether :func:`install` is in effect in this process: False again once
+    ``openrlhf.utils.seqlen_balancing`` is reloaded or imported afresh (its originals are back)."""
     return _PATCH.is_installed()

@@ -54,7 +54,6 @@ Importing this module imports neither torch nor verl; :func:`install` imports
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 import numpy as np
@@ -178,14 +177,4 @@ def is_installed() -> bool:
     >>> sb_verl.is_installed()
     False
     """
-    if not _PATCH.is_installed():
-        return False
-    module = sys.modules.get(_PATCH.target)
-    if module is None:
-        return False
-    for name, replacement in _PATCH.replacements.items():
-        current = getattr(module, name, None)
-        # A name the installed verl lacks (optional, older releases) was never replaced.
-        if current is not None and current is not replacement:
-            return False
-    return True
+    return _PATCH.is_installed()
