@@ -13,7 +13,7 @@ The partitioners return exactly what the pure-Python Karmarkar–Karp functions 
 from __future__ import annotations
 
 from ._errors import PartitionError
-from ._version import package_version
+from ._native import __version__
 from .costs import TransformerCost
 
 # Planning toolkit (after the partitioners: these modules look them up in the package top level).
@@ -41,8 +41,6 @@ from .samplers import (
     SeqlenBalancedSampler,
     SequentialSampler,
 )
-
-__version__ = package_version()
 
 __all__ = [
     "BaseSampler",

@@ -13,7 +13,7 @@
 //! Both directions allocate fallibly (a list too large for memory is a `MemoryError`, never an
 //! abort or a panic on a null pointer) and let Python handle signals every [`SIGNAL_EVERY`] items.
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::PyMemoryError;
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
@@ -22,6 +22,7 @@ use pyo3::{ffi, IntoPyObjectExt};
 use seqbalance_core::alloc;
 use seqbalance_core::float::Float;
 use seqbalance_core::parts::Partition;
+use seqbalance_core::request::Weights;
 
 use crate::errors::{core_error, out_of_memory};
 
@@ -195,18 +196,51 @@ fn list_values(list: &Bound<'_, PyList>) -> PyResult<Option<Vec<u64>>> {
     Ok(Some(values))
 }
 
+/// An integer array's values as `u64`; `Err(position)` names the first that is negative or
+/// above `i64::MAX`. The one reader of integer arrays: the fast path below, and the int64
+/// arrays of refinement, packing and the planner ([`unsigned_array`]).
+fn read_unsigned<T: Copy + TryInto<i64>>(
+    py: Python<'_>,
+    view: numpy::ndarray::ArrayView1<'_, T>,
+) -> PyResult<Result<Vec<u64>, usize>> {
+    let mut values = value_buffer(py, view.len())?;
+    for (position, &v) in view.iter().enumerate() {
+        poll_signals(py, position)?;
+        let Some(v) = v.try_into().ok().and_then(|v: i64| u64::try_from(v).ok()) else {
+            return Ok(Err(position));
+        };
+        values.push(v);
+    }
+    Ok(Ok(values))
+}
+
 /// An integer array's values as `u64`, or `None` if any is negative or above `i64::MAX`.
 fn array_values<T: Copy + TryInto<i64>>(
     py: Python<'_>,
     view: numpy::ndarray::ArrayView1<'_, T>,
 ) -> PyResult<Option<Vec<u64>>> {
-    let mut values = value_buffer(py, view.len())?;
-    for (position, &v) in view.iter().enumerate() {
-        poll_signals(py, position)?;
-        let Some(v) = v.try_into().ok().and_then(|v: i64| u64::try_from(v).ok()) else { return Ok(None) };
-        values.push(v);
-    }
-    Ok(Some(values))
+    Ok(read_unsigned(py, view)?.ok())
+}
+
+/// The values of an int64 array as `u64`, or `ValueError("{name}[i] must be >= 0, got v")`.
+pub fn unsigned_array(
+    py: Python<'_>,
+    view: numpy::ndarray::ArrayView1<'_, i64>,
+    name: &str,
+) -> PyResult<Vec<u64>> {
+    read_unsigned(py, view)?.map_err(|position| {
+        PyValueError::new_err(format!("{name}[{position}] must be >= 0, got {}", view[position]))
+    })
+}
+
+/// `repr(object)` cut to 60 characters, with its type: how error messages show a bad value
+/// (as `seqbalance._inputs` does).
+pub fn describe(object: &Bound<'_, PyAny>) -> String {
+    let text = object.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<unprintable>".to_owned());
+    let text =
+        if text.chars().count() > 60 { text.chars().take(57).collect::<String>() + "..." } else { text };
+    let kind = object.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    format!("{text} ({kind})")
 }
 
 // Only exact, aligned ndarrays: subclasses (a masked array's data includes its masked values)
@@ -224,23 +258,6 @@ macro_rules! array_fast_path {
             }
         )*
     };
-}
-
-/// Weights in the precision the partitioners compute in (see `seqbalance._inputs.Weights`).
-pub enum Weights {
-    Exact(Vec<u64>),
-    Double(Vec<f64>),
-    Single(Vec<f32>),
-}
-
-impl Weights {
-    pub fn len(&self) -> usize {
-        match self {
-            Weights::Exact(v) => v.len(),
-            Weights::Double(v) => v.len(),
-            Weights::Single(v) => v.len(),
-        }
-    }
 }
 
 /// Float weights the fast path may take as they are: finite, `>= 0`, and a total clearly below
