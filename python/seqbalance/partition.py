@@ -24,10 +24,10 @@ from ._inputs import (
     check_equal_size,
     check_greedy_equal_size,
     check_k_partitions,
+    check_refine,
     check_shape,
     normalize_weights,
 )
-from .refine import check_refine
 
 # Shape errors raised by the extension are this package's PartitionError; the extension imports
 # nothing of the package, so it is handed the class here.

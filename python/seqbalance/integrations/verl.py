@@ -58,8 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import groups as _groups
 from .. import partition as _partition
+from ..planning import groups as _groups
 from ._patching import IntegrationError, ModulePatch
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]

@@ -37,11 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import MAX_VALUE, EqualSize, _describe
-from ..costs import COST_NAMES, group_sums, sample_costs
-from ..metrics import naive_split
+from .._inputs import MAX_VALUE, EqualSize, _describe, check_refine
 from ..partition import get_seqlen_balanced_partitions
-from ..refine import check_refine
+from ..planning.costs import COST_NAMES, group_sums, sample_costs
+from ..planning.metrics import naive_split
 from ._checks import check_batch_size, check_count, check_dp_rank, check_ready_indexes
 from .cache import DEFAULT_MAX_CACHED_BATCHES, EvictedRanks
 from .checkpoint import Expected, Restored
