@@ -58,7 +58,9 @@ def small_call(rounds: int = 7, number: int = 2000) -> dict:
 
     values = np.random.default_rng(0).integers(1, 4096, size=64).tolist()
     native = min(
-        timeit.repeat(lambda: seqbalance.karmarkar_karp(values, 8, True), number=number, repeat=rounds)
+        timeit.repeat(
+            lambda: seqbalance.karmarkar_karp(values, 8, True), number=number, repeat=rounds
+        )
     )
     slow = min(
         timeit.repeat(

@@ -11,6 +11,7 @@ __version__: str
 __all__ = [
     "__version__",
     "_dlpack_bfloat16",
+    "_input_reads",
     "_internal_error_check",
     "_own_count",
     "_pack",
@@ -31,16 +32,27 @@ def karmarkar_karp(
     seqlen_list: Any, k_partitions: Any, equal_size: Any, *, checked: bool = False
 ) -> list[list[int]] | None: ...
 def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any, refine: Any = None, *, checked: bool = False
+    seqlen_list: Any,
+    k_partitions: Any,
+    equal_size: Any,
+    refine: Any = None,
+    *,
+    checked: bool = False,
 ) -> list[list[int]] | None: ...
 def greedy_partition(
     seqlen_list: Any, k_partitions: Any, equal_size: Any, *, checked: bool = False
 ) -> list[list[int]] | None: ...
 def partition_ids(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any, refine: Any = None, *, checked: bool = False
+    seqlen_list: Any,
+    k_partitions: Any,
+    equal_size: Any,
+    refine: Any = None,
+    *,
+    checked: bool = False,
 ) -> npt.NDArray[np.int64] | None: ...
 def _set_partition_error(cls: type[ValueError]) -> None: ...
 def build_profile() -> str: ...
+def _input_reads() -> int: ...
 def _pack(
     lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str
 ) -> list[list[int]]: ...

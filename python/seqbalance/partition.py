@@ -84,7 +84,9 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -
     """
     answer = _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
     if answer is None:
-        answer = _native.karmarkar_karp(*_checked(seqlen_list, k_partitions, equal_size), checked=True)
+        answer = _native.karmarkar_karp(
+            *_checked(seqlen_list, k_partitions, equal_size), checked=True
+        )
     return cast("list[list[int]]", answer)
 
 
@@ -119,7 +121,12 @@ def get_seqlen_balanced_partitions(
     >>> get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
     [[0, 3], [1, 2]]
     """
-    answer = _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size, refine)
+    # (The extension reads an explicit refine=None as left out: None goes to check_refine.)
+    answer = (
+        None
+        if refine is None
+        else _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size, refine)
+    )
     if answer is None:
         mode = check_refine(refine)
         answer = _native.get_seqlen_balanced_partitions(
@@ -169,7 +176,11 @@ def partition_ids(
     >>> partition_ids([10, 20, 30, 40], 2, equal_size=True).tolist()
     [0, 1, 1, 0]
     """
-    answer = _native.partition_ids(seqlen_list, k_partitions, equal_size, refine)
+    answer = (
+        None
+        if refine is None
+        else _native.partition_ids(seqlen_list, k_partitions, equal_size, refine)
+    )
     if answer is None:
         mode = check_refine(refine)
         answer = _native.partition_ids(

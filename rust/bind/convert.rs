@@ -12,6 +12,8 @@
 //!
 //! Both directions allocate fallibly (a list too large for memory is a `MemoryError`, never an
 //! abort or a panic on a null pointer) and let Python handle signals every [`SIGNAL_EVERY`] items.
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
@@ -25,6 +27,22 @@ use seqbalance_core::parts::Partition;
 use seqbalance_core::request::Weights;
 
 use crate::errors::{core_error, out_of_memory};
+
+/// Inputs read into a buffer of the binding's own, for the tests (`_native._input_reads`): a
+/// partitioning call, refinement included, reads its input once. Counted when a reader
+/// completes ([`fast_weights`], [`normalised_weights`], [`unsigned_array`], [`count_read`]).
+static INPUT_READS: AtomicUsize = AtomicUsize::new(0);
+
+/// Count one completed read of an input (see [`INPUT_READS`]).
+pub fn count_read() {
+    INPUT_READS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many inputs the binding has read so far (a test hook).
+#[pyfunction]
+pub fn _input_reads() -> usize {
+    INPUT_READS.load(Ordering::Relaxed)
+}
 
 /// Items converted between two looks at pending signals (Ctrl-C): a millisecond or less.
 const SIGNAL_EVERY: usize = 1 << 16;
@@ -228,9 +246,11 @@ pub fn unsigned_array(
     view: numpy::ndarray::ArrayView1<'_, i64>,
     name: &str,
 ) -> PyResult<Vec<u64>> {
-    read_unsigned(py, view)?.map_err(|position| {
+    let values = read_unsigned(py, view)?.map_err(|position| {
         PyValueError::new_err(format!("{name}[{position}] must be >= 0, got {}", view[position]))
-    })
+    })?;
+    count_read();
+    Ok(values)
 }
 
 /// `repr(object)` cut to 60 characters, with its type: how error messages show a bad value
@@ -330,24 +350,32 @@ fn float_array(obj: &Bound<'_, PyAny>, check: bool) -> PyResult<Option<Weights>>
 /// Weights of input that is certainly valid, without a Python object per array item; `None`
 /// sends the input through the full normalisation (which raises the precise error).
 pub fn fast_weights(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Weights>> {
-    if let Ok(list) = obj.cast::<PyList>() {
-        return Ok(match list_values(list)? {
+    let weights = if let Ok(list) = obj.cast::<PyList>() {
+        match list_values(list)? {
             Some(values) => Some(Weights::Exact(values)),
             None => list_floats(list)?.map(Weights::Double),
-        });
+        }
+    } else if let Some(values) = fast_values(py, obj)? {
+        Some(Weights::Exact(values))
+    } else {
+        float_array(obj, true)?
+    };
+    if weights.is_some() {
+        count_read();
     }
-    if let Some(values) = fast_values(py, obj)? {
-        return Ok(Some(Weights::Exact(values)));
-    }
-    float_array(obj, true)
+    Ok(weights)
 }
 
 /// The weights in an array that `seqbalance._inputs.normalize_weights` returned (valid already).
 pub fn normalised_weights(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Option<Weights>> {
-    match fast_values(py, array)? {
-        Some(values) => Ok(Some(Weights::Exact(values))),
-        None => float_array(array, false),
+    let weights = match fast_values(py, array)? {
+        Some(values) => Some(Weights::Exact(values)),
+        None => float_array(array, false)?,
+    };
+    if weights.is_some() {
+        count_read();
     }
+    Ok(weights)
 }
 
 /// Values of input that is certainly valid, without a Python object per array item; `None`

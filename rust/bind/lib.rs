@@ -128,16 +128,7 @@ fn karmarkar_karp<'py>(
     checked: bool,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     guard("karmarkar_karp", || {
-        let no_refine = PyBool::new(py, false);
-        partition(
-            seqlen_list,
-            k_partitions,
-            equal_size,
-            &no_refine,
-            checked,
-            Algorithm::Ldm,
-            Output::MergeOrder,
-        )
+        partition(seqlen_list, k_partitions, equal_size, None, checked, Algorithm::Ldm, Output::MergeOrder)
     })
 }
 
@@ -164,16 +155,7 @@ fn greedy_partition<'py>(
     checked: bool,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     guard("greedy_partition", || {
-        let no_refine = PyBool::new(py, false);
-        partition(
-            seqlen_list,
-            k_partitions,
-            equal_size,
-            &no_refine,
-            checked,
-            Algorithm::Greedy,
-            Output::MergeOrder,
-        )
+        partition(seqlen_list, k_partitions, equal_size, None, checked, Algorithm::Greedy, Output::MergeOrder)
     })
 }
 
@@ -223,6 +205,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greedy_partition, m)?)?;
     m.add_function(wrap_pyfunction!(partition_ids, m)?)?;
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::_input_reads, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     dlpack::register(m)?;

@@ -122,6 +122,9 @@ fn lengths_of(values: &Bound<'_, PyAny>) -> PyResult<Lengths> {
             describe(values)
         )));
     };
+    if !matches!(lengths, Lengths::Ints(_)) {
+        crate::convert::count_read(); // (unsigned_array counts the int64 read)
+    }
     if u32::try_from(lengths.len()).is_err() {
         return Err(PyValueError::new_err(format!(
             "values holds {} items; at most {} can be refined",

@@ -432,7 +432,7 @@ mod tests {
 
     #[test]
     fn refined_ids_number_the_refined_parts() {
-        let values: Vec<u64> = vec![9, 8, 7, 1, 1, 1, 5, 5];
+        let values: Vec<u64> = vec![9, 8, 7, 1, 1, 1, 5, 5, 2];
         let lists = run(
             request(Counts::Equal, Algorithm::Ldm, Refine::Exact, Output::Sorted),
             Weights::Exact(values.clone()),
