@@ -107,10 +107,6 @@ fn partition<'py>(
     else {
         return Ok(None);
     };
-    if algorithm == Algorithm::Greedy && counts == Counts::Nearly && !checked {
-        // Refused in Python, with the reference's wording, right after k is checked.
-        return Ok(None);
-    }
     let request = Request { k, counts, algorithm, refine, output };
     let n = weights.len();
     Ok(Some(match run_detached(py, n, |stop| request.run(weights, stop))? {
@@ -119,6 +115,7 @@ fn partition<'py>(
     }))
 }
 
+/// `seqbalance.karmarkar_karp`: the partition in merge order, or `None` (see [`read_request`]).
 #[pyfunction]
 #[pyo3(signature = (seqlen_list, k_partitions, equal_size, *, checked=false))]
 fn karmarkar_karp<'py>(
@@ -132,6 +129,7 @@ fn karmarkar_karp<'py>(
     })
 }
 
+/// `seqbalance.get_seqlen_balanced_partitions`: the partition sorted inside, refined when asked.
 #[pyfunction]
 #[pyo3(signature = (seqlen_list, k_partitions, equal_size, refine=None, *, checked=false))]
 fn get_seqlen_balanced_partitions<'py>(
@@ -146,6 +144,8 @@ fn get_seqlen_balanced_partitions<'py>(
     })
 }
 
+/// `seqbalance.greedy_partition`; `equal_size="nearly"` is left to Python, which refuses it with
+/// the reference's wording right after `k_partitions` is checked.
 #[pyfunction]
 #[pyo3(signature = (seqlen_list, k_partitions, equal_size, *, checked=false))]
 fn greedy_partition<'py>(
@@ -155,10 +155,14 @@ fn greedy_partition<'py>(
     checked: bool,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     guard("greedy_partition", || {
+        if !checked && counts_of(equal_size) == Some(Counts::Nearly) {
+            return Ok(None);
+        }
         partition(seqlen_list, k_partitions, equal_size, None, checked, Algorithm::Greedy, Output::MergeOrder)
     })
 }
 
+/// `seqbalance.partition_ids`: a partition number per item (int64), refined when asked.
 #[pyfunction]
 #[pyo3(signature = (seqlen_list, k_partitions, equal_size, refine=None, *, checked=false))]
 fn partition_ids<'py>(
