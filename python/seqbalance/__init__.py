@@ -24,6 +24,8 @@ from .partition import (
 from .planning import (
     BalanceReport,
     LoadStats,
+    ModelCost,
+    StreamPacker,
     TransformerCost,
     balance_report,
     calculate_workload,
@@ -61,6 +63,7 @@ __all__ = [
     "partition_ids",
     # planning toolkit
     "BalanceReport",
+    "ModelCost",
     "TransformerCost",
     "LoadStats",
     "balance_report",
@@ -72,5 +75,6 @@ __all__ = [
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
+    "StreamPacker",
     "refine_partitions",
 ]

@@ -18,6 +18,7 @@ mod errors;
 mod packing;
 mod planner;
 mod refine;
+mod stream;
 
 use convert::{fast_weights, nested_lists, normalised_weights};
 use errors::{guard, run_detached};
@@ -217,5 +218,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     packing::register(m)?;
     planner::register(m)?;
     refine::register(m)?;
+    stream::register(m)?;
     Ok(())
 }
