@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from . import _compat
 from ._errors import PartitionError
-from ._version import package_version
+from ._native import __version__
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
@@ -45,8 +45,6 @@ from .samplers import (
     SeqlenBalancedSampler,
     SequentialSampler,
 )
-
-__version__ = package_version()
 
 # seqbalance.micro_batches, seqbalance.metrics, ... (0.1's paths) still import, with a warning.
 _compat.install()

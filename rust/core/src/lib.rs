@@ -1,5 +1,7 @@
 //! The algorithms of seqbalance, in plain Rust with no Python anywhere.
 //!
+//! * [`request`]: one partitioning call (k, count rule, algorithm, refinement, output) on any
+//!   weights: what the Python binding runs.
 //! * [`ldm`]: Karmarkar–Karp largest differencing into `k` sets, free or equal-size, exactly as the
 //!   pure-Python reference computes it (the same ties, the same order of sets and items).
 //! * [`nearly`]: nearly equal counts (`n / k` or `n / k + 1` per partition) on the equal-size rules.
@@ -35,5 +37,6 @@ pub mod packing;
 pub mod parts;
 pub mod planner;
 pub mod refine;
+pub mod request;
 pub mod sort;
 pub mod stream;
