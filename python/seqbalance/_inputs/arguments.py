@@ -154,3 +154,14 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
 def check_pad_to_multiple_of(value: Any) -> int:
     """``pad_to_multiple_of`` as an int >= 1, or the ``TypeError``/``ValueError`` naming it."""
     return check_k_partitions(value, "pad_to_multiple_of")
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A yes/no switch (``as_ids``, ...): ``bool`` or a NumPy bool, else a ``TypeError`` naming it.
+
+    >>> check_flag(True, "as_ids")
+    True
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {_describe(value)}")
