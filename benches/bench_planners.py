@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import seqbalance
-from seqbalance import calculate_workload
+from seqbalance import _native, calculate_workload
 
 # The pure-Python oracle lives with the tests (it is not part of the package).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -142,6 +142,16 @@ def report(repeat: int = 5, cpu_time: bool = False, reference_n: int = 2**13) ->
         lambda: seqbalance.plan_dp_micro_batches(large, DP, DP_CAP, as_ids=True), repeat, clock
     )
     rows.append(("  the same, as_ids=True", seconds, sort, argsort, "25x"))
+    # The refined candidate of plan_dp_micro_batches (issue 22): the local search with its early
+    # exit when it moves nothing, beside _refine_ids, which reads the renumbered split out.
+    weights = np.asarray(calculate_workload(large), dtype=np.int64)
+    recipe = seqbalance.partition_ids(weights, DP, equal_size=False)
+    seconds = _best(lambda: _native._refine_candidate(weights, recipe, DP, False), repeat, clock)
+    rows.append((f"  refined candidate n=2^20 k={DP}", seconds, sort, argsort, "-"))
+    seconds = _best(
+        lambda: _native._refine_ids(weights, recipe, DP, False, False, True), repeat, clock
+    )
+    rows.append((f"  _refine_ids n=2^20 k={DP} (the same search)", seconds, sort, argsort, "-"))
     kind = "process CPU time" if cpu_time else "wall time"
     print(f"best of {repeat} ({kind})")
     print(f"{'case':<50} {'time':>10} {'x numpy.sort':>13} {'x argsort':>10} {'target':>7}")
