@@ -3,7 +3,8 @@
 Workload (planning spec, "Speed of the planners"): int64 lengths
 ``min(int(lognormal(mean=7, sigma=1)) + 1, 32768)``; ``plan_micro_batches`` at n = 2^17 with caps
 of 32,768 and 262,144 tokens (target: within 25x numpy.sort), ``plan_dp_micro_batches`` at
-n = 2^20, dp = 64, cap 65,536 (target: within 40x). ``numpy.argsort(kind="stable")`` is timed
+n = 2^20, dp = 64, cap 65,536 (target: within 40x; with ``as_ids=True``, the array answer, within
+25x: issue 22). ``numpy.argsort(kind="stable")`` is timed
 beside them for context.
 
 Run the ratios on a release build: ``python benches/bench_planners.py [--cpu-time] [--rounds 5]``
@@ -28,7 +29,7 @@ import numpy as np
 import pytest
 
 import seqbalance
-from seqbalance import calculate_workload
+from seqbalance import _native, calculate_workload
 
 # The pure-Python oracle lives with the tests (it is not part of the package).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -80,6 +81,20 @@ def test_plan_dp_micro_batches(benchmark, dp_lengths):
     benchmark.pedantic(seqbalance.plan_dp_micro_batches, args=(dp_lengths, DP, DP_CAP), rounds=1)
 
 
+def test_plan_dp_micro_batches_as_ids(benchmark, dp_lengths):
+    benchmark.group = "plan_dp_micro_batches 2^20, dp 64, cap 65536"
+    rank_ids, micro_batch_ids, count = seqbalance.plan_dp_micro_batches(
+        dp_lengths, DP, DP_CAP, as_ids=True
+    )
+    assert int(micro_batch_ids.max()) < count and sorted(set(rank_ids.tolist())) == list(range(DP))
+    benchmark.pedantic(
+        seqbalance.plan_dp_micro_batches,
+        args=(dp_lengths, DP, DP_CAP),
+        kwargs={"as_ids": True},
+        rounds=1,
+    )
+
+
 def test_dp_floor_numpy_sort(benchmark, dp_lengths):
     benchmark.group = "plan_dp_micro_batches 2^20, dp 64, cap 65536"
     benchmark(np.sort, dp_lengths)
@@ -123,6 +138,20 @@ def report(repeat: int = 5, cpu_time: bool = False, reference_n: int = 2**13) ->
     rows.append(
         (f"plan_dp_micro_batches n=2^20 dp={DP} cap={DP_CAP}", seconds, sort, argsort, "40x")
     )
+    seconds = _best(
+        lambda: seqbalance.plan_dp_micro_batches(large, DP, DP_CAP, as_ids=True), repeat, clock
+    )
+    rows.append(("  the same, as_ids=True", seconds, sort, argsort, "25x"))
+    # The refined candidate of plan_dp_micro_batches (issue 22): the local search with its early
+    # exit when it moves nothing, beside _refine_ids, which reads the renumbered split out.
+    weights = np.asarray(calculate_workload(large), dtype=np.int64)
+    recipe = seqbalance.partition_ids(weights, DP, equal_size=False)
+    seconds = _best(lambda: _native._refine_candidate(weights, recipe, DP, False), repeat, clock)
+    rows.append((f"  refined candidate n=2^20 k={DP}", seconds, sort, argsort, "-"))
+    seconds = _best(
+        lambda: _native._refine_ids(weights, recipe, DP, False, False, True), repeat, clock
+    )
+    rows.append((f"  _refine_ids n=2^20 k={DP} (the same search)", seconds, sort, argsort, "-"))
     kind = "process CPU time" if cpu_time else "wall time"
     print(f"best of {repeat} ({kind})")
     print(f"{'case':<50} {'time':>10} {'x numpy.sort':>13} {'x argsort':>10} {'target':>7}")

@@ -1,7 +1,7 @@
 """Private native module; the documented API is in :mod:`seqbalance.partition`."""
 
 from collections.abc import Sequence
-from typing import Any, final
+from typing import Any, TypedDict, final
 
 import numpy as np
 import numpy.typing as npt
@@ -14,10 +14,12 @@ __all__ = [
     "_dlpack_bfloat16",
     "_input_reads",
     "_internal_error_check",
+    "_order_micro_batches",
     "_own_count",
     "_pack",
     "_plan_ranks",
     "_refine",
+    "_refine_candidate",
     "_refine_ids",
     "_set_partition_error",
     "build_profile",
@@ -79,18 +81,38 @@ def _internal_error_check(detached: bool) -> None: ...
 def _own_count(
     tokens: npt.NDArray[np.int64], costs: npt.NDArray[np.int64], cap: int, multiple: int
 ) -> int: ...
+
+class _PlanRequest(TypedDict):
+    n_ranks: int
+    cap: int
+    multiple: int
+    minimum: int
+    order: str
+    as_ids: bool
+
 def _plan_ranks(
     tokens: npt.NDArray[np.int64],
     costs: npt.NDArray[np.int64],
     starts: npt.NDArray[np.int64],
     sizes: npt.NDArray[np.int64],
     candidates: Sequence[npt.NDArray[np.int64]],
-    n_ranks: int,
-    cap: int,
-    multiple: int,
-    minimum: int,
-    bubble: bool,
-) -> tuple[int, int, int, int, list[list[list[int]]]]: ...
+    request: _PlanRequest,
+) -> tuple[
+    int,
+    int,
+    int,
+    int,
+    list[list[list[int]]] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+]: ...
+def _refine_candidate(
+    weights: npt.NDArray[np.int64], ids: npt.NDArray[np.int64], k: int, equal_size: bool
+) -> npt.NDArray[np.int64] | None: ...
+def _order_micro_batches(
+    costs: npt.NDArray[np.int64],
+    firsts: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+    order: str,
+) -> list[int]: ...
 
 @final
 class _StreamCore:

@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 from seqbalance import (
     PartitionError,
+    _native,
     calculate_workload,
     get_seqlen_balanced_partitions,
     min_num_micro_batches_for,
     plan_dp_micro_batches,
     plan_micro_batches,
 )
-from seqbalance.planning import dp_plan as mb_module
 
 
 @st.composite
@@ -42,7 +42,7 @@ def dp_cases(draw):
         num_micro_batches_multiple=draw(st.none() | st.integers(1, 4)),
         force_group_size=group_size,
         pad_to_multiple_of=pad,
-        order=draw(st.sampled_from(["bubble", "none"])),
+        order=draw(st.sampled_from(["bubble", "largest_first", "none"])),
     )
     return lengths, dp, cap, options
 
@@ -197,26 +197,75 @@ def test_errors():
         plan_dp_micro_batches([1, 2], 0, 10)
 
 
+def rank_sets(ids: np.ndarray, k: int) -> set[frozenset[int]]:
+    return {frozenset(np.flatnonzero(ids == r).tolist()) for r in range(k)}
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.integers(1, 5).flatmap(
         lambda k: st.tuples(
             st.just(k),
-            st.lists(st.integers(0, k - 1), min_size=1, max_size=30),
             st.permutations(range(k)),
-            st.lists(st.integers(0, k - 1), min_size=1, max_size=30),
+            st.lists(st.integers(0, k - 1), min_size=0, max_size=30),
+            st.sampled_from([3, 100, 2**40]),
+            st.booleans(),
+            st.randoms(use_true_random=False),
         )
     )
 )
-def test_a_renumbered_split_is_recognised_and_nothing_else(case):
-    # plan_dp_micro_batches skips planning a refined split that only renumbers the recipe's.
-    k, first, permutation, other = case
-    first = np.asarray(first)
-    every_rank_used = len(set(first.tolist())) == k
-    renumbered = np.asarray(permutation)[first]
-    assert mb_module._renumbers(first, renumbered, k) == every_rank_used
-    other = np.asarray((other * len(first))[: len(first)])
-    same_ranks = {frozenset(np.flatnonzero(first == r).tolist()) for r in range(k)} == {
-        frozenset(np.flatnonzero(other == r).tolist()) for r in range(k)
-    }
-    assert mb_module._renumbers(first, other, k) == (same_ranks and every_rank_used)
+def test_the_refined_candidate_is_none_exactly_when_refining_only_renumbers(case):
+    # plan_dp_micro_batches skips planning a refined split that only renumbers the recipe's:
+    # _refine_candidate says None then, and otherwise returns what _refine_ids returns.
+    k, every_rank, rest, spread, equal, rng = case
+    ids = np.asarray(list(every_rank) + rest, dtype=np.int64)
+    weights = np.asarray([rng.randrange(spread) for _ in ids], dtype=np.int64)
+    refined = _native._refine_ids(weights, ids, k, equal, False, True)
+    candidate = _native._refine_candidate(weights, ids, k, equal)
+    if candidate is None:
+        assert rank_sets(refined, k) == rank_sets(ids, k)
+    else:
+        assert candidate.tolist() == refined.tolist()
+        assert rank_sets(refined, k) != rank_sets(ids, k)
+
+
+def test_the_refined_candidate_refuses_an_empty_rank_as_refining_does():
+    weights, ids = np.array([1, 2], dtype=np.int64), np.array([0, 0], dtype=np.int64)
+    with pytest.raises(ValueError, match=r"partitions\[1\] is empty"):
+        _native._refine_ids(weights, ids, 2, False, False, True)
+    with pytest.raises(ValueError, match=r"partitions\[1\] is empty"):
+        _native._refine_candidate(weights, ids, 2, False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(dp_cases(), st.booleans())
+def test_the_array_answer_is_the_list_answer(case, refine):
+    lengths, dp, cap, options = case
+    plan = plan_dp_micro_batches(lengths, dp, cap, refine=refine, **options)
+    rank_ids, micro_batch_ids, count = plan_dp_micro_batches(
+        lengths, dp, cap, refine=refine, as_ids=True, **options
+    )
+    assert rank_ids.dtype == micro_batch_ids.dtype == np.int64
+    assert rank_ids.shape == micro_batch_ids.shape == (len(lengths),)
+    assert count == len(plan[0])
+    # Rebuilt from the arrays, empty micro-batches included.
+    rebuilt = [[[] for _ in range(count)] for _ in range(dp)]
+    for sample, (rank, micro_batch) in enumerate(
+        zip(rank_ids.tolist(), micro_batch_ids.tolist(), strict=True)
+    ):
+        rebuilt[rank][micro_batch].append(sample)
+    assert rebuilt == plan
+
+
+def test_golden_the_array_answer_keeps_empty_micro_batches():
+    rank_ids, micro_batch_ids, count = plan_dp_micro_batches(
+        [5, 6, 7], 2, 10, cost="tokens", min_num_micro_batches=3, as_ids=True
+    )
+    assert count == 3
+    assert sorted(zip(rank_ids.tolist(), micro_batch_ids.tolist(), strict=True)) == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+    ]
+    with pytest.raises(TypeError, match="as_ids must be True or False, got 1 \\(int\\)"):
+        plan_dp_micro_batches([5, 6], 2, 10, as_ids=1)  # type: ignore[call-overload]

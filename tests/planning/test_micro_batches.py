@@ -36,7 +36,7 @@ def micro_batch_cases(draw):
     minimum = draw(st.none() | st.integers(0, 20))
     multiple = draw(st.none() | st.integers(1, 4))
     cost = draw(st.sampled_from(["tokens", "workload"]))
-    order = draw(st.sampled_from(["bubble", "none"]))
+    order = draw(st.sampled_from(["bubble", "largest_first", "none"]))
     return (
         lengths,
         cap,
@@ -137,6 +137,39 @@ def test_bubble_order_is_the_documented_permutation(case):
     assert ordered == bubble(unordered, costs)
 
 
+def largest_first(batches: list[list[int]], costs: list[int]) -> list[list[int]]:
+    """``order="largest_first"`` written out: by (cost, first index) descending, empty last."""
+    keyed = sorted(
+        (b for b in batches if b),
+        key=lambda b: (sum(costs[i] for i in b), b[0]),
+        reverse=True,
+    )
+    return keyed + [b for b in batches if not b]
+
+
+@settings(max_examples=100, deadline=None)
+@given(micro_batch_cases(), st.sampled_from([False, True, "exact"]))
+def test_every_order_is_its_documented_permutation_refined_or_not(case, refine):
+    # With refine the native order runs on the refined micro-batches (no Python bubble).
+    lengths, cap, options = case
+    options = {**options, "refine": refine}
+    unordered = plan_micro_batches(lengths, cap, **{**options, "order": "none"})
+    costs = lengths if options["cost"] == "tokens" else calculate_workload(lengths)
+    model = {"bubble": bubble, "largest_first": largest_first}
+    for order, rule in model.items():
+        assert plan_micro_batches(lengths, cap, **{**options, "order": order}) == rule(
+            unordered, costs
+        )
+
+
+def test_golden_largest_first():
+    lengths = [100, 200, 300, 400, 500]
+    plan = plan_micro_batches(
+        lengths, 500, min_num_micro_batches=6, cost="tokens", order="largest_first"
+    )
+    assert plan == [[4], [3], [2], [1], [0], []]
+
+
 @settings(max_examples=150, deadline=None)
 @given(micro_batch_cases())
 def test_empty_micro_batches_come_last(case):
@@ -214,7 +247,9 @@ def test_errors():
         r"force_group_size \(2\)",
     ):
         plan_micro_batches([1, 1, 1], 500, force_group_size=2)
-    with pytest.raises(ValueError, match="order must be 'bubble' or 'none', got 'random'"):
+    with pytest.raises(
+        ValueError, match="order must be one of 'bubble', 'largest_first', 'none', got 'random'"
+    ):
         plan_micro_batches([1], 500, order="random")
     with pytest.raises(ValueError, match="max_token_len must be >= 1, got 0"):
         plan_micro_batches([1], 0)
@@ -422,7 +457,15 @@ def test_native_rank_plans_are_the_python_oracle(case, bubble):
             kept = index
     arrays = [np.asarray(v, dtype=np.int64) for v in (tokens, costs, starts, sizes)]
     ranks_arrays = [np.asarray(c, dtype=np.int64) for c in candidates]
-    got = _native._plan_ranks(*arrays, ranks_arrays, n_ranks, cap, multiple, minimum, bubble)
+    request = {
+        "n_ranks": n_ranks,
+        "cap": cap,
+        "multiple": multiple,
+        "minimum": minimum,
+        "order": "bubble" if bubble else "none",
+        "as_ids": False,
+    }
+    got = _native._plan_ranks(*arrays, ranks_arrays, request)
     assert got == (kept, *expected[kept])
 
 

@@ -186,3 +186,14 @@ def check_partition_index(index: int, p: int, j: int, n_values: int) -> int:
         return index
     shown = str(index) if -(2**63) <= index < 2**63 else _describe(int(index))
     raise ValueError(f"partitions[{p}][{j}] is {shown}, not an index of the {n_values} values")
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A yes/no switch (``as_ids``, ...): ``bool`` or a NumPy bool, else a ``TypeError`` naming it.
+
+    >>> check_flag(True, "as_ids")
+    True
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {_describe(value)}")

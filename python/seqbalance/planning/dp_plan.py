@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _native
 from .._errors import PartitionError
-from .._inputs import EqualSize, check_choice, check_equal_size, check_k_partitions, check_min_count
+from .._inputs import (
+    EqualSize,
+    check_choice,
+    check_equal_size,
+    check_flag,
+    check_k_partitions,
+    check_min_count,
+)
 from ..partition import partition_ids
 from .micro_batches import (
     _ORDERS,
@@ -54,19 +62,42 @@ def _heaviest_at_bound(weights: np.ndarray, rank_of_group: np.ndarray, n_ranks: 
     return int(sums.max()) == -(-int(sums.sum()) // n_ranks)
 
 
-def _renumbers(first: np.ndarray, second: np.ndarray, n_ranks: int) -> bool:
-    """Whether ``second`` puts the groups in the ranks of ``first``, numbered otherwise, no rank
-    empty.
+@overload
+def plan_dp_micro_batches(
+    lengths: Any,
+    dp_size: int,
+    max_token_len: int,
+    *,
+    cost: Any = "workload",
+    equal_size: EqualSize = False,
+    min_num_micro_batches: int | None = None,
+    num_micro_batches_multiple: int | None = None,
+    force_group_size: int = 1,
+    uid_list: Any = None,
+    pad_to_multiple_of: int = 1,
+    order: str = "bubble",
+    refine: bool | str = False,
+    as_ids: Literal[False] = ...,
+) -> list[list[list[int]]]: ...
 
-    Then both plan the same ranks (the recipe's plan is kept on a tie), so the second is not
-    planned at all: the refinement often only renumbers a split that is already balanced.
-    """
-    used = np.count_nonzero(np.bincount(first, minlength=n_ranks))
-    if used != n_ranks or np.count_nonzero(np.bincount(second, minlength=n_ranks)) != n_ranks:
-        return False
-    # Every (first, second) pair of rank numbers that occurs: n_ranks of them is a bijection.
-    pairs = np.bincount(first * n_ranks + second, minlength=n_ranks * n_ranks)
-    return int(np.count_nonzero(pairs)) == n_ranks
+
+@overload
+def plan_dp_micro_batches(
+    lengths: Any,
+    dp_size: int,
+    max_token_len: int,
+    *,
+    cost: Any = "workload",
+    equal_size: EqualSize = False,
+    min_num_micro_batches: int | None = None,
+    num_micro_batches_multiple: int | None = None,
+    force_group_size: int = 1,
+    uid_list: Any = None,
+    pad_to_multiple_of: int = 1,
+    order: str = "bubble",
+    refine: bool | str = False,
+    as_ids: Literal[True],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]: ...
 
 
 def plan_dp_micro_batches(
@@ -83,7 +114,8 @@ def plan_dp_micro_batches(
     pad_to_multiple_of: int = 1,
     order: str = "bubble",
     refine: bool | str = False,
-) -> list[list[list[int]]]:
+    as_ids: bool = False,
+) -> list[list[list[int]]] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """One plan for every data-parallel rank: ``plan[rank][micro_batch] -> sample indexes``.
 
     For a single controller that holds the whole step (verl's driver, slime's, NeMo-RL's):
@@ -125,10 +157,16 @@ def plan_dp_micro_batches(
             pad_to_multiple_of, order, refine: as in :func:`plan_micro_batches`.
         uid_list: per-sample group ids (consecutive equal ids form a group), an alternative to
             ``force_group_size``.
+        as_ids: return ``(rank_ids, micro_batch_ids, num_micro_batches)`` instead of lists:
+            the rank and the micro-batch (its place in the rank's order) of every sample as
+            int64 arrays, and the common count, so empty micro-batches survive (as
+            ``partition_ids`` is to ``karmarkar_karp``). Cheaper at large n: no Python list
+            per sample.
 
     Returns:
         ``dp_size`` ranks, heaviest first; each a list of the same number of micro-batches,
-        each an ascending list of sample indexes.
+        each an ascending list of sample indexes. With ``as_ids=True``, the same plan as
+        ``(rank_ids, micro_batch_ids, num_micro_batches)``.
 
     Raises:
         ValueError: a sample or group over the cap, fewer groups than ranks (a
@@ -141,8 +179,14 @@ def plan_dp_micro_batches(
     Example:
         >>> plan_dp_micro_batches([300, 200, 100, 400, 50, 250], 2, 500, cost="tokens")
         [[[3], [1, 4]], [[2, 5], [0]]]
+        >>> ranks, micro_batches, count = plan_dp_micro_batches(
+        ...     [300, 200, 100, 400, 50, 250], 2, 500, cost="tokens", as_ids=True
+        ... )
+        >>> ranks.tolist(), micro_batches.tolist(), count
+        ([1, 0, 1, 0, 0, 1], [1, 1, 0, 0, 1, 0], 2)
     """
     ranks_count = check_k_partitions(dp_size, "dp_size")
+    as_ids = check_flag(as_ids, "as_ids")
     order = check_choice(order, "order", _ORDERS)
     equal = check_equal_size(equal_size)
     problem = _prepare(
@@ -182,21 +226,20 @@ def plan_dp_micro_batches(
         and ranks_count > 1
         and not _heaviest_at_bound(problem.weights, recipe_ids, ranks_count)
     ):
-        # The local search of refine=True, started from the recipe's own split.
-        refined_ids = cast(
-            np.ndarray,
-            _native._refine_ids(
-                problem.weights, recipe_ids, ranks_count, bool(partition_equal), False, True
-            ),
+        # The local search of refine=True, started from the recipe's own split; None when it
+        # moves nothing (the refinement would only renumber the ranks, which plans the same).
+        refined_ids = _native._refine_candidate(
+            problem.weights, recipe_ids, ranks_count, bool(partition_equal)
         )
-        if not _renumbers(recipe_ids, refined_ids, ranks_count):
+        if refined_ids is not None:
             candidates.append(refined_ids)
     kept, count, plan = _plan_ranks(
         problem,
         [_fill_empty_ranks(problem, ids, ranks_count) for ids in candidates],
         ranks_count,
         minimum,
-        order == "bubble",
+        order,
+        as_ids,
     )
     logger.debug(
         "planned %d groups over %d ranks x %d micro-batches (%s rank split)",
@@ -205,4 +248,7 @@ def plan_dp_micro_batches(
         count,
         "refined" if kept else "recipe's",
     )
+    if as_ids:
+        rank_ids, micro_batch_ids = plan
+        return rank_ids, micro_batch_ids, count
     return plan

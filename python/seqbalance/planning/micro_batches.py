@@ -38,7 +38,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_ORDERS = ("bubble", "none")
+_ORDERS = ("bubble", "largest_first", "none")
 
 #: The most micro-batches (or the largest multiple) a plan may ask for: ``2**24``, as every
 #: count that sizes an allocation.
@@ -145,38 +145,50 @@ def _core_cap(problem: _Problem) -> int:
 
 
 def _plan_ranks(
-    problem: _Problem, candidates: list[np.ndarray], n_ranks: int, minimum: int, bubble: bool
-) -> tuple[int, int, list[list[list[int]]]]:
-    """The native planner: ``(candidate kept, count, plan)``.
+    problem: _Problem,
+    candidates: list[np.ndarray],
+    n_ranks: int,
+    minimum: int,
+    order: str,
+    as_ids: bool = False,
+) -> tuple[int, int, Any]:
+    """The native planner, one call with one request: ``(candidate kept, count, plan)``.
 
     Each candidate gives every group its rank. Every rank gets the same count: the largest of
     the ranks' own counts and ``minimum``. A later candidate replaces the kept one when it is no
     worse on the heaviest rank and on the count, and better on (heaviest rank, count, heaviest
-    micro-batch); only the kept plan is built as lists.
+    micro-batch); only the kept plan is built, as lists ``[rank][micro_batch] -> samples`` or,
+    with ``as_ids``, as ``(rank_ids, micro_batch_ids)`` int64 arrays per sample.
     """
+    request: _native._PlanRequest = {
+        "n_ranks": n_ranks,
+        "cap": _core_cap(problem),
+        "multiple": problem.multiple,
+        "minimum": minimum,
+        "order": order,
+        "as_ids": as_ids,
+    }
     kept, count, _, _, plan = _native._plan_ranks(
         problem.tokens,
         problem.weights,
         problem.starts,
         problem.sizes,
         [np.ascontiguousarray(ranks, dtype=np.int64) for ranks in candidates],
-        n_ranks,
-        _core_cap(problem),
-        problem.multiple,
-        minimum,
-        bubble,
+        request,
     )
     return kept, count, plan
 
 
-def bubble(parts: list[list[int]], costs: Any, starts: Any) -> list[list[int]]:
-    """Pipeline order: by (cost, first sample) descending, the smaller ones to both ends; empty
-    parts last. ``parts`` hold group numbers, ``costs[g]`` and ``starts[g]`` are group g's cost and
-    first sample.
+def _ordered(parts: list[list[int]], problem: _Problem, order: str) -> list[list[int]]:
+    """``parts`` (group numbers) in ``order`` (the native rule of the planner: by cost, then
+    first sample, descending; ``"bubble"`` then puts the smaller ones at both ends); empty parts
+    last.
     """
-    filled = [part for part in parts if part]
-    filled.sort(key=lambda p: (sum(costs[g] for g in p), min(starts[g] for g in p)), reverse=True)
-    return filled[::2][::-1] + filled[1::2] + [part for part in parts if not part]
+    weights, starts = problem.weights, problem.starts
+    costs = np.array([int(weights[part].sum()) if part else 0 for part in parts], dtype=np.int64)
+    firsts = np.array([int(starts[min(part)]) if part else 0 for part in parts], dtype=np.int64)
+    sizes = np.array([len(part) for part in parts], dtype=np.int64)
+    return [parts[m] for m in _native._order_micro_batches(costs, firsts, sizes, order)]
 
 
 def _refined_micro_batches(
@@ -194,10 +206,8 @@ def _refined_micro_batches(
         refined = refine_partitions(problem.weights, parts, refine=problem.refine)
         if all(int(problem.tokens[part].sum()) <= problem.cap for part in refined):
             parts = refined
-    weights, starts = problem.weights.tolist(), problem.starts.tolist()
-    if order == "bubble":
-        parts = bubble(parts, weights, starts)
-    sizes = problem.sizes.tolist()
+    parts = _ordered(parts, problem, order)
+    starts, sizes = problem.starts.tolist(), problem.sizes.tolist()
     return [
         [i for g in sorted(part) for i in range(starts[g], starts[g] + sizes[g])] for part in parts
     ] + [[] for _ in range(empty)]
@@ -256,8 +266,9 @@ def plan_micro_batches(
             still fits after padding.
         order: ``"bubble"`` sorts micro-batches by (cost, first index) descending and puts the
             smaller ones at both ends (``mb[::2][::-1] + mb[1::2]``) to shrink pipeline warm-up
-            and cool-down bubbles; ``"none"`` keeps the partitioner's order. Empty micro-batches
-            always come last.
+            and cool-down bubbles; ``"largest_first"`` sorts them by (cost, first index)
+            descending (NeMo-RL's order against memory fragmentation); ``"none"`` keeps the
+            partitioner's order. Empty micro-batches always come last.
         refine: ``True`` or ``"exact"`` refines the final split by cost
             (:func:`seqbalance.refine_partitions`, which never makes the heaviest micro-batch
             heavier) and keeps the refined split when every micro-batch still fits the cap; the
@@ -294,8 +305,8 @@ def plan_micro_batches(
     minimum = _round_up(check_min_count(min_num_micro_batches), problem.multiple)
     one_rank = np.zeros(problem.n_groups, dtype=np.int64)
     if problem.refine is False:
-        return _plan_ranks(problem, [one_rank], 1, minimum, order == "bubble")[2][0]
-    batches = _plan_ranks(problem, [one_rank], 1, minimum, False)[2][0]
+        return _plan_ranks(problem, [one_rank], 1, minimum, order)[2][0]
+    batches = _plan_ranks(problem, [one_rank], 1, minimum, "none")[2][0]
     return _refined_micro_batches(problem, batches, order)
 
 

@@ -1,7 +1,7 @@
 //! Time the planner's pieces on a synthetic workload (a development aid, not a benchmark):
 //! `cargo run --release -p seqbalance-core --example plan_timing -- [n] [ranks] [cap]`.
 use seqbalance_core::interrupt::Interrupt;
-use seqbalance_core::planner::{lower_bound, plan_best, Problem};
+use seqbalance_core::planner::{lower_bound, plan_best, Items, Order, PlanOptions, Problem};
 use std::time::Instant;
 
 fn main() {
@@ -45,6 +45,8 @@ fn main() {
     let sizes = vec![1u64; n];
     let rank_of_item: Vec<usize> = (0..n).map(|i| i % ranks).collect();
     let candidates = [rank_of_item];
-    let plan = || plan_best(&tokens, &costs, &starts, &sizes, &candidates, ranks, cap, 1, 0, true, never);
+    let items = Items { tokens: &tokens, costs: &costs, starts: &starts, sizes: &sizes };
+    let options = PlanOptions { n_ranks: ranks, cap, multiple: 1, minimum: 0, order: Order::Bubble };
+    let plan = || plan_best(&items, &candidates, &options, never);
     println!("plan over {ranks} ranks {:?} ms", best(&|| plan().unwrap().1));
 }

@@ -6,6 +6,7 @@ use crate::alloc;
 use crate::interrupt::Interrupt;
 use crate::sort;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// One micro-batch planning problem: items (groups) with tokens and costs, a cap, a multiple.
 pub struct Problem<'a> {
@@ -252,32 +253,8 @@ impl Problem<'_> {
                 return Ok(parts);
             }
         }
-        let mut parts = Self::parts(&own_part, own_count)?;
-        parts.retain(|p| !p.is_empty());
-        alloc::room_for(&mut parts, minimum, "the micro-batches")?;
-        while parts.len() < filled {
-            interrupt.check()?; // each step scans every part
-            let heaviest = (0..parts.len())
-                .filter(|&p| parts[p].len() >= 2)
-                .max_by_key(|&p| (self.cost_of(&parts[p]), Reverse(p)))
-                .expect("fewer parts than items leaves a part with two items");
-            let members = std::mem::take(&mut parts[heaviest]);
-            let sub_tokens =
-                alloc::collect(members.iter().map(|&i| self.tokens[i as usize]), "a halved part")?;
-            let sub_costs = alloc::collect(members.iter().map(|&i| self.costs[i as usize]), "a halved part")?;
-            // Uncapped: the halves of a fitting part fit.
-            let sub = Problem { tokens: &sub_tokens, costs: &sub_costs, cap: u64::MAX, multiple: 1 };
-            let sub_ordered = sub.ordered(interrupt)?;
-            let sub_part = sub.split(&sub_ordered, 2, interrupt)?.expect("an uncapped split always fits");
-            let [first, second]: [Vec<u32>; 2] = Self::parts(&sub_ordered.by_item(&sub_part, interrupt)?, 2)?
-                .into_iter()
-                .map(|half| half.into_iter().map(|i| members[i as usize]).collect())
-                .collect::<Vec<_>>()
-                .try_into()
-                .expect("two halves");
-            parts[heaviest] = first;
-            parts.insert(heaviest + 1, second);
-        }
+        let parts = Self::parts(&own_part, own_count)?;
+        let parts = self.halve_until(parts, filled, interrupt)?;
         let mut costed = alloc::with_capacity(minimum, "the micro-batches")?;
         costed.extend(parts.into_iter().map(|part| {
             let cost = self.cost_of(&part);
@@ -285,6 +262,98 @@ impl Problem<'_> {
         }));
         costed.resize(minimum, (Vec::new(), 0));
         Ok(costed)
+    }
+
+    /// The non-empty `parts` (item positions), the heaviest part of two items or more (ties to
+    /// the earliest) halved again and again until there are `wanted` (at most the items); the
+    /// halves of a part take its place, first then second.
+    ///
+    /// A heap of the divisible parts by (cost, place) instead of a scan of every part per
+    /// halving (quadratic when `wanted` is far above the own count). A part's place is a path
+    /// from its own-plan part down the halvings (0: first half, 1: second), left-aligned in a
+    /// `u128`, so paths compare as places do; when a path would pass 128 halvings, the parts are
+    /// renumbered by place and the paths start again.
+    pub(super) fn halve_until(
+        &self,
+        parts: Vec<Vec<u32>>,
+        wanted: usize,
+        interrupt: &Interrupt,
+    ) -> Result<Vec<Vec<u32>>> {
+        let mut parts: Vec<Vec<u32>> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+        if parts.len() >= wanted {
+            return Ok(parts);
+        }
+        alloc::room_for(&mut parts, wanted, "the micro-batches")?;
+        // Per slot of `parts`: its place (own-plan part, path), the path's length, its cost.
+        let mut places: Vec<(u64, u128)> = alloc::with_capacity(wanted, "the micro-batch places")?;
+        places.extend((0..parts.len() as u64).map(|p| (p, 0u128)));
+        let mut depths: Vec<u32> = alloc::filled(parts.len(), 0, "the micro-batch places")?;
+        alloc::room_for(&mut depths, wanted, "the micro-batch places")?;
+        let mut costs: Vec<u64> = alloc::with_capacity(wanted, "the micro-batch costs")?;
+        costs.extend(parts.iter().map(|part| self.cost_of(part)));
+        let mut heap = BinaryHeap::new();
+        let divisible = |parts: &[Vec<u32>], slot: usize| parts[slot].len() >= 2;
+        heap.extend(
+            (0..parts.len()).filter(|&s| divisible(&parts, s)).map(|s| (costs[s], Reverse(places[s]), s)),
+        );
+        while parts.len() < wanted {
+            interrupt.check()?;
+            let (_, _, slot) = heap.pop().expect("fewer parts than items leaves a part with two items");
+            if depths[slot] == u128::BITS {
+                // Renumber every part by place; the order of places is unchanged.
+                let mut by_place: Vec<usize> = alloc::collect(0..parts.len(), "the micro-batch places")?;
+                by_place.sort_unstable_by_key(|&s| places[s]);
+                for (rank, &s) in by_place.iter().enumerate() {
+                    (places[s], depths[s]) = ((rank as u64, 0), 0);
+                }
+                heap.clear();
+                heap.extend(
+                    (0..parts.len())
+                        .filter(|&s| divisible(&parts, s))
+                        .map(|s| (costs[s], Reverse(places[s]), s)),
+                );
+                continue;
+            }
+            let members = std::mem::take(&mut parts[slot]);
+            let [first, second] = self.halves(&members, interrupt)?;
+            let (root, path) = places[slot];
+            let depth = depths[slot] + 1;
+            let second_path = path | 1u128 << (u128::BITS - depth);
+            let new = parts.len();
+            parts[slot] = first;
+            parts.push(second);
+            places.push((root, second_path));
+            depths[slot] = depth;
+            depths.push(depth);
+            costs[slot] = self.cost_of(&parts[slot]);
+            costs.push(self.cost_of(&parts[new]));
+            for s in [slot, new] {
+                if divisible(&parts, s) {
+                    heap.push((costs[s], Reverse(places[s]), s));
+                }
+            }
+        }
+        let mut by_place: Vec<usize> = alloc::collect(0..parts.len(), "the micro-batch places")?;
+        by_place.sort_unstable_by_key(|&s| places[s]);
+        let mut ordered = alloc::with_capacity(parts.len(), "the micro-batches")?;
+        for s in by_place {
+            ordered.push(std::mem::take(&mut parts[s]));
+        }
+        Ok(ordered)
+    }
+
+    /// The uncapped balanced split of `members` (item positions) in two, as positions: the
+    /// halves of a fitting part fit.
+    pub(super) fn halves(&self, members: &[u32], interrupt: &Interrupt) -> Result<[Vec<u32>; 2]> {
+        let sub_tokens = alloc::collect(members.iter().map(|&i| self.tokens[i as usize]), "a halved part")?;
+        let sub_costs = alloc::collect(members.iter().map(|&i| self.costs[i as usize]), "a halved part")?;
+        let sub = Problem { tokens: &sub_tokens, costs: &sub_costs, cap: u64::MAX, multiple: 1 };
+        let sub_ordered = sub.ordered(interrupt)?;
+        let sub_part = sub.split(&sub_ordered, 2, interrupt)?.expect("an uncapped split always fits");
+        let halves = Self::parts(&sub_ordered.by_item(&sub_part, interrupt)?, 2)?;
+        let mut mapped =
+            halves.into_iter().map(|half| half.into_iter().map(|i| members[i as usize]).collect());
+        Ok([mapped.next().expect("two halves"), mapped.next().expect("two halves")])
     }
 
     pub(super) fn cost_of(&self, items: &[u32]) -> u64 {

@@ -27,7 +27,10 @@ mod ranks;
 
 pub use bounds::lower_bound;
 pub use count::Problem;
-pub use ranks::{bubble_order, bucket_ranks, expand_ranks, plan_best, BestPlan, RankItems, RankPlans};
+pub use ranks::{
+    bubble_order, bucket_ranks, expand_ranks, order_parts, plan_best, plan_ids, BestPlan, Items, Order,
+    PlanOptions, RankItems, RankPlans,
+};
 
 type Result<T> = std::result::Result<T, crate::error::CoreError>;
 

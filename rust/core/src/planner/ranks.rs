@@ -8,14 +8,39 @@ use crate::interrupt::Interrupt;
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-/// Order parts with the bubble rule: by key (cost, first sample index) descending, then
-/// `mb[::2][::-1] + mb[1::2]`; empty parts last.
-pub fn bubble_order(mut keyed: Vec<((u64, u64), Vec<u32>)>) -> Result<Vec<Vec<u32>>> {
+/// How a rank's micro-batches are ordered (empty ones always last).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// The split's order.
+    None,
+    /// By (cost, first sample index) descending, then `mb[::2][::-1] + mb[1::2]`.
+    Bubble,
+    /// By (cost, first sample index) descending.
+    LargestFirst,
+}
+
+/// Order parts by `order`, each keyed by (cost, first sample index); empty parts last.
+pub fn order_parts<T: Default + Clone>(
+    keyed: Vec<((u64, u64), Vec<T>)>,
+    order: Order,
+) -> Result<Vec<Vec<T>>> {
     let total = keyed.len();
+    if order == Order::None {
+        let mut parts = alloc::collect(keyed.into_iter().map(|(_, p)| p), "the micro-batch order")?;
+        // Stable: the filled ones keep their order, the empty ones go last.
+        parts.sort_by_key(|p| p.is_empty());
+        return Ok(parts);
+    }
+    let mut keyed = keyed;
     keyed.retain(|(_, p)| !p.is_empty());
     keyed.sort_unstable_by_key(|entry| Reverse(entry.0));
-    let mut ordered: Vec<Vec<u32>> = alloc::with_capacity(total, "the micro-batch order")?;
-    let mut odds: Vec<Vec<u32>> = alloc::with_capacity(keyed.len() / 2, "the micro-batch order")?;
+    let mut ordered: Vec<Vec<T>> = alloc::with_capacity(total, "the micro-batch order")?;
+    if order == Order::LargestFirst {
+        ordered.extend(keyed.into_iter().map(|(_, p)| p));
+        ordered.resize(total, Vec::new());
+        return Ok(ordered);
+    }
+    let mut odds: Vec<Vec<T>> = alloc::with_capacity(keyed.len() / 2, "the micro-batch order")?;
     for (position, (_, part)) in keyed.into_iter().enumerate() {
         if position % 2 == 0 {
             ordered.push(part);
@@ -27,6 +52,36 @@ pub fn bubble_order(mut keyed: Vec<((u64, u64), Vec<u32>)>) -> Result<Vec<Vec<u3
     ordered.extend(odds);
     ordered.resize(total, Vec::new());
     Ok(ordered)
+}
+
+/// Order parts with the bubble rule: by key (cost, first sample index) descending, then
+/// `mb[::2][::-1] + mb[1::2]`; empty parts last.
+pub fn bubble_order(keyed: Vec<((u64, u64), Vec<u32>)>) -> Result<Vec<Vec<u32>>> {
+    order_parts(keyed, Order::Bubble)
+}
+
+/// What [`plan_best`] plans, besides the items and candidates.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanOptions {
+    /// Ranks of every candidate; each gives every item a rank below it.
+    pub n_ranks: usize,
+    /// Token cap of a micro-batch.
+    pub cap: u64,
+    /// The count is a multiple of this (at least 1).
+    pub multiple: usize,
+    /// The count is at least this.
+    pub minimum: usize,
+    /// How each rank's micro-batches are ordered.
+    pub order: Order,
+}
+
+/// The items (groups) of a plan, in item order: tokens, costs, first sample and sample count.
+#[derive(Clone, Copy)]
+pub struct Items<'a> {
+    pub tokens: &'a [u64],
+    pub costs: &'a [u64],
+    pub starts: &'a [u64],
+    pub sizes: &'a [u64],
 }
 
 /// One rank's items (groups): tokens, costs, first sample and sample count, in item order.
@@ -42,14 +97,8 @@ pub struct RankItems {
 ///
 /// One sequential read of the global arrays: gathering each rank's items through its item list
 /// missed the cache on nearly every item at n = 2^20 (the items of a rank are spread over it).
-pub fn bucket_ranks(
-    tokens: &[u64],
-    costs: &[u64],
-    starts: &[u64],
-    sizes: &[u64],
-    rank_of_item: &[usize],
-    n_ranks: usize,
-) -> Result<Vec<RankItems>> {
+pub fn bucket_ranks(items: &Items<'_>, rank_of_item: &[usize], n_ranks: usize) -> Result<Vec<RankItems>> {
+    let Items { tokens, costs, starts, sizes } = *items;
     let mut counts: Vec<usize> = alloc::zeroed(n_ranks, "the rank sizes")?;
     for &r in rank_of_item {
         counts[r] += 1;
@@ -95,19 +144,19 @@ impl RankPlans {
 }
 
 /// Per rank, the sample indexes of every micro-batch of `plans` (ascending; bubble-ordered by
-/// (cost, first sample) when `bubble`; empty ones last); `ranks` as given to
-/// [`plan_best`], each rank's starts ascending.
-pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], bubble: bool) -> Result<Vec<Vec<Vec<u32>>>> {
+/// (cost, first sample) as `order` says; empty ones last); `ranks` as given to [`plan_best`],
+/// each rank's starts ascending.
+pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], order: Order) -> Result<Vec<Vec<Vec<u32>>>> {
     let mut plan = alloc::with_capacity(ranks.len(), "the plan")?;
     for (parts, rank) in plans.parts.into_iter().zip(ranks) {
         // Positions ascend in a part and starts ascend in a rank, so the first position is the
         // part's first sample.
         let first = |part: &[u32]| part.first().map_or(0, |&i| rank.starts[i as usize]);
-        let parts: Vec<Vec<u32>> = if bubble {
-            let keyed = parts.into_iter().map(|(part, cost)| ((cost, first(&part)), part));
-            bubble_order(alloc::collect(keyed, "the micro-batch order")?)?
-        } else {
+        let parts: Vec<Vec<u32>> = if order == Order::None {
             alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")?
+        } else {
+            let keyed = parts.into_iter().map(|(part, cost)| ((cost, first(&part)), part));
+            order_parts(alloc::collect(keyed, "the micro-batch order")?, order)?
         };
         // Groups of one sample (the usual case) need no sizes, and when the rank's items are
         // samples 0, 1, 2, ... (one rank, plan_micro_batches) a position is its sample: reading
@@ -163,34 +212,27 @@ pub(super) fn copy_parts(parts: &[(Vec<u32>, u64)]) -> Result<Vec<(Vec<u32>, u64
 /// at `starts` (ascending) with `sizes` samples; a candidate gives each item its rank
 /// (`< n_ranks`). A later candidate replaces the kept one when it is no worse on the heaviest
 /// rank and on the count, and better on (heaviest rank, count, heaviest micro-batch). Only the
-/// kept plan is expanded to samples (ascending in each micro-batch; bubble-ordered when
-/// `bubble`; empty micro-batches last). Costs must sum to at most `u64::MAX`; at least one
+/// kept plan is expanded to samples (ascending in each micro-batch; ordered by `options.order`;
+/// empty micro-batches last). Costs must sum to at most `u64::MAX`; at least one
 /// candidate.
 ///
 /// A rank that holds exactly the items of a rank in an earlier candidate reuses that rank's
 /// plans: the refined candidate of `plan_dp_micro_batches` renumbers the ranks and moves items
 /// between a few of them only, and planning every rank again doubled the call's time.
-#[allow(clippy::too_many_arguments)]
 pub fn plan_best(
-    tokens: &[u64],
-    costs: &[u64],
-    starts: &[u64],
-    sizes: &[u64],
+    items: &Items<'_>,
     candidates: &[Vec<usize>],
-    n_ranks: usize,
-    cap: u64,
-    multiple: usize,
-    minimum: usize,
-    bubble: bool,
+    options: &PlanOptions,
     interrupt: &Interrupt,
 ) -> Result<BestPlan> {
     fn problem(rank: &RankItems, cap: u64, multiple: usize) -> Problem<'_> {
         Problem { tokens: &rank.tokens, costs: &rank.costs, cap, multiple }
     }
+    let PlanOptions { n_ranks, cap, multiple, minimum, order } = *options;
     let n_candidates = candidates.len();
     let mut bucketed: Vec<Vec<RankItems>> = alloc::with_capacity(n_candidates, "the ranks")?;
     for rank_of_item in candidates {
-        bucketed.push(bucket_ranks(tokens, costs, starts, sizes, rank_of_item, n_ranks)?);
+        bucketed.push(bucket_ranks(items, rank_of_item, n_ranks)?);
     }
     // source[c][r]: the (candidate, rank) whose own plan rank r of candidate c uses (itself, or
     // an earlier rank holding the same items, whatever its number: the refinement renumbers
@@ -259,6 +301,22 @@ pub fn plan_best(
     let plan = plans.swap_remove(kept);
     let (count, heaviest_micro_batch, heaviest_rank) =
         (plan.count, plan.heaviest_micro_batch, plan.heaviest_rank);
-    let plan = expand_ranks(plan, &bucketed[kept], bubble)?;
+    let plan = expand_ranks(plan, &bucketed[kept], order)?;
     Ok((kept, count, heaviest_micro_batch, heaviest_rank, plan))
+}
+
+/// The plan as two numbers per sample: its rank and its micro-batch within the rank (`-1` for a
+/// sample in no micro-batch, which a plan of every sample below `n_samples` never leaves).
+pub fn plan_ids(plan: &[Vec<Vec<u32>>], n_samples: usize) -> Result<(Vec<i64>, Vec<i64>)> {
+    let mut rank_ids: Vec<i64> = alloc::filled(n_samples, -1, "the rank ids")?;
+    let mut micro_batch_ids: Vec<i64> = alloc::filled(n_samples, -1, "the micro-batch ids")?;
+    for (rank, micro_batches) in plan.iter().enumerate() {
+        for (number, samples) in micro_batches.iter().enumerate() {
+            for &sample in samples {
+                rank_ids[sample as usize] = rank as i64;
+                micro_batch_ids[sample as usize] = number as i64;
+            }
+        }
+    }
+    Ok((rank_ids, micro_batch_ids))
 }

@@ -93,3 +93,51 @@ fn plan_keeps_the_cap_and_every_item() {
     assert_eq!(more.len(), 9);
     assert_eq!(more.iter().filter(|p| !p.is_empty()).count(), 6);
 }
+
+/// The halving as it was first written: scan every part for the heaviest divisible one (ties
+/// to the earliest), put its halves in its place.
+fn halve_by_scanning(problem: &Problem<'_>, parts: Vec<Vec<u32>>, wanted: usize) -> Vec<Vec<u32>> {
+    let mut parts: Vec<Vec<u32>> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+    while parts.len() < wanted {
+        let heaviest = (0..parts.len())
+            .filter(|&p| parts[p].len() >= 2)
+            .max_by_key(|&p| (problem.cost_of(&parts[p]), std::cmp::Reverse(p)))
+            .unwrap();
+        let members = std::mem::take(&mut parts[heaviest]);
+        let [first, second] = problem.halves(&members, &Interrupt::NEVER).unwrap();
+        parts[heaviest] = first;
+        parts.insert(heaviest + 1, second);
+    }
+    parts
+}
+
+proptest! {
+    #[test]
+    fn halving_with_a_heap_is_halving_by_scanning(
+        costs in prop::collection::vec(0u64..6, 1..60),
+        n_parts in 1usize..6,
+        extra in 0usize..60,
+    ) {
+        let tokens = costs.clone();
+        let problem = Problem { tokens: &tokens, costs: &costs, cap: u64::MAX, multiple: 1 };
+        let n = costs.len();
+        let parts: Vec<Vec<u32>> =
+            (0..n_parts).map(|p| (0..n as u32).filter(|&i| i as usize % n_parts == p).collect()).collect();
+        let wanted = (parts.iter().filter(|p| !p.is_empty()).count() + extra).min(n);
+        let fast = problem.halve_until(parts.clone(), wanted, &Interrupt::NEVER).unwrap();
+        prop_assert_eq!(fast, halve_by_scanning(&problem, parts, wanted));
+    }
+}
+
+#[test]
+fn halving_past_128_levels_renumbers_the_places() {
+    // Zero costs: every part ties, so the earliest divisible one is halved, and the halving
+    // of a zero-cost part splits off its second item: the first half is halved again and again,
+    // one level deeper each time, far past 128 levels.
+    let costs = vec![0u64; 300];
+    let tokens = vec![1u64; costs.len()];
+    let problem = Problem { tokens: &tokens, costs: &costs, cap: u64::MAX, multiple: 1 };
+    let parts = vec![(0..costs.len() as u32).collect::<Vec<u32>>()];
+    let fast = problem.halve_until(parts.clone(), 290, &Interrupt::NEVER).unwrap();
+    assert_eq!(fast, halve_by_scanning(&problem, parts, 290));
+}

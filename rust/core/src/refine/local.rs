@@ -159,6 +159,11 @@ impl<S: Sum> LocalSearch<S> {
         })
     }
 
+    /// Whether an exchange was applied (`step` counts them from 1).
+    pub(super) fn moved(&self) -> bool {
+        self.step > 1
+    }
+
     fn charge(&mut self, units: usize) {
         self.budget = self.budget.saturating_sub(units as u64);
     }

@@ -164,6 +164,38 @@ pub fn refine_interruptible(
     })
 }
 
+/// [`refine_interruptible`] in [`Mode::Local`] with the default effort, or `None` when the search
+/// applies no exchange: the answer would then be `parts` itself, only renumbered (heaviest first)
+/// and sorted inside, and a caller that only asks whether the refinement changed anything (the
+/// refined candidate of `plan_dp_micro_batches`) skips reading it out.
+pub fn refine_if_moved(
+    values: &[u64],
+    parts: Vec<Vec<u32>>,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Option<Vec<Vec<u32>>>, RefineError> {
+    fn run<S: Sum>(
+        values: &[u64],
+        parts: Vec<Vec<u32>>,
+        equal_size: bool,
+        interrupt: &Interrupt,
+    ) -> Result<Option<Vec<Vec<u32>>>, CoreError> {
+        let mut search = LocalSearch::<S>::new(values, parts, equal_size, interrupt)?;
+        search.run(local_budget(values.len()), interrupt)?;
+        if !search.moved() {
+            return Ok(None);
+        }
+        Ok(Some(search.into_output()?))
+    }
+    validate(values.len(), &parts)?;
+    let total: u128 = values.iter().map(|&v| v as u128).sum();
+    Ok(if total < U64_SUMS_BELOW {
+        run::<u64>(values, parts, equal_size, interrupt)?
+    } else {
+        run::<u128>(values, parts, equal_size, interrupt)?
+    })
+}
+
 fn refine_with<S: Sum>(
     values: &[u64],
     parts: Vec<Vec<u32>>,

@@ -263,3 +263,48 @@ fn local_budget_bounds_large_inputs() {
     let out = refine(&values, parts.clone(), true, Mode::Local, None).unwrap();
     check_valid(&values, &parts, &out, true);
 }
+
+/// `parts` with every part sorted and the parts in a canonical order (by first index).
+fn as_sets(parts: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    let mut sets: Vec<Vec<u32>> = parts
+        .iter()
+        .map(|part| {
+            let mut part = part.clone();
+            part.sort_unstable();
+            part
+        })
+        .collect();
+    sets.sort();
+    sets
+}
+
+#[test]
+fn refine_if_moved_is_none_exactly_when_refine_only_renumbers() {
+    let mut rng = Lcg(17);
+    let (mut none, mut some) = (0, 0);
+    for round in 0..300 {
+        let n = 2 + (rng.next() % 40) as usize;
+        let k = 1 + (rng.next() as usize) % n.min(6);
+        let spread = [3, 100, 1 << 40][round % 3];
+        let values: Vec<u64> = (0..n).map(|_| rng.next() % spread).collect();
+        let parts = round_robin(n, k);
+        let equal_size = round % 2 == 0;
+        let refined = refine(&values, parts.clone(), equal_size, Mode::Local, None).unwrap();
+        match refine_if_moved(&values, parts.clone(), equal_size, &Interrupt::NEVER).unwrap() {
+            None => {
+                assert_eq!(as_sets(&refined), as_sets(&parts));
+                none += 1;
+            }
+            Some(moved) => {
+                assert_eq!(moved, refined);
+                assert_ne!(as_sets(&refined), as_sets(&parts));
+                some += 1;
+            }
+        }
+    }
+    assert!(none > 0 && some > 0);
+    assert_eq!(
+        refine_if_moved(&[1, 2], vec![vec![0], vec![]], false, &Interrupt::NEVER),
+        Err(RefineError::EmptyPartition { partition: 1 })
+    );
+}
