@@ -117,3 +117,24 @@ def _parts(ids: np.ndarray, k: int) -> list[list[int]]:
 @pytest.fixture(autouse=True)
 def _no_cwd_files(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("plan", [["-k", "4"], ["--dp", "4"]])
+def test_order_largest_first_orders_each_ranks_micro_batches_by_cost(capsys, plan):
+    from tests.cli._cli_runs import run_json
+
+    payload = run_json(capsys, *plan, "--max-token-len", "32768", "--order", "largest_first")
+    lengths = synthetic_rl_batch().tolist()
+    for rank in payload["plan"]:
+        filled = [batch for batch in rank if batch]
+        costs = [sum(lengths[i] for i in batch) for batch in filled]
+        assert costs == sorted(costs, reverse=True)
+        assert rank[len(filled) :] == [[]] * (len(rank) - len(filled))  # empty ones last
+    bubble = run_json(capsys, *plan, "--max-token-len", "32768")
+    # Same micro-batches, another order.
+    assert sorted(map(sorted, payload["plan"])) == sorted(map(sorted, bubble["plan"]))
+
+
+def test_order_needs_max_token_len(capsys):
+    assert main(["partition", "--order", "none"]) == 2
+    assert "--order orders micro-batches: it needs --max-token-len" in _err(capsys)

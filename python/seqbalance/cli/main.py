@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also plan micro-batches of at most N tokens on every rank and print their summary",
     )
     partition.add_argument(
+        "--order",
+        choices=("bubble", "largest_first", "none"),
+        help="with --max-token-len: the order of each rank's micro-batches (default bubble: the "
+        "small ones at both ends, for pipeline bubbles; largest_first: by cost, descending)",
+    )
+    partition.add_argument(
         "--dp",
         type=_int_at_least(1),
         metavar="N",

@@ -137,6 +137,8 @@ def _run_partition(args: argparse.Namespace) -> int:
     equal_size = _equal_size(args)
     if args.dp is not None or args.max_token_len is not None:
         return _run_plan(args, lengths, uids, source)
+    if args.order is not None:
+        raise InputError("--order orders micro-batches: it needs --max-token-len")
     # What a sample weighs (--cost); the report shows the same quantity.
     lengths = sample_costs(args.cost, lengths)
     # Groups of consecutive samples (--group-size, or runs of equal --uid-field) are balanced as

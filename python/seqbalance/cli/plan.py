@@ -43,7 +43,13 @@ def _run_plan(
         if uids is not None:
             keywords = dict(cost=args.cost, uid_list=uids)
         plan = plan_dp_micro_batches(
-            lengths, args.dp, cap, equal_size=equal_size, refine=args.refine, **keywords
+            lengths,
+            args.dp,
+            cap,
+            equal_size=equal_size,
+            refine=args.refine,
+            order=args.order or "bubble",
+            **keywords,
         )
     else:
         # The two-step pattern a trainer runs on every rank: the agreed count is the largest.
@@ -64,7 +70,11 @@ def _run_plan(
             [
                 [rank[i] for i in batch]
                 for batch in plan_micro_batches(
-                    lengths[rank], cap, min_num_micro_batches=agreed, **keywords
+                    lengths[rank],
+                    cap,
+                    min_num_micro_batches=agreed,
+                    order=args.order or "bubble",
+                    **keywords,
                 )
             ]
             for rank in ranks
