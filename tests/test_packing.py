@@ -58,6 +58,59 @@ def test_packs_match_the_oracle_and_respect_the_cap(case, algorithm):
     assert packs == slow_pack(lengths, cap, algorithm)
 
 
+@st.composite
+def batches(draw):
+    """Past 64 items, with many ties: the counting sort and the per-room buckets of the core."""
+    cap = draw(st.integers(1, 400))
+    common = draw(st.lists(st.integers(0, cap), min_size=1, max_size=6))
+    lengths = draw(
+        st.lists(st.one_of(st.sampled_from(common), st.integers(0, cap)), min_size=64, max_size=400)
+    )
+    return lengths, cap
+
+
+@settings(max_examples=80, deadline=None)
+@given(batches(), st.sampled_from(ALGORITHMS))
+def test_large_batches_match_the_oracle(case, algorithm):
+    lengths, cap = case
+    packs = pack_sequences(lengths, cap, algorithm=algorithm)
+    assert_valid_packs(packs, lengths, cap)
+    assert packs == slow_pack(lengths, cap, algorithm)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(lengths_and_cap(), batches()), st.sampled_from(ALGORITHMS), st.integers(1, 4))
+def test_ids_number_the_packs_of_the_list_answer(case, algorithm, multiple):
+    lengths, cap = case
+    cap *= multiple
+    packs = pack_sequences(lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple)
+    ids = pack_sequences(
+        lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple, as_ids=True
+    )
+    assert isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (len(lengths),)
+    expected = np.empty(len(lengths), dtype=np.int64)
+    for number, pack in enumerate(packs):
+        expected[pack] = number
+    assert ids.tolist() == expected.tolist()
+
+
+def test_ids_golden_and_errors():
+    assert pack_sequences([5, 4, 3, 3, 2, 6], 8, algorithm="ffd", as_ids=True).tolist() == [
+        1,
+        2,
+        1,
+        2,
+        0,
+        0,
+    ]
+    assert pack_sequences([], 8, as_ids=True).tolist() == []
+    assert pack_sequences([1, 2], 8, as_ids=np.bool_(False)) == [[1, 0]]
+    with pytest.raises(TypeError, match="as_ids must be a bool, got 1"):
+        pack_sequences([1], 8, as_ids=1)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 9 is longer"):
+        pack_sequences([9], 8, as_ids=True)
+
+
 @settings(max_examples=50, deadline=None)
 @given(lengths_and_cap())
 def test_numpy_input_of_any_integer_dtype_and_stride_gives_the_same_packs(case):

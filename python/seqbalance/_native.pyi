@@ -1,7 +1,7 @@
 """Private native module; the documented API is in :mod:`seqbalance.partition`."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -30,9 +30,21 @@ def partition_ids(
     seqlen_list: Any, k_partitions: Any, equal_size: Any
 ) -> npt.NDArray[np.int64]: ...
 def build_profile() -> str: ...
+@overload
 def _pack(
-    lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str
+    lengths: npt.NDArray[np.int64],
+    pack_max_length: int,
+    algorithm: str,
+    as_ids: Literal[False] = False,
 ) -> list[list[int]]: ...
+@overload
+def _pack(
+    lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str, as_ids: Literal[True]
+) -> npt.NDArray[np.int64]: ...
+@overload
+def _pack(
+    lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str, as_ids: bool
+) -> list[list[int]] | npt.NDArray[np.int64]: ...
 def _refine(
     values: npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.float32],
     partitions: Any,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -64,9 +64,41 @@ def _check_cap(lengths: np.ndarray, cap: int, pad: int = 1) -> None:
         )
 
 
+@overload
 def pack_sequences(
-    lengths: Any, pack_max_length: int, *, algorithm: str = "bfd", pad_to_multiple_of: int = 1
-) -> list[list[int]]:
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = ...,
+    pad_to_multiple_of: int = ...,
+    as_ids: Literal[False] = ...,
+) -> list[list[int]]: ...
+@overload
+def pack_sequences(
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = ...,
+    pad_to_multiple_of: int = ...,
+    as_ids: Literal[True],
+) -> np.ndarray: ...
+@overload
+def pack_sequences(
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = ...,
+    pad_to_multiple_of: int = ...,
+    as_ids: bool,
+) -> list[list[int]] | np.ndarray: ...
+def pack_sequences(
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = "bfd",
+    pad_to_multiple_of: int = 1,
+    as_ids: bool = False,
+) -> list[list[int]] | np.ndarray:
     """Pack sequences into packs whose total length is at most ``pack_max_length``.
 
     Algorithms (all deterministic):
@@ -76,7 +108,8 @@ def pack_sequences(
     - ``"ffd"``: first fit over the items by length descending, ties by index ascending.
     - ``"bfd"``: same order; the fitting pack with the least room left, ties to the earliest.
 
-    All run natively; first fit and the decreasing ones in O(n log n).
+    All run natively: first fit and ffd in O(n log n), bfd in about O(n) for lengths up to a
+    cap of a few times ``len(lengths)`` (O(n log n) beyond).
 
     Args:
         lengths: sequence lengths (ints or a 1-D integer array).
@@ -85,26 +118,35 @@ def pack_sequences(
         algorithm: one of ``"next_fit"``, ``"first_fit"``, ``"ffd"``, ``"bfd"``.
         pad_to_multiple_of: pack every length rounded up to a multiple of this (tensor or
             context parallelism pads sequences), so the packs still fit after padding.
+        as_ids: return the pack of each item instead of the packs' lists.
 
     Returns:
         Packs in the order they were opened, each a list of indexes in the order they were
-        placed; every index appears exactly once and no pack is empty.
+        placed; every index appears exactly once and no pack is empty. With ``as_ids=True``,
+        an int64 array ``ids`` with ``ids[i]`` the pack (numbered in opening order) of item
+        ``i``: the same packs, without building a Python list per pack.
 
     Raises:
         ValueError: a length above ``pack_max_length`` (naming its index), an unknown
             algorithm, ``pack_max_length < 1``, ``pack_max_length`` and the lengths' sum both
             above 2**64 - 1; the errors of the length normalisation.
+        TypeError: ``as_ids`` not a bool.
 
     Example:
         >>> pack_sequences([5, 6, 2], 8)
         [[1, 2], [0]]
+        >>> pack_sequences([5, 6, 2], 8, as_ids=True).tolist()
+        [1, 0, 0]
     """
     cap = check_k_partitions(pack_max_length, "pack_max_length")
     algorithm = _check_algorithm(algorithm)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
+    if not isinstance(as_ids, (bool, np.bool_)):
+        raise TypeError(f"as_ids must be a bool, got {as_ids!r}")
+    as_ids = bool(as_ids)
     values = pad_lengths(as_int64_array(lengths), pad)
     _check_cap(values, cap, pad)
-    return _native._pack(values, _native_cap(values, cap), algorithm)
+    return _native._pack(values, _native_cap(values, cap), algorithm, as_ids)
 
 
 def plan_packed_steps(

@@ -1,28 +1,30 @@
-//! Python binding of the packing core (`packing.rs`): private functions the planners call.
-use numpy::PyReadonlyArray1;
+//! Python binding of the packing core (`packing/`): private functions the planners call.
+use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use pyo3::types::PyList;
-
 use seqbalance_core::alloc;
-use seqbalance_core::packing::{pack_interruptible, Algorithm, PackError};
+use seqbalance_core::error::CoreError;
+use seqbalance_core::packing::{packing, Algorithm, PackError};
 
 use crate::convert::index_lists;
 use crate::errors::{core_error, guard, interruptible};
 
-/// Pack non-negative int64 `lengths` into packs of total length at most `pack_max_length`.
+/// Pack non-negative int64 `lengths` into packs of total length at most `pack_max_length`:
+/// lists of indexes (packs in opening order, indexes in placement order), or with `as_ids`
+/// the pack of each item as an int64 array.
 ///
 /// Private: `seqbalance.packing.pack_sequences` validates the arguments and words the errors;
 /// this function still refuses bad input with `ValueError` rather than trusting its caller.
 #[pyfunction]
-#[pyo3(name = "_pack", signature = (lengths, pack_max_length, algorithm))]
+#[pyo3(name = "_pack", signature = (lengths, pack_max_length, algorithm, as_ids = false))]
 fn pack_py<'py>(
     py: Python<'py>,
     lengths: PyReadonlyArray1<'py, i64>,
     pack_max_length: u64,
     algorithm: &str,
-) -> PyResult<Bound<'py, PyList>> {
+    as_ids: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     guard("_pack", || {
         let algorithm = Algorithm::from_name(algorithm).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -38,16 +40,33 @@ fn pack_py<'py>(
             })?;
             values.push(length);
         }
-        let (packs, raised) = interruptible(py, true, |interrupt| {
-            pack_interruptible(&values, pack_max_length, algorithm, interrupt)
+        let n = values.len();
+        // Packing and laying the answer out run without the GIL; only the Python objects need it.
+        let (answer, raised) = interruptible(py, true, |interrupt| {
+            let packed = packing(&values, pack_max_length, algorithm, interrupt)?;
+            drop(values);
+            Ok(if as_ids {
+                Answer::Ids(packed.ids::<i64>(interrupt)?)
+            } else {
+                Answer::Lists(packed.grouped(interrupt)?)
+            })
         });
-        let packs = packs.map_err(|error| match (error, raised) {
-            (PackError::Core(_), Some(raised)) => raised,
-            (PackError::Core(error), None) => core_error(py, error),
+        let answer = answer.map_err(|error| match (error, raised) {
+            (PackError::Core(CoreError::Interrupted), Some(raised)) => raised,
+            (PackError::Core(error), _) => core_error(py, error),
             (error, _) => PyValueError::new_err(error.to_string()),
         })?;
-        index_lists(py, values.len(), packs.iter())
+        match answer {
+            Answer::Ids(ids) => Ok(ids.into_pyarray(py).into_any()),
+            Answer::Lists(grouped) => Ok(index_lists(py, n, grouped.packs())?.into_any()),
+        }
     })
+}
+
+/// What `_pack` hands back: the pack of each item, or the packs' lists of items.
+enum Answer {
+    Ids(Vec<i64>),
+    Lists(seqbalance_core::packing::Grouped),
 }
 
 /// Add the packing functions to the `_native` module.
