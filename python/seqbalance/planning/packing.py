@@ -10,6 +10,7 @@ import numpy as np
 from .. import _native
 from .._errors import PartitionError
 from .._inputs import (
+    _describe,
     as_int64_array,
     check_choice,
     check_k_partitions,
@@ -138,7 +139,7 @@ def pack_sequences(
     algorithm = check_choice(algorithm, "algorithm", ALGORITHMS)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
     if not isinstance(as_ids, (bool, np.bool_)):
-        raise TypeError(f"as_ids must be a bool, got {as_ids!r}")
+        raise TypeError(f"as_ids must be a bool, got {_describe(as_ids)}")
     as_ids = bool(as_ids)
     values = pad_lengths(as_int64_array(lengths), pad)
     _check_cap(values, cap, pad)
