@@ -65,8 +65,16 @@ impl<R: Room> RoomTree<R> {
     /// Take `length` out of `slot`'s room.
     #[inline]
     pub(super) fn take(&mut self, slot: usize, length: R) {
+        let room = self.nodes[self.leaves + slot] - length;
+        self.lower(slot, room);
+    }
+
+    /// Set `slot`'s value to `value`, which is not above its current one.
+    #[inline]
+    pub(super) fn lower(&mut self, slot: usize, value: R) {
         let mut node = self.leaves + slot;
-        self.nodes[node] = self.nodes[node] - length;
+        debug_assert!(value <= self.nodes[node]);
+        self.nodes[node] = value;
         while node > 1 {
             let parent = node / 2;
             let largest = self.nodes[node].max(self.nodes[node ^ 1]);

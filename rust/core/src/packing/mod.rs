@@ -29,12 +29,15 @@
 //!   ([`Packing::ids`]), with no vector per pack.
 
 mod best_fit;
+mod constrained;
 mod first_fit;
 mod order;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
+
+pub use constrained::{packing_constrained, Constraints, Footprint};
 
 use crate::alloc;
 use crate::error::CoreError;
@@ -69,6 +72,10 @@ pub enum PackError {
     TooLong { index: usize, length: u64, capacity: u64 },
     /// Out of memory, interrupted, or more items than the packer indexes (`u32`).
     Core(CoreError),
+    /// `max_sequences` of 0: no pack could hold anything.
+    NoSequencesAllowed,
+    /// A key per item was asked for, and the counts differ.
+    KeysLength { keys: usize, lengths: usize },
 }
 
 impl From<CoreError> for PackError {
@@ -84,6 +91,10 @@ impl fmt::Display for PackError {
                 write!(f, "lengths[{index}] = {length} is longer than pack_max_length ({capacity})")
             }
             PackError::Core(error) => error.fmt(f),
+            PackError::NoSequencesAllowed => write!(f, "max_sequences must be >= 1, got 0"),
+            PackError::KeysLength { keys, lengths } => {
+                write!(f, "keys has {keys} entries for {lengths} lengths; one key per length is needed")
+            }
         }
     }
 }
@@ -101,6 +112,18 @@ impl Room for u32 {
     #[inline(always)]
     fn from_u64(value: u64) -> Self {
         value as u32
+    }
+    #[inline(always)]
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Room for u128 {
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn from_u64(value: u64) -> Self {
+        value as u128
     }
     #[inline(always)]
     fn to_u64(self) -> u64 {

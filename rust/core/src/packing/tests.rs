@@ -286,3 +286,130 @@ fn the_bitset_finds_the_next_occupied_room() {
     }
     assert_eq!(rooms.first_from(5000), None);
 }
+
+/// The constrained rules, quadratic and literal: "fits" is footprint, count and key.
+fn slow_constrained(
+    lengths: &[u64],
+    capacity: u64,
+    algorithm: Algorithm,
+    max_sequences: usize,
+    padded: bool,
+    keys: &[u32],
+) -> Vec<Vec<usize>> {
+    let order: Vec<usize> = match algorithm {
+        Algorithm::NextFit | Algorithm::FirstFit => (0..lengths.len()).collect(),
+        _ => {
+            let mut order: Vec<usize> = (0..lengths.len()).collect();
+            order.sort_by(|&a, &b| lengths[b].cmp(&lengths[a]).then(a.cmp(&b)));
+            order
+        }
+    };
+    let footprint = |pack: &[usize]| -> u128 {
+        if padded {
+            pack.len() as u128 * pack.iter().map(|&i| lengths[i] as u128).max().unwrap_or(0)
+        } else {
+            pack.iter().map(|&i| lengths[i] as u128).sum()
+        }
+    };
+    let mut packs: Vec<Vec<usize>> = Vec::new();
+    for item in order {
+        let fits = |pack: &Vec<usize>| {
+            let mut with = pack.clone();
+            with.push(item);
+            pack.len() < max_sequences && keys[pack[0]] == keys[item] && footprint(&with) <= capacity as u128
+        };
+        let room_after = |pack: &Vec<usize>| {
+            let mut with = pack.clone();
+            with.push(item);
+            capacity as u128 - footprint(&with)
+        };
+        let chosen = match algorithm {
+            Algorithm::NextFit => packs.len().checked_sub(1).filter(|&last| fits(&packs[last])),
+            Algorithm::FirstFit | Algorithm::FirstFitDecreasing => packs.iter().position(fits),
+            Algorithm::BestFitDecreasing => {
+                let mut best: Option<usize> = None;
+                for (number, pack) in packs.iter().enumerate() {
+                    if fits(pack) && best.is_none_or(|b| room_after(pack) < room_after(&packs[b])) {
+                        best = Some(number);
+                    }
+                }
+                best
+            }
+        };
+        match chosen {
+            Some(number) => packs[number].push(item),
+            None => packs.push(vec![item]),
+        }
+    }
+    packs
+}
+
+#[test]
+fn constrained_rules_match_their_literal_versions() {
+    let never = Interrupt::NEVER;
+    for seed in 0..150u64 {
+        let count = (seed as usize * 37) % 120;
+        let capacity = 1 + seed % 60;
+        let lengths = batch_like(seed, count, capacity);
+        let keys: Vec<u32> =
+            pseudo_random_lengths(seed ^ 77, count, seed % 4).iter().map(|&k| k as u32).collect();
+        let max_sequences = 1 + (seed as usize % 5);
+        for algorithm in ALL {
+            for (m, padded, with_keys) in [
+                (max_sequences, false, false),
+                (usize::MAX, true, false),
+                (usize::MAX, false, true),
+                (max_sequences, true, true),
+            ] {
+                let constraints = Constraints {
+                    max_sequences: (m != usize::MAX).then_some(m),
+                    footprint: if padded { Footprint::Padded } else { Footprint::Sum },
+                    keys: with_keys.then_some(&keys[..]),
+                };
+                let packed =
+                    packing_constrained(&lengths, capacity, algorithm, &constraints, &never).unwrap();
+                let key_list = if with_keys { keys.clone() } else { vec![0; count] };
+                let expected = slow_constrained(&lengths, capacity, algorithm, m, padded, &key_list);
+                assert_eq!(
+                    packed.grouped(&never).unwrap().to_lists().unwrap(),
+                    expected,
+                    "seed {seed} {algorithm:?}"
+                );
+            }
+            // No constraint at all: the default packer's answer.
+            let plain =
+                packing_constrained(&lengths, capacity, algorithm, &Constraints::NONE, &never).unwrap();
+            assert_eq!(
+                plain.grouped(&never).unwrap().to_lists().unwrap(),
+                pack(&lengths, capacity, algorithm).unwrap()
+            );
+        }
+    }
+}
+
+#[test]
+fn constrained_errors() {
+    let never = Interrupt::NEVER;
+    let none = Constraints { max_sequences: Some(0), ..Constraints::NONE };
+    assert_eq!(
+        packing_constrained(&[1], 8, Algorithm::BestFitDecreasing, &none, &never).unwrap_err(),
+        PackError::NoSequencesAllowed
+    );
+    let keys = [0u32];
+    let short = Constraints { keys: Some(&keys), ..Constraints::NONE };
+    let error = packing_constrained(&[1, 2], 8, Algorithm::FirstFit, &short, &never).unwrap_err();
+    assert_eq!(error.to_string(), "keys has 1 entries for 2 lengths; one key per length is needed");
+    let error = packing_constrained(&[9], 8, Algorithm::NextFit, &short, &never).unwrap_err();
+    assert_eq!(error, PackError::TooLong { index: 0, length: 9, capacity: 8 });
+    // The largest capacity: no overflow in the padded footprint.
+    let padded = Constraints { footprint: Footprint::Padded, ..Constraints::NONE };
+    let packed = packing_constrained(
+        &[u64::MAX, u64::MAX / 2, 1],
+        u64::MAX,
+        Algorithm::BestFitDecreasing,
+        &padded,
+        &never,
+    )
+    .unwrap();
+    assert_eq!(packed.grouped(&never).unwrap().to_lists().unwrap(), vec![vec![0], vec![1, 2]]);
+}
