@@ -36,14 +36,29 @@ def _pack(
     pack_max_length: int,
     algorithm: str,
     as_ids: Literal[False] = False,
+    max_sequences: int | None = None,
+    padded: bool = False,
+    keys: npt.NDArray[np.int64] | None = None,
 ) -> list[list[int]]: ...
 @overload
 def _pack(
-    lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str, as_ids: Literal[True]
+    lengths: npt.NDArray[np.int64],
+    pack_max_length: int,
+    algorithm: str,
+    as_ids: Literal[True],
+    max_sequences: int | None = None,
+    padded: bool = False,
+    keys: npt.NDArray[np.int64] | None = None,
 ) -> npt.NDArray[np.int64]: ...
 @overload
 def _pack(
-    lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str, as_ids: bool
+    lengths: npt.NDArray[np.int64],
+    pack_max_length: int,
+    algorithm: str,
+    as_ids: bool,
+    max_sequences: int | None = None,
+    padded: bool = False,
+    keys: npt.NDArray[np.int64] | None = None,
 ) -> list[list[int]] | npt.NDArray[np.int64]: ...
 def _refine(
     values: npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.float32],
