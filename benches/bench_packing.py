@@ -1,4 +1,5 @@
 """pack_sequences(algorithm="bfd") on 100,000 lengths, against a plain-Python best-fit packer;
+the shape options (max_sequences, a padded footprint, keys) beside numpy.sort;
 and the micro-batch count search where every sample is just over half the cap.
 
 Run with ``pytest benches/bench_packing.py --benchmark-enable``. Each benchmark asserts its
@@ -80,3 +81,38 @@ def test_micro_batch_count_with_every_sample_just_over_half_the_cap(benchmark, c
     assert sorted(len(batch) for batch in plan) == [1] * n
     assert min_num_micro_batches_for(lengths, cap, cost=cost) == n
     benchmark(min_num_micro_batches_for, lengths, cap, cost=cost)
+
+
+SHAPES = {
+    "plain": {},
+    "max_sequences=16": {"max_sequences": 16},
+    "padded": {"footprint": "padded"},
+    "4 keys": {"keys": "four"},
+}
+
+
+@pytest.mark.parametrize("algorithm", ["ffd", "bfd"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_shaped_packing_ids(benchmark, lengths, algorithm, shape):
+    """The shape options of the planning spec (as_ids answers), beside numpy.sort below."""
+    options = dict(SHAPES[shape])
+    keys = np.arange(N) % 4 if options.get("keys") == "four" else None
+    if keys is not None:
+        options["keys"] = keys
+    ids = pack_sequences(lengths, PACK_MAX_LENGTH, algorithm=algorithm, as_ids=True, **options)
+    packs = [np.flatnonzero(ids == p) for p in range(int(ids.max()) + 1)]
+    for pack in packs[:: max(1, len(packs) // 200)]:
+        charged = (
+            pack.size * lengths[pack].max()
+            if options.get("footprint") == "padded"
+            else lengths[pack].sum()
+        )
+        assert 0 < pack.size <= options.get("max_sequences", N) and charged <= PACK_MAX_LENGTH
+        assert keys is None or np.unique(keys[pack]).size == 1
+    benchmark.group = f"packing shapes, n={N}"
+    benchmark(pack_sequences, lengths, PACK_MAX_LENGTH, algorithm=algorithm, as_ids=True, **options)
+
+
+def test_numpy_sort_floor(benchmark, lengths):
+    benchmark.group = f"packing shapes, n={N}"
+    benchmark(np.sort, lengths)

@@ -1,7 +1,7 @@
 """Private native module; the documented API is in :mod:`seqbalance.partition`."""
 
 from collections.abc import Sequence
-from typing import Any, TypedDict, final
+from typing import Any, Literal, TypedDict, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -56,9 +56,36 @@ def partition_ids(
 def _set_partition_error(cls: type[ValueError]) -> None: ...
 def build_profile() -> str: ...
 def _input_reads() -> int: ...
+@overload
 def _pack(
-    lengths: npt.NDArray[np.int64], pack_max_length: int, algorithm: str
+    lengths: npt.NDArray[np.int64],
+    pack_max_length: int,
+    algorithm: str,
+    as_ids: Literal[False] = False,
+    max_sequences: int | None = None,
+    padded: bool = False,
+    keys: npt.NDArray[np.int64] | None = None,
 ) -> list[list[int]]: ...
+@overload
+def _pack(
+    lengths: npt.NDArray[np.int64],
+    pack_max_length: int,
+    algorithm: str,
+    as_ids: Literal[True],
+    max_sequences: int | None = None,
+    padded: bool = False,
+    keys: npt.NDArray[np.int64] | None = None,
+) -> npt.NDArray[np.int64]: ...
+@overload
+def _pack(
+    lengths: npt.NDArray[np.int64],
+    pack_max_length: int,
+    algorithm: str,
+    as_ids: bool,
+    max_sequences: int | None = None,
+    padded: bool = False,
+    keys: npt.NDArray[np.int64] | None = None,
+) -> list[list[int]] | npt.NDArray[np.int64]: ...
 def _refine(
     values: npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.float32],
     partitions: Any,

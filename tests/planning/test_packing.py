@@ -58,6 +58,59 @@ def test_packs_match_the_oracle_and_respect_the_cap(case, algorithm):
     assert packs == slow_pack(lengths, cap, algorithm)
 
 
+@st.composite
+def batches(draw):
+    """Past 64 items, with many ties: the counting sort and the per-room buckets of the core."""
+    cap = draw(st.integers(1, 400))
+    common = draw(st.lists(st.integers(0, cap), min_size=1, max_size=6))
+    lengths = draw(
+        st.lists(st.one_of(st.sampled_from(common), st.integers(0, cap)), min_size=64, max_size=400)
+    )
+    return lengths, cap
+
+
+@settings(max_examples=80, deadline=None)
+@given(batches(), st.sampled_from(ALGORITHMS))
+def test_large_batches_match_the_oracle(case, algorithm):
+    lengths, cap = case
+    packs = pack_sequences(lengths, cap, algorithm=algorithm)
+    assert_valid_packs(packs, lengths, cap)
+    assert packs == slow_pack(lengths, cap, algorithm)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(lengths_and_cap(), batches()), st.sampled_from(ALGORITHMS), st.integers(1, 4))
+def test_ids_number_the_packs_of_the_list_answer(case, algorithm, multiple):
+    lengths, cap = case
+    cap *= multiple
+    packs = pack_sequences(lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple)
+    ids = pack_sequences(
+        lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple, as_ids=True
+    )
+    assert isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (len(lengths),)
+    expected = np.empty(len(lengths), dtype=np.int64)
+    for number, pack in enumerate(packs):
+        expected[pack] = number
+    assert ids.tolist() == expected.tolist()
+
+
+def test_ids_golden_and_errors():
+    assert pack_sequences([5, 4, 3, 3, 2, 6], 8, algorithm="ffd", as_ids=True).tolist() == [
+        1,
+        2,
+        1,
+        2,
+        0,
+        0,
+    ]
+    assert pack_sequences([], 8, as_ids=True).tolist() == []
+    assert pack_sequences([1, 2], 8, as_ids=np.bool_(False)) == [[1, 0]]
+    with pytest.raises(TypeError, match="as_ids must be a bool, got 1"):
+        pack_sequences([1], 8, as_ids=1)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 9 is longer"):
+        pack_sequences([9], 8, as_ids=True)
+
+
 @settings(max_examples=50, deadline=None)
 @given(lengths_and_cap())
 def test_numpy_input_of_any_integer_dtype_and_stride_gives_the_same_packs(case):
@@ -291,3 +344,170 @@ def test_packed_steps_padding_and_cost(lengths, multiple):
     assert seen == list(range(len(lengths)))
     # The default balances tokens, as before.
     assert plan_packed_steps(padded, 2, 2, cap) == plan_packed_steps(padded, 2, 2, cap, cost=padded)
+
+
+# ------------------------------------------------------------ shapes (planning spec)
+
+
+def slow_shaped_pack(
+    lengths: list[int],
+    cap: int,
+    algorithm: str,
+    max_sequences: int | None,
+    footprint: str,
+    keys: list,
+) -> list[list[int]]:
+    """The rules with "fits" extended, literally: footprint within the cap, room for one more
+    sequence, the same key; bfd by least room left after placing (in the footprint)."""
+    order = list(range(len(lengths)))
+    if algorithm in ("ffd", "bfd"):
+        order.sort(key=lambda i: (-lengths[i], i))
+
+    def charge(pack: list[int]) -> int:
+        if footprint == "padded":
+            return len(pack) * max(lengths[i] for i in pack)
+        return sum(lengths[i] for i in pack)
+
+    packs: list[list[int]] = []
+    for i in order:
+
+        def fits(pack: list[int], i: int = i) -> bool:
+            return (
+                (max_sequences is None or len(pack) < max_sequences)
+                and keys[pack[0]] == keys[i]
+                and charge([*pack, i]) <= cap
+            )
+
+        candidates = [p for p, pack in enumerate(packs) if fits(pack)]
+        if algorithm == "next_fit":
+            candidates = [p for p in candidates if p == len(packs) - 1]
+        if algorithm == "bfd" and candidates:
+            candidates = [min(candidates, key=lambda p: (cap - charge([*packs[p], i]), p))]
+        if candidates:
+            packs[candidates[0]].append(i)
+        else:
+            packs.append([i])
+    return packs
+
+
+@st.composite
+def shaped_cases(draw):
+    lengths, cap = draw(st.one_of(lengths_and_cap(), batches()))
+    max_sequences = draw(st.one_of(st.none(), st.integers(1, 6)))
+    footprint = draw(st.sampled_from(["sum", "padded"]))
+    keys = draw(
+        st.one_of(
+            st.none(),
+            st.lists(
+                st.sampled_from(["text", "image", 7, (1, 2)]),
+                min_size=len(lengths),
+                max_size=len(lengths),
+            ),
+        )
+    )
+    return lengths, cap, max_sequences, footprint, keys
+
+
+@settings(max_examples=200, deadline=None)
+@given(shaped_cases(), st.sampled_from(ALGORITHMS))
+def test_shape_constraints_follow_the_extended_rules(case, algorithm):
+    lengths, cap, max_sequences, footprint, keys = case
+    packs = pack_sequences(
+        lengths,
+        cap,
+        algorithm=algorithm,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
+    )
+    key_list = keys if keys is not None else [0] * len(lengths)
+    assert packs == slow_shaped_pack(lengths, cap, algorithm, max_sequences, footprint, key_list)
+    # Every constraint holds on the answer.
+    assert sorted(i for pack in packs for i in pack) == list(range(len(lengths)))
+    for pack in packs:
+        assert pack and len({key_list[i] for i in pack}) == 1
+        assert max_sequences is None or len(pack) <= max_sequences
+        longest = max(lengths[i] for i in pack)
+        charged = len(pack) * longest if footprint == "padded" else sum(lengths[i] for i in pack)
+        assert charged <= cap
+    ids = pack_sequences(
+        lengths,
+        cap,
+        algorithm=algorithm,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
+        as_ids=True,
+    )
+    assert [[i for i in range(len(lengths)) if ids[i] == p] for p in range(len(packs))] == [
+        sorted(pack) for pack in packs
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(lengths_and_cap(), batches()), st.sampled_from(ALGORITHMS))
+def test_shape_options_that_bind_nothing_give_the_plain_packs(case, algorithm):
+    lengths, cap = case
+    plain = pack_sequences(lengths, cap, algorithm=algorithm)
+    unbound = pack_sequences(
+        lengths,
+        cap,
+        algorithm=algorithm,
+        max_sequences=len(lengths) + 1,
+        keys=np.zeros(len(lengths), dtype=np.int64),
+    )
+    assert unbound == plain
+
+
+def test_shape_golden_examples_and_errors():
+    lengths = [5, 6, 2, 1, 1, 1]
+    assert pack_sequences(lengths, 8, max_sequences=2) == [[1, 2], [0, 3], [4, 5]]
+    assert pack_sequences(lengths, 12, footprint="padded") == [[1, 0], [2, 3, 4, 5]]
+    assert pack_sequences([5, 6, 2], 8, keys=["a", "b", "a"]) == [[1], [0, 2]]
+    assert pack_sequences([5, 6, 2], 8, keys=np.array(["a", "b", "a"])) == [[1], [0, 2]]
+    # Next fit closes its pack on a new key, as on any misfit.
+    assert pack_sequences([1, 1, 1], 8, algorithm="next_fit", keys=[0, 1, 0]) == [[0], [1], [2]]
+    with pytest.raises(ValueError, match="max_sequences must be >= 1, got 0"):
+        pack_sequences([1], 8, max_sequences=0)
+    with pytest.raises(TypeError, match="max_sequences must be an int"):
+        pack_sequences([1], 8, max_sequences=1.5)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="footprint must be 'sum' or 'padded', got 'max'"):
+        pack_sequences([1], 8, footprint="max")
+    with pytest.raises(ValueError, match="keys must have one entry per length: got 1 for 2"):
+        pack_sequences([1, 2], 8, keys=["a"])
+    with pytest.raises(TypeError, match=r"keys\[1\] must be hashable"):
+        pack_sequences([1, 2], 8, keys=["a", ["b"]])
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 9 is longer"):
+        pack_sequences([9], 8, footprint="padded")
+    # A cap of 2**64 or more, with a padded footprint past 2**64 - 1: refused, not clamped.
+    big = 2**63 - 1
+    assert pack_sequences([big, big], 2**64, footprint="padded") == [[0, 1]]
+    with pytest.raises(ValueError, match="count times the longest"):
+        pack_sequences([big, big, big], 2**70, footprint="padded")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 300), min_size=4, max_size=60),
+    st.one_of(st.none(), st.integers(1, 4)),
+    st.sampled_from(["sum", "padded"]),
+)
+def test_packed_steps_respect_the_shapes(lengths, max_sequences, footprint):
+    cap = 400
+    plan = plan_packed_steps(lengths, 2, 2, cap, max_sequences=max_sequences, footprint=footprint)
+    seen = sorted(i for rank in plan for step in rank for pack in step for i in pack)
+    assert seen == list(range(len(lengths)))
+    for rank in plan:
+        for step in rank:
+            for pack in step:
+                if not pack:
+                    continue
+                assert max_sequences is None or len(pack) <= max_sequences
+                charged = (
+                    len(pack) * max(lengths[i] for i in pack)
+                    if footprint == "padded"
+                    else sum(lengths[i] for i in pack)
+                )
+                assert charged <= cap
+    if max_sequences is None and footprint == "sum":
+        assert plan == plan_packed_steps(lengths, 2, 2, cap)

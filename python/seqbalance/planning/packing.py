@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
 from .. import _native
 from .._errors import PartitionError
 from .._inputs import (
+    _describe,
     as_int64_array,
     check_choice,
     check_k_partitions,
@@ -19,7 +20,7 @@ from .._inputs import (
 from ..partition import get_seqlen_balanced_partitions
 from .costs import check_total, pad_lengths, sample_costs
 
-__all__ = ["ALGORITHMS", "pack_sequences", "plan_packed_steps"]
+__all__ = ["ALGORITHMS", "FOOTPRINTS", "pack_sequences", "plan_packed_steps"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,22 +32,65 @@ ALGORITHMS = ("next_fit", "first_fit", "ffd", "bfd")
 _NATIVE_CAP_MAX = 2**64 - 1
 
 
-def _native_cap(lengths: np.ndarray, cap: int) -> int:
+#: What ``footprint=`` may be: a pack charged the sum of its lengths, or count times longest.
+FOOTPRINTS = ("sum", "padded")
+
+
+def _native_cap(lengths: np.ndarray, cap: int, footprint: str = "sum") -> int:
     """``cap`` as the native packer takes it: a cap of 2**64 or more is clamped to 2**64 - 1.
 
-    Clamping changes nothing while the lengths sum to at most 2**64 - 1: both caps hold every
-    length in one pack. Above that (several lengths near 2**63) the clamp could split a pack
+    Clamping changes nothing while the largest footprint any pack could have (the lengths' sum,
+    or with ``footprint="padded"`` their count times the longest) is at most 2**64 - 1: both caps
+    then hold every pack. Above that (several lengths near 2**63) the clamp could split a pack
     the real cap holds, so that case raises instead of answering differently.
     """
     if cap <= _NATIVE_CAP_MAX:
         return cap
-    total = sum(lengths.tolist())
+    if footprint == "padded":
+        total = len(lengths) * int(lengths.max(initial=0))
+        what = "their count times the longest is"
+    else:
+        total = sum(lengths.tolist())
+        what = "the lengths sum to"
     if total > _NATIVE_CAP_MAX:
         raise ValueError(
-            f"pack_max_length ({cap}) is above 2**64 - 1 and the lengths sum to {total}, "
+            f"pack_max_length ({cap}) is above 2**64 - 1 and {what} {total}, "
             "also above it; the packer needs one of the two below 2**64"
         )
     return _NATIVE_CAP_MAX
+
+
+def _check_max_sequences(max_sequences: Any) -> int | None:
+    return None if max_sequences is None else check_k_partitions(max_sequences, "max_sequences")
+
+
+def _key_numbers(keys: Any, n: int) -> np.ndarray | None:
+    """One number per distinct key (equal keys, equal numbers), or ``None`` for no keys."""
+    if keys is None:
+        return None
+    if isinstance(keys, np.ndarray) and keys.dtype != object:
+        if keys.ndim != 1:
+            raise ValueError(f"keys must be 1-D, got shape {keys.shape}")
+        items: Any = keys
+    else:
+        try:
+            items = list(keys)
+        except TypeError:
+            raise TypeError(
+                f"keys must be a sequence of hashables, got {_describe(keys)}"
+            ) from None
+    if len(items) != n:
+        raise ValueError(f"keys must have one entry per length: got {len(items)} for {n} lengths")
+    if isinstance(items, np.ndarray):
+        return np.unique(items, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    numbers: dict[Any, int] = {}
+    out = np.empty(n, dtype=np.int64)
+    for position, key in enumerate(items):
+        try:
+            out[position] = numbers.setdefault(key, len(numbers))
+        except TypeError:
+            raise TypeError(f"keys[{position}] must be hashable, got {_describe(key)}") from None
+    return out
 
 
 def _check_cap(lengths: np.ndarray, cap: int, pad: int = 1) -> None:
@@ -60,9 +104,53 @@ def _check_cap(lengths: np.ndarray, cap: int, pad: int = 1) -> None:
         )
 
 
+@overload
 def pack_sequences(
-    lengths: Any, pack_max_length: int, *, algorithm: str = "bfd", pad_to_multiple_of: int = 1
-) -> list[list[int]]:
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = ...,
+    pad_to_multiple_of: int = ...,
+    as_ids: Literal[False] = ...,
+    max_sequences: int | None = ...,
+    footprint: str = ...,
+    keys: Any = ...,
+) -> list[list[int]]: ...
+@overload
+def pack_sequences(
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = ...,
+    pad_to_multiple_of: int = ...,
+    as_ids: Literal[True],
+    max_sequences: int | None = ...,
+    footprint: str = ...,
+    keys: Any = ...,
+) -> np.ndarray: ...
+@overload
+def pack_sequences(
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = ...,
+    pad_to_multiple_of: int = ...,
+    as_ids: bool,
+    max_sequences: int | None = ...,
+    footprint: str = ...,
+    keys: Any = ...,
+) -> list[list[int]] | np.ndarray: ...
+def pack_sequences(
+    lengths: Any,
+    pack_max_length: int,
+    *,
+    algorithm: str = "bfd",
+    pad_to_multiple_of: int = 1,
+    as_ids: bool = False,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
+) -> list[list[int]] | np.ndarray:
     """Pack sequences into packs whose total length is at most ``pack_max_length``.
 
     Algorithms (all deterministic):
@@ -72,7 +160,15 @@ def pack_sequences(
     - ``"ffd"``: first fit over the items by length descending, ties by index ascending.
     - ``"bfd"``: same order; the fitting pack with the least room left, ties to the earliest.
 
-    All run natively; first fit and the decreasing ones in O(n log n).
+    All run natively: first fit and ffd in O(n log n), bfd in about O(n) for lengths up to a
+    cap of a few times ``len(lengths)`` (O(n log n) beyond).
+
+    Shapes (planning spec): ``max_sequences``, ``footprint`` and ``keys`` extend what "fits"
+    means -- the pack's footprint with the item within the cap, fewer than ``max_sequences``
+    items in it, the same key -- and each rule keeps its definition (bfd: least room left after
+    placing, room measured in the footprint, ties to the earliest opened). Next fit closes its
+    pack on a different key as on any misfit. With every one at its default, the packs are the
+    plain rules'. These run in O(n log n) too, on a slower path than the defaults.
 
     Args:
         lengths: sequence lengths (ints or a 1-D integer array).
@@ -81,26 +177,53 @@ def pack_sequences(
         algorithm: one of ``"next_fit"``, ``"first_fit"``, ``"ffd"``, ``"bfd"``.
         pad_to_multiple_of: pack every length rounded up to a multiple of this (tensor or
             context parallelism pads sequences), so the packs still fit after padding.
+        as_ids: return the pack of each item instead of the packs' lists.
+        max_sequences: the most items a pack may hold, an int >= 1 (``None``: no limit).
+        footprint: ``"sum"`` (default) charges a pack the sum of its lengths; ``"padded"``
+            charges its count times its longest length (every sequence padded to the longest,
+            as non-varlen attention does), after ``pad_to_multiple_of``.
+        keys: one hashable per length (modality, policy version...): items with different
+            keys never share a pack.
 
     Returns:
         Packs in the order they were opened, each a list of indexes in the order they were
-        placed; every index appears exactly once and no pack is empty.
+        placed; every index appears exactly once and no pack is empty. With ``as_ids=True``,
+        an int64 array ``ids`` with ``ids[i]`` the pack (numbered in opening order) of item
+        ``i``: the same packs, without building a Python list per pack.
 
     Raises:
         ValueError: a length above ``pack_max_length`` (naming its index), an unknown
             algorithm, ``pack_max_length < 1``, ``pack_max_length`` and the lengths' sum both
             above 2**64 - 1; the errors of the length normalisation.
+        ValueError: also ``max_sequences < 1``, an unknown ``footprint``, ``keys`` of another
+            length than ``lengths``.
+        TypeError: ``as_ids`` not a bool, ``max_sequences`` not an int, a key not hashable.
 
     Example:
         >>> pack_sequences([5, 6, 2], 8)
         [[1, 2], [0]]
+        >>> pack_sequences([5, 6, 2], 8, as_ids=True).tolist()
+        [1, 0, 0]
+        >>> pack_sequences([5, 6, 2], 8, keys=["a", "b", "a"])
+        [[1], [0, 2]]
     """
     cap = check_k_partitions(pack_max_length, "pack_max_length")
     algorithm = check_choice(algorithm, "algorithm", ALGORITHMS)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
+    if not isinstance(as_ids, (bool, np.bool_)):
+        raise TypeError(f"as_ids must be a bool, got {_describe(as_ids)}")
+    as_ids = bool(as_ids)
+    limit = _check_max_sequences(max_sequences)
+    footprint = check_choice(footprint, "footprint", FOOTPRINTS)
     values = pad_lengths(as_int64_array(lengths), pad)
+    key_numbers = _key_numbers(keys, values.size)
     _check_cap(values, cap, pad)
-    return _native._pack(values, _native_cap(values, cap), algorithm)
+    native_cap = _native_cap(values, cap, footprint)
+    if limit is None and footprint == "sum" and key_numbers is None:
+        return _native._pack(values, native_cap, algorithm, as_ids)
+    return _native._pack(
+        values, native_cap, algorithm, as_ids, limit, footprint == "padded", key_numbers
+    )
 
 
 def plan_packed_steps(
@@ -112,6 +235,8 @@ def plan_packed_steps(
     cost: Any = "tokens",
     pad_to_multiple_of: int = 1,
     refine: bool | str = False,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
 ) -> list[list[list[list[int]]]]:
     """Plan ranks x optimizer steps x packs: ``plan[rank][step][pack] -> sample indexes``.
 
@@ -138,6 +263,9 @@ def plan_packed_steps(
         pad_to_multiple_of: count every length rounded up to a multiple of this, in the packs
             (and in the cost), so they still fit after padding.
         refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`, for both balancing steps.
+        max_sequences: the most samples a pack may hold (as in :func:`pack_sequences`).
+        footprint: what a pack is charged against the cap, ``"sum"`` or ``"padded"`` (as in
+            :func:`pack_sequences`); the balancing still weighs ``cost``.
 
     Returns:
         Nested lists ``[rank][step][pack]`` of sample indexes; no pack exceeds the cap, every
@@ -158,6 +286,8 @@ def plan_packed_steps(
     cap = check_k_partitions(pack_max_length, "pack_max_length")
     refine = check_refine(refine)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
+    limit = _check_max_sequences(max_sequences)
+    padded = check_choice(footprint, "footprint", FOOTPRINTS) == "padded"
     values = pad_lengths(as_int64_array(lengths), pad)
     if values.size < ranks * steps:
         raise PartitionError(
@@ -166,8 +296,8 @@ def plan_packed_steps(
         )
     # Checked up front so the error names the index in ``lengths``, not in a bucket.
     _check_cap(values, cap, pad)
-    # Every bucket sums to at most the total, so one check covers all of them.
-    cap = _native_cap(values, cap)
+    # Every bucket's largest footprint is at most the whole batch's, so one check covers all.
+    cap = _native_cap(values, cap, "padded" if padded else "sum")
     weights = sample_costs(cost, values)
     if weights is not values:
         check_total(weights)
@@ -181,7 +311,10 @@ def plan_packed_steps(
         rank_plan: list[list[list[int]]] = []
         for part in step_parts:
             bucket = rank_samples[np.asarray(part, dtype=np.int64)]
-            packs = _native._pack(values[bucket], cap, "bfd")
+            if limit is None and not padded:
+                packs = _native._pack(values[bucket], cap, "bfd")
+            else:
+                packs = _native._pack(values[bucket], cap, "bfd", False, limit, padded)
             rank_plan.append([bucket[pack].tolist() for pack in packs])
         rank_plan.extend([] for _ in range(steps - filled))
         plan.append(rank_plan)
