@@ -361,7 +361,8 @@ def plain_int64_array(values: Any) -> np.ndarray | None:
         return None
     try:
         array = np.asarray(values)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        # RuntimeError: an item's own __array__ refused (torch, for a tensor requiring grad).
         return None
     if array.dtype == np.int64 and array.ndim == 1 and (array.size == 0 or int(array.min()) >= 0):
         return array

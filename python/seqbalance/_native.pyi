@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "MAX_ITEMS",
     "_dlpack_bfloat16",
     "_internal_error_check",
     "_own_count",
@@ -20,6 +21,9 @@ __all__ = [
     "karmarkar_karp",
     "partition_ids",
 ]
+
+#: The most items any call takes (item positions are 32-bit in the core): 2**32 - 2.
+MAX_ITEMS: int
 
 def karmarkar_karp(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]: ...
 def get_seqlen_balanced_partitions(
