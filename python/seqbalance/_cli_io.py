@@ -2,7 +2,8 @@
 
 Input is streamed: a text or JSON Lines file is read a chunk at a time and each chunk becomes an
 int64 array before the next is read (no Python object per line survives its chunk); a ``.npy``
-file is memory-mapped after its header has been checked against the file's size. Peak memory stays
+file is read (with plain reads, not memory-mapped: a mapped file truncated under the reader would
+kill it with SIGBUS) after its header has been checked against the file's size. Peak memory stays
 a small multiple of 8 bytes per length. Every problem is an :class:`InputError` with a one-line
 message naming the file and, for text, the line.
 """
@@ -270,7 +271,12 @@ def _read_jsonl(stream: IO[bytes], path: Path, field: str) -> np.ndarray:
 
 
 def _read_npy(path: Path) -> np.ndarray:
-    """Memory-map a ``.npy`` file once its header agrees with the file's size."""
+    """Read a ``.npy`` file of lengths once its header agrees with the file's size.
+
+    The data is read with plain buffered reads into one array of the file's dtype, never
+    memory-mapped: a mapped file that is truncated while it is read kills the process with
+    SIGBUS, where a short read is an :class:`InputError` like any other bad file.
+    """
     fmt = np.lib.format
     try:
         size = path.stat().st_size
@@ -283,34 +289,55 @@ def _read_npy(path: Path) -> np.ndarray:
             else:
                 raise ValueError(f"unsupported .npy version {version}")
             offset = stream.tell()
+            if dtype.hasobject:
+                raise InputError(
+                    f"{path}: holds Python objects (dtype {dtype}); save an integer array"
+                )
+            count = 1
+            for extent in shape:
+                count *= extent
+            expected = count * dtype.itemsize
+            if expected != size - offset:
+                raise InputError(
+                    f"{path}: the header claims {count:,} items of {dtype} ({expected:,} bytes) "
+                    f"but the file holds {size - offset:,} bytes after it"
+                )
+            if count == 0 or len(shape) != 1 or dtype.kind not in "biu":
+                # Nothing lengths could be made of: the checks below say why, reading nothing
+                # (a view of one zero in the file's shape and dtype, no memory per item).
+                array = np.broadcast_to(np.zeros((), dtype=dtype), shape)
+            else:
+                array = _read_npy_data(stream, path, count, dtype)
     except (ValueError, OSError, EOFError, SyntaxError) as exc:
         raise InputError(f"{path}: not a readable .npy file ({exc})") from None
-    if dtype.hasobject:
-        raise InputError(f"{path}: holds Python objects (dtype {dtype}); save an integer array")
-    count = 1
-    for extent in shape:
-        count *= extent
-    expected = count * dtype.itemsize
-    if expected != size - offset:
-        raise InputError(
-            f"{path}: the header claims {count:,} items of {dtype} ({expected:,} bytes) but the "
-            f"file holds {size - offset:,} bytes after it"
-        )
-    if count == 0:
-        array = np.empty(shape, dtype=dtype)
-    else:
-        array = np.memmap(
-            path,
-            dtype=dtype,
-            mode="r",
-            offset=offset,
-            shape=shape,
-            order="F" if fortran_order else "C",
-        )
     try:
         return as_int64_array(array, name=str(path))
     except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(str(exc)) from None
+
+
+def _read_npy_data(
+    stream: io.BufferedReader, path: Path, count: int, dtype: np.dtype[Any]
+) -> np.ndarray:
+    """The ``count`` items of ``dtype`` after the header, read a chunk at a time into one array.
+
+    Raises :class:`InputError` when the file ends early or holds more than that: it changed
+    after its header was checked against its size.
+    """
+    array = np.empty(count, dtype=dtype)
+    memory = array.data.cast("B")
+    done = 0
+    while done < len(memory):
+        read = stream.readinto(memory[done : done + CHUNK_BYTES])
+        if not read:
+            raise InputError(
+                f"{path}: the file changed while it was read: it ended after "
+                f"{done:,} of {len(memory):,} data bytes"
+            )
+        done += read
+    if stream.read(1):
+        raise InputError(f"{path}: the file changed while it was read: it grew past its header")
+    return array
 
 
 def _check_is_file(path: Path) -> None:
@@ -324,7 +351,7 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     """Read lengths from ``file``: ``.npy``, JSON Lines (with ``field``), or one integer per line.
 
     ``-`` reads text (or JSON Lines with ``field``) from standard input. Returns a 1-D int64
-    array (for ``.npy``, possibly a read-only memory map). Raises :class:`InputError` with a
+    array. Raises :class:`InputError` with a
     one-line message naming the file and line.
     """
     path = Path(file)
