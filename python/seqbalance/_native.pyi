@@ -1,13 +1,14 @@
 """Private native module; the documented API is in :mod:`seqbalance.partition`."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
     "MAX_ITEMS",
+    "_StreamCore",
     "_dlpack_bfloat16",
     "_internal_error_check",
     "_own_count",
@@ -71,3 +72,32 @@ def _plan_ranks(
     minimum: int,
     bubble: bool,
 ) -> tuple[int, int, int, int, list[list[list[int]]]]: ...
+
+@final
+class _StreamCore:
+    def __new__(
+        cls, pack_max_length: int, max_open: int, max_sequences: int | None, padded: bool
+    ) -> _StreamCore: ...
+    def add(self, length: int, key: int) -> list[list[int]]: ...
+    def add_many(
+        self, lengths: npt.NDArray[np.int64], keys: npt.NDArray[np.int64] | None = None
+    ) -> list[list[int]]: ...
+    def flush(self) -> list[list[int]]: ...
+    def open_packs(self) -> list[list[int]]: ...
+    @property
+    def open_count(self) -> int: ...
+    def open_keys(self) -> list[int]: ...
+    @property
+    def next_index(self) -> int: ...
+    def state(
+        self,
+    ) -> tuple[int, int, int | None, bool, int, list[tuple[int, int, int, list[int]]]]: ...
+    @staticmethod
+    def from_state(
+        pack_max_length: int,
+        max_open: int,
+        max_sequences: int | None,
+        padded: bool,
+        next_index: int,
+        packs: list[tuple[int, int, int, list[int]]],
+    ) -> _StreamCore: ...

@@ -17,6 +17,7 @@ mod errors;
 mod packing;
 mod planner;
 mod refine;
+mod stream;
 
 use convert::{fast_weights, nested_lists, normalised_weights, Weights};
 use errors::{core_result, guard, interruptible};
@@ -325,5 +326,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     packing::register(m)?;
     planner::register(m)?;
     refine::register(m)?;
+    stream::register(m)?;
     Ok(())
 }

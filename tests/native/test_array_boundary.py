@@ -65,8 +65,8 @@ CHILD_PRELUDE = textwrap.dedent(
     import numpy as np
     import seqbalance
     from seqbalance import _native, reference
-    sys.path.insert(0, {tests!r})
-    from native.dlpack_producers import FakeTensor, KDLBFLOAT, KDLINT, KDLFLOAT, KDLUINT
+    sys.path.insert(0, {root!r})
+    from tests.native.dlpack_producers import FakeTensor, KDLBFLOAT, KDLINT, KDLFLOAT, KDLUINT
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -93,7 +93,7 @@ CHILD_PRELUDE = textwrap.dedent(
         else:
             print("returned", flush=True)
     """
-).format(tests=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+).format(root=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def run_child(body: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -168,7 +168,7 @@ def test_tensors_requiring_grad_read_as_their_values():
 
 def test_verl_after_install_answers_lists_of_tensors_requiring_grad(tmp_path, monkeypatch):
     """verl's own function took them; after install() the call must not fail where it did not."""
-    from _trainer_standins import StandIn, purge
+    from tests.integrations._trainer_standins import StandIn, purge
 
     purge("verl")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -9,6 +9,7 @@
 //! * [`planner`]: micro-batches under a token cap (count search, fit test, balanced split).
 //! * [`packing`]: bin packing under a capacity (next fit, first fit, first/best fit decreasing).
 //! * [`sort`]: the seeding sort shared by the partitioners.
+//! * [`stream`]: the streaming packer (bounded open packs, best fit as items arrive).
 //! * [`alloc`] and [`interrupt`]: fallible allocation and cooperative cancellation, so that a
 //!   call too large for memory or interrupted by the user fails with an error instead of aborting.
 //!
@@ -35,3 +36,4 @@ pub mod parts;
 pub mod planner;
 pub mod refine;
 pub mod sort;
+pub mod stream;
