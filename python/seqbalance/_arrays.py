@@ -14,6 +14,14 @@ decides how the array is read, never whether its values are acceptable:
   read by the binding and widened exactly to float32;
 * anything else NumPy can view as an array (``__array__``, ``range``, nested sequences).
 
+Values are read as the producer holds them, never as raw memory meaning something else: a
+tensor with the negative or conjugate bit set (torch's lazy ``neg()``/``conj()`` views, which
+DLPack cannot describe) is resolved first through its own ``resolve_neg()``/``resolve_conj()``,
+a tensor that requires grad is read through ``detach()`` (the same memory), and an array in
+non-native byte order is read by value (one copy in native order). An array of more than
+``MAX_ITEMS`` elements (an expanded, stride-0 tensor of ``2**40`` elements takes no memory, but
+no call could take it) is a ``ValueError`` before any of it is read.
+
 Errors are ``TypeError`` naming the argument and the object's type, dtype and device; the
 object's repr (a whole tensor) is never printed.
 """
@@ -24,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from ._native import _dlpack_bfloat16
+from ._native import MAX_ITEMS, _dlpack_bfloat16
 
-__all__ = ["host_array", "item_scalar"]
+__all__ = ["MAX_ITEMS", "host_array", "item_scalar"]
 
 #: DLPack device types whose memory the CPU reads directly (kDLCPU, kDLCUDAHost, kDLROCMHost,
 #: kDLCUDAManaged): what ``np.from_dlpack`` accepts.
@@ -108,8 +116,59 @@ def _copy_to_host(obj: Any, name: str, device_type: int) -> Any:
     )
 
 
+#: Lazy views a tensor library may flag on a tensor, the question that tells, and the method
+#: that gives the values as a plain tensor (torch's negative and conjugate bits).
+_LAZY_VIEWS = (("negative", "is_neg", "resolve_neg"), ("conjugate", "is_conj", "resolve_conj"))
+
+
+def _flagged(obj: Any, question: str, name: str) -> bool:
+    ask = getattr(obj, question, None)
+    if not callable(ask):
+        return False
+    try:
+        return bool(ask())
+    except Exception as exc:
+        raise TypeError(f"{name} ({_what(obj)}): {question}() failed: {exc}") from None
+
+
+def _plain_view(obj: Any, name: str) -> Any:
+    """``obj`` without lazy negative/conjugate bits and without autograd (duck-typed, torch's API).
+
+    DLPack has no way to describe a negative or conjugate bit, so a flagged tensor exported as it
+    is would read as the values of its memory (the negation of what it holds). Such a tensor is
+    resolved by its own method, or refused with ``TypeError`` when it has none.
+    """
+    for what, question, method in _LAZY_VIEWS:
+        if not _flagged(obj, question, name):
+            continue
+        resolve = getattr(obj, method, None)
+        try:
+            resolved = resolve() if callable(resolve) else None
+        except Exception as exc:
+            raise TypeError(f"{name} ({_what(obj)}): {method}() failed: {exc}") from None
+        if resolved is None or _flagged(resolved, question, name):
+            raise TypeError(
+                f"{name} ({_what(obj)}) has its {what} bit set and cannot be resolved; "
+                f"pass {name}.{method}() or a copy of its values"
+            )
+        obj = resolved
+    if getattr(obj, "requires_grad", False) is True:
+        detach = getattr(obj, "detach", None)
+        if callable(detach):
+            try:
+                obj = detach()
+            except Exception as exc:
+                raise TypeError(f"{name} ({_what(obj)}): detach() failed: {exc}") from None
+    return obj
+
+
+def _is_capsule(obj: Any) -> bool:
+    return type(obj).__name__ == "PyCapsule"
+
+
 def _from_dlpack(obj: Any, name: str) -> tuple[np.ndarray, bool]:
     """The host array, and whether it was widened from bfloat16."""
+    obj = _plain_view(obj, name)
     device_type = _device_type(obj, name)
     source = obj if device_type in _HOST_DEVICES else _copy_to_host(obj, name, device_type)
     if hasattr(source, "__dlpack__"):
@@ -119,9 +178,15 @@ def _from_dlpack(obj: Any, name: str) -> tuple[np.ndarray, bool]:
             numpy_error: Exception = exc
         # NumPy has no bfloat16: read such a tensor in the binding, widened exactly to float32.
         try:
-            read = _dlpack_bfloat16(source.__dlpack__())
+            capsule = source.__dlpack__()
         except _EXPORT_ERRORS:
-            read = None
+            capsule = None
+        read = None
+        if _is_capsule(capsule):
+            try:
+                read = _dlpack_bfloat16(capsule)
+            except ValueError as exc:  # a shape or strides no call can take
+                raise ValueError(f"{name} ({_what(obj)}): {exc}") from None
         if read is not None:
             values, shape = read
             return values.reshape(shape), True
@@ -131,16 +196,37 @@ def _from_dlpack(obj: Any, name: str) -> tuple[np.ndarray, bool]:
             ) from None
     try:
         return np.asarray(source), False
+    except MemoryError:
+        raise
     except Exception as exc:
         raise TypeError(f"{name} ({_what(obj)}) could not be read as an array: {exc}") from None
+
+
+def _readable(array: np.ndarray, obj: Any, name: str) -> np.ndarray:
+    """``array`` once its size is known to be takeable, in native byte order."""
+    if array.size > MAX_ITEMS:
+        raise ValueError(
+            f"{name} ({_what(obj)}) has {array.size} elements, more than the {MAX_ITEMS} items "
+            "seqbalance takes"
+        )
+    if not array.dtype.isnative and array.dtype.kind in "biufc":
+        # '>f8', '>i4', ...: the same values in this machine's byte order (one copy).
+        return array.astype(array.dtype.newbyteorder("="))
+    return array
 
 
 def host_array(obj: Any, name: str) -> np.ndarray:
     """``obj`` as a plain NumPy ``ndarray`` in host memory (any shape and dtype; the caller checks).
 
     ``obj`` is not a list or tuple (those are read item by item). Copies nothing that NumPy can
-    view; copies an accelerator array to host memory once. Raises ``TypeError`` when ``obj`` is
-    not an array-like, naming ``name`` and the object's type (never printing its values).
+    view in native byte order; copies an accelerator array to host memory once, and an array in
+    the other byte order once. Raises ``TypeError`` when ``obj`` is not an array-like (or a tensor
+    whose negative or conjugate bit cannot be resolved), naming ``name`` and the object's type
+    (never printing its values); ``ValueError`` for more than ``MAX_ITEMS`` elements, before
+    reading any; ``MemoryError`` when a needed copy does not fit.
+
+    >>> host_array(np.array([3, 1], dtype=">f8"), "x").tolist()
+    [3.0, 1.0]
     """
     if isinstance(obj, np.ma.MaskedArray):
         raise TypeError(
@@ -148,15 +234,16 @@ def host_array(obj: Any, name: str) -> np.ndarray:
         )
     if isinstance(obj, np.ndarray):
         # Subclasses (np.memmap, ...) as the base class: the same memory, one set of fast paths.
-        return obj.view(np.ndarray)
+        return _readable(obj.view(np.ndarray), obj, name)
     if hasattr(obj, "__dlpack__") and not isinstance(obj, type):
-        return _from_dlpack(obj, name)[0]
+        return _readable(_from_dlpack(obj, name)[0], obj, name)
     try:
-        return np.asarray(obj)
+        array = np.asarray(obj)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(
             f"{name} must be a sequence or 1-D array of numbers, got {_what(obj)}: {exc}"
         ) from None
+    return _readable(array, obj, name)
 
 
 def item_scalar(item: Any, name: str) -> Any:

@@ -10,6 +10,7 @@ __version__: str
 
 __all__ = [
     "__version__",
+    "MAX_ITEMS",
     "_StreamCore",
     "_dlpack_bfloat16",
     "_input_reads",
@@ -28,6 +29,9 @@ __all__ = [
     "karmarkar_karp",
     "partition_ids",
 ]
+
+#: The most items any call takes (item positions are 32-bit in the core): 2**32 - 2.
+MAX_ITEMS: int
 
 # The partitioners return None when an argument is not certainly valid: seqbalance.partition then
 # checks the arguments with seqbalance._inputs and calls again with checked=True.

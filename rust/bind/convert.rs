@@ -26,6 +26,7 @@ use seqbalance_core::float::Float;
 use seqbalance_core::parts::Partition;
 use seqbalance_core::request::Weights;
 
+use crate::dlpack::MAX_ITEMS;
 use crate::errors::{core_error, out_of_memory};
 
 /// Inputs read into a buffer of the binding's own, for the tests (`_native._input_reads`): a
@@ -263,12 +264,13 @@ pub fn describe(object: &Bound<'_, PyAny>) -> String {
     format!("{text} ({kind})")
 }
 
-// Only exact, aligned ndarrays: subclasses (a masked array's data includes its masked values)
-// and unaligned views (which Rust may not read through references) take the careful path.
+// Only exact, aligned ndarrays: subclasses (a masked array's data includes its masked values),
+// unaligned views (which Rust may not read through references) and arrays of more items than
+// any call takes (an expanded, stride-0 view; `_arrays` refuses it by size) take the careful path.
 macro_rules! array_fast_path {
     ($obj:expr, $($integer:ty),*) => {
         match $obj.cast::<PyUntypedArray>() {
-            Ok(array) if $obj.is_exact_instance_of::<PyUntypedArray>() && array.is_aligned() => {}
+            Ok(array) if $obj.is_exact_instance_of::<PyUntypedArray>() && array.is_aligned() && array.len() <= MAX_ITEMS => {}
             _ => return Ok(None),
         }
         $(
@@ -326,7 +328,10 @@ fn list_floats(list: &Bound<'_, PyList>) -> PyResult<Option<Vec<f64>>> {
 fn float_array(obj: &Bound<'_, PyAny>, check: bool) -> PyResult<Option<Weights>> {
     let py = obj.py();
     match obj.cast::<PyUntypedArray>() {
-        Ok(array) if obj.is_exact_instance_of::<PyUntypedArray>() && array.is_aligned() => {}
+        Ok(array)
+            if obj.is_exact_instance_of::<PyUntypedArray>()
+                && array.is_aligned()
+                && array.len() <= MAX_ITEMS => {}
         _ => return Ok(None),
     }
     fn copy<T: Copy>(py: Python<'_>, view: numpy::ndarray::ArrayView1<'_, T>) -> PyResult<Vec<T>> {

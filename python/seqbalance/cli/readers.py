@@ -2,7 +2,8 @@
 
 Input is streamed: a text or JSON Lines file is read a chunk at a time and each chunk becomes an
 int64 array before the next is read (no Python object per line survives its chunk); a ``.npy``
-file is memory-mapped after its header has been checked against the file's size. Peak memory stays
+file is read (with plain reads, not memory-mapped: a mapped file truncated under the reader would
+kill it with SIGBUS) after its header has been checked against the file's size. Peak memory stays
 a small multiple of 8 bytes per length. Every problem is an :class:`InputError` with a one-line
 message naming the file and, for text, the line.
 """
@@ -19,7 +20,8 @@ from typing import IO, Any, TypeVar
 
 import numpy as np
 
-from .._inputs import MAX_VALUE, as_int64_array
+from .._inputs import MAX_VALUE
+from ._npy import read_npy
 from ._paths import InputError, check_is_file
 
 __all__ = [
@@ -266,53 +268,6 @@ def _read_jsonl(stream: IO[bytes], path: Path, field: str) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
-# ---------------------------------------------------------------------------- .npy
-
-
-def _read_npy(path: Path) -> np.ndarray:
-    """Memory-map a ``.npy`` file once its header agrees with the file's size."""
-    fmt = np.lib.format
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as stream:
-            version = fmt.read_magic(stream)
-            if version == (1, 0):
-                shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
-            elif version in ((2, 0), (3, 0)):
-                shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
-            else:
-                raise ValueError(f"unsupported .npy version {version}")
-            offset = stream.tell()
-    except (ValueError, OSError, EOFError, SyntaxError) as exc:
-        raise InputError(f"{path}: not a readable .npy file ({exc})") from None
-    if dtype.hasobject:
-        raise InputError(f"{path}: holds Python objects (dtype {dtype}); save an integer array")
-    count = 1
-    for extent in shape:
-        count *= extent
-    expected = count * dtype.itemsize
-    if expected != size - offset:
-        raise InputError(
-            f"{path}: the header claims {count:,} items of {dtype} ({expected:,} bytes) but the "
-            f"file holds {size - offset:,} bytes after it"
-        )
-    if count == 0:
-        array = np.empty(shape, dtype=dtype)
-    else:
-        array = np.memmap(
-            path,
-            dtype=dtype,
-            mode="r",
-            offset=offset,
-            shape=shape,
-            order="F" if fortran_order else "C",
-        )
-    try:
-        return as_int64_array(array, name=str(path))
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InputError(str(exc)) from None
-
-
 def read_model_config(file: str) -> dict[str, Any]:
     """A Hugging Face ``config.json`` (``--model-config``) as a dict, or a one-line InputError."""
     path = Path(file)
@@ -355,7 +310,7 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     """Read lengths from ``file``: ``.npy``, JSON Lines (with ``field``), or one integer per line.
 
     ``-`` reads text (or JSON Lines with ``field``) from standard input. Returns a 1-D int64
-    array (for ``.npy``, possibly a read-only memory map). Raises :class:`InputError` with a
+    array. Raises :class:`InputError` with a
     one-line message naming the file and line.
     """
     path = Path(file)
@@ -363,7 +318,7 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
         if field is not None:
             raise InputError(f"{path}: --field applies to JSON Lines files, not .npy")
         check_is_file(path)
-        values = _read_npy(path)
+        values = read_npy(path)
     else:
         if field is None and path.suffix in (".jsonl", ".ndjson"):
             raise InputError(f"{path}: JSON Lines input needs --field NAME")

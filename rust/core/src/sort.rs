@@ -70,7 +70,7 @@ fn radix_sort(values: &[u64], interrupt: &Interrupt) -> Result<Option<SortedItem
     let mut any_bits = 0u64;
     if n >= COUNTING_FROM {
         // One histogram of the low 16 bits: the whole value's when every value is below 65536.
-        let mut low = vec![0u32; 1 << 16];
+        let mut low: Vec<u32> = alloc::zeroed(1 << 16, "the sort's histogram")?;
         for chunk in values.chunks(CHUNK) {
             interrupt.check()?;
             for &v in chunk {

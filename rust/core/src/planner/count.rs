@@ -207,7 +207,7 @@ impl Problem<'_> {
         let ordered = self.ordered(interrupt)?;
         let own = self.own_plan_in(&ordered, interrupt)?;
         let parts = self.plan_from(&ordered, &own, minimum, interrupt)?;
-        Ok(parts.into_iter().map(|(part, _)| part).collect())
+        alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")
     }
 
     /// Item positions per part, ascending, and each part's cost, for a split into `count`
