@@ -25,6 +25,22 @@ def test_the_package_top_level_holds_at_most_twelve_modules():
     assert len(modules) <= 12, modules
 
 
+def test_no_python_module_is_over_450_lines():
+    long = {
+        str(p.relative_to(PACKAGE)): _lines(p) for p in PACKAGE.rglob("*.py") if _lines(p) > 450
+    }
+    assert not long
+
+
+def test_no_rust_source_is_over_900_lines():
+    long = {
+        str(p.relative_to(ROOT)): _lines(p)
+        for p in (ROOT / "rust").rglob("*.rs")
+        if _lines(p) > 900
+    }
+    assert not long
+
+
 def test_no_test_oracle_ships_in_the_package():
     assert (
         not list(PACKAGE.rglob("*reference*plan*"))
