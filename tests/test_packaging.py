@@ -49,6 +49,17 @@ def test_classifiers_name_the_python_ci_runs():
     assert "Operating System :: POSIX :: Linux" in project["classifiers"]
 
 
+def test_changelog_names_the_current_version():
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## \[?(\d+\.\d+\.\d+)\]?", changelog, flags=re.M)
+    assert headings, "CHANGELOG.md has no version sections"
+    assert headings[0] == seqbalance.__version__, (headings[0], seqbalance.__version__)
+    # Newest first.
+    as_tuples = [tuple(int(x) for x in h.split(".")) for h in headings]
+    assert as_tuples == sorted(as_tuples, reverse=True)
+    assert "## Version policy" in changelog
+
+
 def test_crate_versions_agree():
     (root_version,) = re.findall(
         r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), flags=re.M
