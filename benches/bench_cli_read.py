@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seqbalance._cli_io import read_lengths
+from seqbalance.cli.readers import read_lengths
 
 N_LINES = 2**20
 GROUP = f"read {N_LINES:,} lengths"

@@ -9,7 +9,7 @@ beside them for context.
 Run the ratios on a release build: ``python benches/bench_planners.py [--cpu-time] [--rounds 5]``
 (best of the rounds each, one process; ``--cpu-time`` times process CPU, steadier on a shared
 machine). The last row is the native planner against its pure-Python oracle
-(``seqbalance._plan_reference``, the rules the native core implements) at a size the oracle
+(``tests/planning/plan_oracle.py``, the rules the native core implements) at a size the oracle
 finishes in (``--reference-n``). pytest-benchmark: ``pytest benches/bench_planners.py
 --benchmark-enable``. With benchmarks disabled (the default in the test suite) each case runs
 once and checks its plan.
@@ -18,15 +18,21 @@ once and checks its plan.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import seqbalance
-from seqbalance import _plan_reference, calculate_workload
+from seqbalance import calculate_workload
+
+# The pure-Python oracle lives with the tests (it is not part of the package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.planning import plan_oracle as _plan_reference  # noqa: E402
 
 N_PLAN, N_DP, DP, DP_CAP = 2**17, 2**20, 64, 65_536
 PLAN_CAPS = (32_768, 262_144)

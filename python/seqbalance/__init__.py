@@ -12,26 +12,29 @@ The partitioners return exactly what the pure-Python Karmarkar–Karp functions 
 
 from __future__ import annotations
 
+from . import _compat
 from ._errors import PartitionError
 from ._version import package_version
-from .costs import TransformerCost
-
-# Planning toolkit (after the partitioners: these modules look them up in the package top level).
-from .groups import group_balanced_partitions
-from .metrics import (
-    BalanceReport,
-    LoadStats,
-    balance_report,
-    calculate_workload,
-    log_seqlen_unbalance,
-)
-from .micro_batches import min_num_micro_batches_for, plan_dp_micro_batches, plan_micro_batches
-from .packing import pack_sequences, plan_packed_steps
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
     karmarkar_karp,
     partition_ids,
+)
+from .planning import (
+    BalanceReport,
+    LoadStats,
+    ModelCost,
+    TransformerCost,
+    balance_report,
+    calculate_workload,
+    group_balanced_partitions,
+    log_seqlen_unbalance,
+    min_num_micro_batches_for,
+    pack_sequences,
+    plan_dp_micro_batches,
+    plan_micro_batches,
+    plan_packed_steps,
 )
 from .refine import refine_partitions
 from .samplers import (
@@ -43,6 +46,9 @@ from .samplers import (
 )
 
 __version__ = package_version()
+
+# seqbalance.micro_batches, seqbalance.metrics, ... (0.1's paths) still import, with a warning.
+_compat.install()
 
 __all__ = [
     "BaseSampler",
@@ -58,6 +64,7 @@ __all__ = [
     "partition_ids",
     # planning toolkit
     "BalanceReport",
+    "ModelCost",
     "TransformerCost",
     "LoadStats",
     "balance_report",

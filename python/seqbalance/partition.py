@@ -12,8 +12,14 @@ from typing import Any, cast
 import numpy as np
 
 from . import _native
-from ._inputs import EqualSize, check_equal_size, check_k_partitions, normalize_weights
-from .refine import apply_refine_ids, check_refine
+from ._inputs import (
+    EqualSize,
+    check_equal_size,
+    check_k_partitions,
+    check_refine,
+    normalize_weights,
+)
+from .refine import apply_refine_ids
 
 #: What ``equal_size`` takes: ``False`` (free counts), ``True`` (equal counts) or ``"nearly"``.
 

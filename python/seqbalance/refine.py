@@ -27,36 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from ._inputs import Weights, check_equal_size, normalize_weights
+from ._inputs import Weights, check_equal_size, check_refine, normalize_weights
 from ._native import _refine, _refine_ids
 
 __all__ = ["apply_refine_ids", "check_refine", "refine_partitions"]
 
 logger = logging.getLogger(__name__)
-
-#: The accepted values of the ``refine`` keyword.
-REFINE_CHOICES = (False, True, "exact")
-
-
-def check_refine(refine: Any) -> bool | str:
-    """Return ``refine`` as ``False``, ``True`` or ``"exact"``, or raise.
-
-    ``bool`` and NumPy bools are accepted as themselves; the string ``"exact"`` selects the exact
-    mode. Any other string raises ``ValueError``, any other type ``TypeError``; both messages name
-    ``refine`` and the value.
-
-    >>> check_refine("exact")
-    'exact'
-    """
-    if isinstance(refine, (bool, np.bool_)):
-        return bool(refine)
-    if isinstance(refine, str):
-        if refine == "exact":
-            return "exact"
-        raise ValueError(f"refine must be False, True or 'exact', got {refine!r}")
-    raise TypeError(
-        f"refine must be False, True or 'exact', got {refine!r} ({type(refine).__name__})"
-    )
 
 
 def apply_refine_ids(

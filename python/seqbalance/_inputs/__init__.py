@@ -1,0 +1,65 @@
+"""The one place that validates what callers pass, and the wording of every error.
+
+``arguments`` checks scalar arguments (k, counts, ``equal_size``, ``refine``, choices);
+``weights`` turns lengths and weights (lists, arrays, tensors, floats) into clean values. The
+native binding's fast paths only take input that is certainly valid and hand everything else
+here, so the native code and the pure-Python reference raise the same errors.
+"""
+
+from __future__ import annotations
+
+from .arguments import (
+    MAX_COUNT,
+    NEARLY,
+    REFINE_CHOICES,
+    EqualSize,
+    _describe,
+    check_choice,
+    check_count,
+    check_count_bound,
+    check_equal_size,
+    check_k_partitions,
+    check_min_count,
+    check_optional_count,
+    check_pad_to_multiple_of,
+    check_refine,
+    check_shape,
+)
+from .weights import (
+    MAX_INT_SUM_WITH_FLOATS,
+    MAX_VALUE,
+    Weights,
+    as_array,
+    as_int64_array,
+    lengths_as_list,
+    normalize_lengths,
+    normalize_weights,
+    plain_int64_array,
+)
+
+__all__ = [
+    "MAX_COUNT",
+    "MAX_INT_SUM_WITH_FLOATS",
+    "MAX_VALUE",
+    "NEARLY",
+    "REFINE_CHOICES",
+    "EqualSize",
+    "Weights",
+    "_describe",
+    "as_array",
+    "as_int64_array",
+    "check_choice",
+    "check_count",
+    "check_count_bound",
+    "check_equal_size",
+    "check_k_partitions",
+    "check_min_count",
+    "check_optional_count",
+    "check_pad_to_multiple_of",
+    "check_refine",
+    "check_shape",
+    "lengths_as_list",
+    "normalize_lengths",
+    "normalize_weights",
+    "plain_int64_array",
+]

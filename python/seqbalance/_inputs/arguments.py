@@ -1,0 +1,156 @@
+"""Every check of a scalar argument (counts, k, ``equal_size``, ``refine``, choices) and its wording.
+
+Each condition has one message, whichever function it is raised from: a count above ``2**24`` reads
+the same from ``plan_micro_batches`` as from ``partition_ids``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from .._errors import PartitionError
+
+#: Largest accepted count that sizes an allocation without being bounded by the input (micro-batch
+#: counts and multiples, optimizer steps, data-parallel sizes). A count above the number of items
+#: is valid (the extra parts are empty), so without this bound a typo such as ``10**12`` would
+#: allocate ``10**12`` empty lists before anything else could go wrong.
+MAX_COUNT = 2**24
+
+#: The ``equal_size`` value asking for counts within one of each other.
+NEARLY = "nearly"
+
+#: What ``equal_size`` may be once checked: equal counts, free counts, or counts within one.
+EqualSize = bool | Literal["nearly"]
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
+    """Return ``k_partitions`` as an int >= 1, or raise ``TypeError``/``ValueError``."""
+    if isinstance(k_partitions, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
+    if isinstance(k_partitions, (int, np.integer)):
+        k = int(k_partitions)
+    else:
+        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
+    if k < 1:
+        raise ValueError(f"{name} must be >= 1, got {k}")
+    return k
+
+
+def check_count_bound(count: int, name: str) -> int:
+    """Return ``count`` (an already-checked int), or raise ``ValueError`` when above ``2**24``."""
+    if count > MAX_COUNT:
+        raise ValueError(f"{name} must be <= 2**24 ({MAX_COUNT}), got {count}")
+    return count
+
+
+def check_equal_size(equal_size: Any, name: str = "equal_size") -> EqualSize:
+    """Return ``equal_size`` as ``True``, ``False`` or ``"nearly"``, or raise ``TypeError``.
+
+    Accepted: Python and NumPy bools, the ints 0 and 1 (Python or NumPy integers; some callers
+    pass them), and the string ``"nearly"``. Anything else -- ``None``, the string ``"False"``,
+    ``2`` -- is a ``TypeError`` naming the argument and the value: the pure-Python partitioners
+    took its truthiness, so ``"False"`` silently meant ``True``.
+
+    >>> check_equal_size(1), check_equal_size("nearly")
+    (True, 'nearly')
+    """
+    if isinstance(equal_size, (bool, np.bool_)):
+        return bool(equal_size)
+    if isinstance(equal_size, (int, np.integer)) and int(equal_size) in (0, 1):
+        return bool(equal_size)
+    if isinstance(equal_size, str) and equal_size == NEARLY:
+        return "nearly"
+    raise TypeError(f"{name} must be True, False or 'nearly', got {_describe(equal_size)}")
+
+
+def check_shape(n_items: int, k_partitions: int, equal_size: EqualSize) -> None:
+    """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts.
+
+    ``equal_size`` is a value :func:`check_equal_size` returned: ``True`` needs ``n_items`` to
+    be a multiple of ``k_partitions``; ``"nearly"`` and ``False`` only need ``n_items >= k``.
+    """
+    if n_items < k_partitions:
+        raise PartitionError(
+            f"number of items ({n_items}) is smaller than k_partitions ({k_partitions})"
+        )
+    if equal_size is True and n_items % k_partitions != 0:
+        raise PartitionError(
+            f"number of items ({n_items}) is not divisible by k_partitions ({k_partitions}) "
+            "with equal_size=True (equal_size='nearly' allows counts that differ by one)"
+        )
+
+
+#: The accepted values of the ``refine`` keyword.
+REFINE_CHOICES = (False, True, "exact")
+
+
+def check_refine(refine: Any) -> bool | str:
+    """Return ``refine`` as ``False``, ``True`` or ``"exact"``, or raise.
+
+    ``bool`` and NumPy bools are accepted as themselves; the string ``"exact"`` selects the exact
+    mode. Any other string raises ``ValueError``, any other type ``TypeError``; both messages name
+    ``refine`` and the value.
+
+    >>> check_refine("exact")
+    'exact'
+    """
+    if isinstance(refine, (bool, np.bool_)):
+        return bool(refine)
+    if isinstance(refine, str):
+        if refine == "exact":
+            return "exact"
+        raise ValueError(f"refine must be False, True or 'exact', got {refine!r}")
+    raise TypeError(
+        f"refine must be False, True or 'exact', got {refine!r} ({type(refine).__name__})"
+    )
+
+
+def check_count(value: Any, name: str) -> int:
+    """A count that sizes an allocation (micro-batches, multiples, steps): an int in ``1..2**24``."""
+    return check_count_bound(check_k_partitions(value, name), name)
+
+
+def check_optional_count(value: Any, name: str, default: int) -> int:
+    """``value`` checked by :func:`check_count`, or ``default`` when it is ``None``."""
+    return default if value is None else check_count(value, name)
+
+
+def check_min_count(min_num_micro_batches: Any) -> int:
+    """``min_num_micro_batches``: ``None`` or ``0`` (what an all-reduce of empty ranks gives) is 0,
+    else a count as :func:`check_count` checks it.
+    """
+    if min_num_micro_batches is None:
+        return 0
+    if (
+        isinstance(min_num_micro_batches, (int, np.integer))
+        and not isinstance(min_num_micro_batches, (bool, np.bool_))
+        and min_num_micro_batches < 1
+    ):
+        if min_num_micro_batches == 0:
+            return 0
+        raise ValueError(f"min_num_micro_batches must be >= 0, got {int(min_num_micro_batches)}")
+    return check_count(min_num_micro_batches, "min_num_micro_batches")
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
+    """``value`` if it is one of the strings ``choices``, else a ``ValueError`` listing them."""
+    if isinstance(value, str) and value in choices:
+        return value
+    quoted = [repr(choice) for choice in choices]
+    allowed = f"{quoted[0]} or {quoted[1]}" if len(quoted) == 2 else "one of " + ", ".join(quoted)
+    raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+def check_pad_to_multiple_of(value: Any) -> int:
+    """``pad_to_multiple_of`` as an int >= 1, or the ``TypeError``/``ValueError`` naming it."""
+    return check_k_partitions(value, "pad_to_multiple_of")

@@ -1,0 +1,233 @@
+"""The ``seqbalance`` command line: ``partition`` (the main job) and ``bench``.
+
+Run with no arguments, it partitions the built-in synthetic RL batch and times the same call on
+the pure-Python reference, so a new user sees the main job, and what it buys, in one command.
+
+Failures: every error (a bad file, a hostile header, an absurd size, running out of memory) ends
+with one line on stderr and exit status 2, never a traceback; Ctrl-C ends with one line and
+status 130; a reader that closes the pipe early (``seqbalance ... | head -1``) ends the command
+quietly with status 141, as a program killed by SIGPIPE would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ._common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    _int_at_least,
+    _int_list,
+    _Parser,
+    resolve_cost,
+)
+from .bench import _run_bench
+from .partition import _run_partition
+from .readers import SYNTHETIC_DESCRIPTION, InputError, line_of_item
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (``partition`` and ``bench`` sub-commands)."""
+    parser = _Parser(
+        prog="seqbalance",
+        description="Balance sequence lengths across data-parallel ranks. With no arguments: "
+        "partition the built-in synthetic RL batch and compare with the pure-Python reference.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"seqbalance {__version__}", help="print the version"
+    )
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    partition = commands.add_parser(
+        "partition",
+        help="balance lengths over k ranks and print the balance report",
+        description="Balance lengths over k ranks (get_seqlen_balanced_partitions) and print "
+        "the balance report against the naive contiguous split, and the time taken.",
+    )
+    partition.add_argument(
+        "file",
+        nargs="?",
+        help="lengths: one integer per line, a .npy file, or JSON Lines with --field "
+        "('-' reads stdin); default: the " + SYNTHETIC_DESCRIPTION,
+    )
+    partition.add_argument(
+        "-k", type=_int_at_least(1), default=None, help="partitions (ranks; default 8)"
+    )
+    counts = partition.add_mutually_exclusive_group()
+    counts.add_argument("--equal-size", action="store_true", help="equal item counts")
+    counts.add_argument(
+        "--nearly-equal",
+        action="store_true",
+        help="item (or group) counts within one of each other, for any n (equal_size='nearly')",
+    )
+    partition.add_argument(
+        "--group-size",
+        type=_int_at_least(1),
+        default=1,
+        metavar="N",
+        help="keep N consecutive samples together (e.g. the responses to one prompt)",
+    )
+    partition.add_argument("--refine", action="store_true", help="improve the split (refine=True)")
+    partition.add_argument(
+        "--cost",
+        choices=("tokens", "workload"),
+        default=None,
+        help="what a sample weighs: its tokens (default) or verl's workload 24576*s + s**2",
+    )
+    partition.add_argument(
+        "--model-config",
+        metavar="FILE.json",
+        help="balance by the training FLOPs of a model: its Hugging Face config.json "
+        "(seqbalance.ModelCost; exclusive with --cost)",
+    )
+    partition.add_argument(
+        "--max-token-len",
+        type=_int_at_least(1),
+        metavar="N",
+        help="also plan micro-batches of at most N tokens on every rank and print their summary",
+    )
+    partition.add_argument(
+        "--dp",
+        type=_int_at_least(1),
+        metavar="N",
+        help="with --max-token-len: one plan for N data-parallel ranks (plan_dp_micro_batches)",
+    )
+    partition.add_argument(
+        "--field", metavar="NAME", help="JSON Lines field holding the length (or a token list)"
+    )
+    partition.add_argument(
+        "--uid-field",
+        metavar="NAME",
+        help="JSON Lines field holding a group id: consecutive records with equal ids form a "
+        "group kept on one rank (prompt groups of any sizes)",
+    )
+    partition.add_argument("--json", action="store_true", help="machine-readable output")
+    partition.add_argument(
+        "--compare-reference",
+        action="store_true",
+        help="also time the pure-Python reference on the same call",
+    )
+    partition.set_defaults(run=_run_partition)
+
+    bench = commands.add_parser(
+        "bench",
+        help="time seqbalance against the pure-Python reference over a grid",
+        description="Time get_seqlen_balanced_partitions against seqbalance.reference on "
+        "synthetic RL lengths over a grid of sizes, and print a table of times and speed-ups.",
+    )
+    bench.add_argument(
+        "--sizes", type=_int_list, default=[1024, 4096, 16384], help="comma-separated n values"
+    )
+    bench.add_argument("-k", type=_int_list, default=[8, 32], help="comma-separated k values")
+    bench_counts = bench.add_mutually_exclusive_group()
+    bench_counts.add_argument("--equal-size", action="store_true", help="equal item counts")
+    bench_counts.add_argument(
+        "--nearly-equal", action="store_true", help="counts within one (equal_size='nearly')"
+    )
+    bench.add_argument(
+        "--repeat",
+        type=_int_at_least(1, 1000),
+        default=3,
+        help="best of this many runs of each (at most 1000)",
+    )
+    bench.add_argument("--json", action="store_true", help="machine-readable output")
+    bench.add_argument(
+        "--plot", metavar="FILE.png", help="draw speed-up against n (needs matplotlib)"
+    )
+    bench.set_defaults(run=_run_bench)
+    return parser
+
+
+def _say(line: str) -> None:
+    """Write one line to stderr; a closed stderr is not a second error."""
+    try:
+        print(line, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone.
+
+    Python flushes stdout again at exit; with the pipe closed that flush would fail and print
+    "Exception ignored ... BrokenPipeError" after all.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``seqbalance`` and ``python -m seqbalance``; returns the exit status.
+
+    0 on success (1 when ``bench`` found a result differing from the reference), 2 for every
+    error (one line on stderr), 130 on Ctrl-C, 141 when stdout's reader went away.
+    """
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        _say("seqbalance: interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments:
+        arguments = ["partition", "--compare-reference"]
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        parser.error("choose a command: partition or bench")
+    if args.command == "partition":
+        args.k_given = args.k is not None
+        args.k = 8 if args.k is None else args.k
+    prefix = f"seqbalance {args.command}: error:"
+    try:
+        if args.command == "partition":
+            resolve_cost(args)
+        return int(args.run(args))
+    except (InputError, ValueError, TypeError, OverflowError) as exc:
+        # The library's own messages name the argument and the value; one line is enough.
+        _say(f"{prefix} {_with_line(_one_line(exc), args)}")
+    except MemoryError as exc:
+        detail = f" ({_one_line(exc)})" if str(exc) else ""
+        _say(f"{prefix} out of memory{detail}; try a smaller input")
+    except RecursionError:
+        _say(f"{prefix} input nested too deeply")
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _say(f"{prefix} {exc.strerror or _one_line(exc)}")
+    return EXIT_USAGE
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+#: An index into the lengths, as the library's messages name one: ``lengths[7] = ...``.
+_LENGTH_INDEX = re.compile(r"\blengths\[(\d+)\]")
+
+
+def _with_line(message: str, args: argparse.Namespace) -> str:
+    """``message``, plus the file and line of the length it names when it names one."""
+    match = _LENGTH_INDEX.search(message)
+    file = getattr(args, "file", None)
+    if match is None or file is None:
+        return message
+    line = line_of_item(file, int(match.group(1)))
+    return message if line is None else f"{message} (line {line} of {file})"

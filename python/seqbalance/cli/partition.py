@@ -1,0 +1,222 @@
+"""``seqbalance partition``: balance lengths over k ranks and print the balance report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import reference
+from .._inputs import MAX_VALUE, EqualSize
+from ..partition import partition_ids
+from ..planning.costs import group_sums, sample_costs
+from ..planning.groups import uid_runs
+from ..planning.metrics import balance_report_from_ids
+from ._common import (
+    _equal_size,
+    _format_seconds,
+)
+from .plan import _run_plan
+from .readers import (
+    SYNTHETIC_DESCRIPTION,
+    InputError,
+    read_grouped_lengths,
+    read_lengths,
+    synthetic_rl_batch,
+)
+
+#: Inputs up to this many items are timed as the best of three calls (the first call of a process
+#: also pays one-off costs); larger ones once, since each call takes seconds there.
+BEST_OF_THREE_UP_TO = 1 << 20
+
+
+def _partition(
+    weights: np.ndarray, k: int, equal_size: EqualSize, refine: bool
+) -> tuple[np.ndarray, float, int]:
+    """Partition numbers per item (``partition_ids``), the best time, and how many calls it took.
+
+    ``partition_ids`` makes the same partition as ``get_seqlen_balanced_partitions`` without a
+    Python object per item, which is what lets the command take files of tens of millions.
+    """
+    repeat = 3 if len(weights) <= BEST_OF_THREE_UP_TO else 1
+    best = float("inf")
+    ids = np.empty(0, dtype=np.int64)
+    for _ in range(repeat):
+        start = time.perf_counter()
+        ids = partition_ids(weights, k, equal_size=equal_size, refine=refine)
+        best = min(best, time.perf_counter() - start)
+    return ids, best, repeat
+
+
+def _group_weights(values: np.ndarray, group_size: int) -> np.ndarray:
+    """Sums of consecutive groups of ``group_size`` values, refusing one above 2**63 - 1."""
+    if group_size == 1:
+        return values
+    groups = values.reshape(-1, group_size)
+    if int(values.max()) <= MAX_VALUE // group_size:
+        return groups.sum(axis=1, dtype=np.int64)  # cannot wrap around
+    # Values near 2**63: exact Python sums, to name the group that does not fit.
+    weights = []
+    for group, row in enumerate(groups.tolist()):
+        weight = sum(row)
+        if weight > MAX_VALUE:
+            raise InputError(
+                f"group {group} (lengths {group * group_size}..{(group + 1) * group_size - 1}) "
+                f"sums to {weight}, above 2**63 - 1"
+            )
+        weights.append(weight)
+    return np.array(weights, dtype=np.int64)
+
+
+def _parts_from_ids(ids: np.ndarray, k: int) -> list[list[int]]:
+    """The partitions as ascending index lists, in partition order (``ids`` from partition_ids)."""
+    order = np.argsort(ids, kind="stable")
+    cuts = np.cumsum(np.bincount(ids, minlength=k))[:-1]
+    return [part.tolist() for part in np.split(order, cuts)]
+
+
+#: Inputs up to this many groups also try ``refine=True`` to say whether ``--refine`` would help
+#: (about the time of one more partition); larger ones are not delayed by it.
+REFINE_HINT_UP_TO = 1 << 20
+
+
+def _refine_hint(
+    lengths: np.ndarray,
+    weights: np.ndarray,
+    sizes: int | np.ndarray,
+    k: int,
+    equal_size: EqualSize,
+) -> tuple[float, float] | None:
+    """max/mean of the ``refine=True`` split and the time it took, or None for large inputs."""
+    if weights.size > REFINE_HINT_UP_TO:
+        return None
+    start = time.perf_counter()
+    group_ids = partition_ids(weights, k, equal_size=equal_size, refine=True)
+    seconds = time.perf_counter() - start
+    ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
+    return balance_report_from_ids(lengths, ids, k).balanced.imbalance, seconds
+
+
+def _unit(unit: str, count: int) -> str:
+    """``tokens`` after a count, ``token`` after 1."""
+    return unit[:-1] if count == 1 and unit.endswith("s") else unit
+
+
+def _read_input(args: argparse.Namespace) -> tuple[np.ndarray, list[Any] | None, str]:
+    """Lengths, the group id of each (``--uid-field``, else ``None``) and where they came from."""
+    if args.uid_field is not None:
+        if args.file is None or args.field is None:
+            raise InputError(
+                "--uid-field reads JSON Lines: give a FILE ('-' for stdin) and --field NAME"
+            )
+        if args.group_size != 1:
+            raise InputError("pass either --group-size or --uid-field, not both")
+        lengths, uids = read_grouped_lengths(args.file, args.field, args.uid_field)
+        source = f"{args.file}: {lengths.size:,} lengths in {len(uid_runs(uids)):,} uid groups"
+        return lengths, uids, source
+    if args.file is None:
+        return synthetic_rl_batch(), None, SYNTHETIC_DESCRIPTION
+    lengths = read_lengths(args.file, args.field)
+    return lengths, None, f"{args.file}: {lengths.size:,} lengths"
+
+
+def _run_partition(args: argparse.Namespace) -> int:
+    lengths, uids, source = _read_input(args)
+    group_size = args.group_size
+    if lengths.size % group_size:
+        raise InputError(
+            f"number of lengths ({lengths.size}) is not divisible by --group-size ({group_size})"
+        )
+    equal_size = _equal_size(args)
+    if args.dp is not None or args.max_token_len is not None:
+        return _run_plan(args, lengths, uids, source)
+    # What a sample weighs (--cost); the report shows the same quantity.
+    lengths = sample_costs(args.cost, lengths)
+    # Groups of consecutive samples (--group-size, or runs of equal --uid-field) are balanced as
+    # single items weighing their summed cost.
+    if uids is None:
+        weights = _group_weights(lengths, group_size)
+        sizes: int | np.ndarray = group_size
+    else:
+        starts = np.asarray([start for start, _ in uid_runs(uids)], dtype=np.int64)
+        if starts.size < args.k:
+            raise InputError(
+                f"number of groups ({starts.size}) is smaller than k_partitions ({args.k})"
+            )
+        if equal_size is True and starts.size % args.k:
+            raise InputError(
+                f"number of groups ({starts.size}) is not divisible by k_partitions ({args.k}) "
+                "with --equal-size (--nearly-equal allows group counts that differ by one)"
+            )
+        weights = group_sums(lengths, starts)
+        sizes = np.diff(np.append(starts, lengths.size))
+    group_ids, seconds, repeat = _partition(weights, args.k, equal_size, args.refine)
+    ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
+    # The naive baseline keeps groups whole, as a grouped trainer's contiguous split does.
+    grouped = {"uid_list": uids} if uids is not None else {"group_size": group_size}
+    report = balance_report_from_ids(lengths, ids, args.k, **grouped)
+    refined = None if args.refine else _refine_hint(lengths, weights, sizes, args.k, equal_size)
+
+    reference_seconds = None
+    same_result = None
+    if args.compare_reference:
+        start = time.perf_counter()
+        reference_parts = reference.get_seqlen_balanced_partitions(weights, args.k, equal_size)
+        reference_seconds = time.perf_counter() - start
+        same_result = None if args.refine else reference_parts == _parts_from_ids(group_ids, args.k)
+
+    if args.json:
+        payload = {
+            "source": source,
+            "n": int(lengths.size),
+            "k": args.k,
+            "equal_size": equal_size,
+            "group_size": group_size,
+            "uid_field": args.uid_field,
+            "groups": int(weights.size),
+            "cost": str(args.cost),
+            "refine": args.refine,
+            "seconds": seconds,
+            "reference_seconds": reference_seconds,
+            "same_as_reference": same_result,
+            "report": report.to_dict(),
+            "refined_imbalance": None if refined is None else refined[0],
+            "partitions": _parts_from_ids(ids, args.k),
+        }
+        print(json.dumps(payload))
+        return 0
+
+    grouping = f"uid_field={args.uid_field}" if uids is not None else f"group_size={group_size}"
+    options = f"k={args.k}, equal_size={equal_size!r}, {grouping}"
+    if args.cost != "tokens":
+        options += f", cost={args.cost}"
+    if args.refine:
+        options += ", refine=True"
+    print(f"{source}\n{options}\n")
+    unit = "tokens" if args.cost == "tokens" else str(args.cost)
+    print(report)
+    print()
+    print(
+        f"imbalance (max/mean): naive split {report.naive.imbalance:.4f} -> "
+        f"balanced {report.balanced.imbalance:.4f}   "
+        f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} "
+        f"{_unit(unit, report.balanced.spread)})"
+    )
+    if refined is not None and refined[0] < report.balanced.imbalance:
+        print(
+            f"--refine would give max/mean {refined[0]:.4f} "
+            f"({(1 - refined[0] / report.balanced.imbalance) * 100:.1f}% lighter heaviest rank, "
+            f"{_format_seconds(refined[1])})"
+        )
+    calls = "best of 3" if repeat == 3 else "one call"
+    print(f"time: {_format_seconds(seconds)} for partition_ids ({calls})")
+    if reference_seconds is not None:
+        same = "" if same_result is None else f", same result: {'yes' if same_result else 'NO'}"
+        print(
+            f"pure-Python reference: {_format_seconds(reference_seconds)} "
+            f"({reference_seconds / max(seconds, 1e-9):.1f}x as long{same})"
+        )
+    return 0

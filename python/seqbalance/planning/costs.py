@@ -1,0 +1,319 @@
+"""Cost models: what a sample weighs when planners and samplers balance ranks and micro-batches.
+
+A planner's ``cost=`` is one of
+
+- ``"tokens"``: the lengths themselves;
+- ``"workload"``: :func:`seqbalance.calculate_workload` (verl's proxy ``24576 * s + s**2``);
+- per-sample weights: a sequence or 1-D array of non-negative integers, one per sample, used
+  as given (e.g. FLOPs a trainer already computed);
+- a callable taking the lengths as a 1-D ``int64`` array and returning such weights, called
+  once per plan; :class:`TransformerCost` is a named one for dense transformers.
+
+Float weights (costs, FLOPs estimates) are taken by the planners that balance with the
+partitioners (:func:`seqbalance.group_balanced_partitions`, :class:`SeqlenBalancedSampler`), in
+the precision of their kind as the partitioners compute (partition spec, "Float weights"). The
+planners that cap integer token counts (micro-batches, packing) refuse them with a
+``TypeError``; a float weight is never rounded silently.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._arrays import host_array
+from .._inputs import MAX_VALUE, _describe, check_k_partitions, normalize_lengths, normalize_weights
+
+__all__ = [
+    "COST_NAMES",
+    "Cost",
+    "TransformerCost",
+    "calculate_workload",
+    "check_total",
+    "group_sums",
+    "pad_lengths",
+    "resolve_cost",
+    "sample_costs",
+]
+
+
+def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | np.ndarray:
+    """Attention-aware cost of a dense transformer per sequence: ``6 * hidden_size * s + s * s``.
+
+    The linear term is the per-token matmul cost and the square term the attention cost; with the
+    default ``hidden_size`` this is ``24576 * s + s**2``, the constant verl uses.
+
+    Args:
+        lengths: sequence lengths (list/tuple of ints, or a 1-D integer array).
+        hidden_size: model width, an int >= 1.
+
+    Returns:
+        A list of exact Python ints for list-like input; an ``int64`` array for NumPy input.
+
+    Raises:
+        TypeError, ValueError, OverflowError: bad lengths or ``hidden_size`` (see
+            :func:`seqbalance._inputs.normalize_lengths`); ``OverflowError`` also when a workload
+            of an array input, or ``6 * hidden_size`` itself, would not fit in int64 (it is never
+            wrapped around).
+
+    Example:
+        >>> calculate_workload([1, 100])
+        [24577, 2467600]
+    """
+    hidden = check_k_partitions(hidden_size, "hidden_size")
+    linear = 6 * hidden
+    values = normalize_lengths(lengths, "lengths")
+    if not isinstance(values, np.ndarray):
+        return [linear * s + s * s for s in values]
+    # NumPy cannot multiply by a factor above int64 at all, and the fault is hidden_size's.
+    if linear > MAX_VALUE:
+        raise OverflowError(
+            f"6 * hidden_size = {linear} (hidden_size={hidden}) does not fit in int64; "
+            "pass a list to get exact Python ints"
+        )
+    if values.size:
+        # The workload grows with s, so the longest sequence decides whether int64 suffices.
+        position = int(np.argmax(values))
+        longest = int(values[position])
+        if linear * longest + longest * longest > MAX_VALUE:
+            raise OverflowError(
+                f"workload of lengths[{position}] = {longest} with hidden_size={hidden} "
+                "does not fit in int64; pass a list to get exact Python ints"
+            )
+    return linear * values + values * values
+
+
+#: The named costs every planner accepts.
+COST_NAMES = ("tokens", "workload")
+
+#: What ``cost=`` accepts (see the module docstring).
+Cost = str | Sequence[Any] | np.ndarray | Callable[[np.ndarray], Any]
+
+
+def resolve_cost(cost: Any, balance_workload: Any, default: str) -> Any:
+    """The cost to use, given ``cost`` and the deprecated ``balance_workload`` alias.
+
+    ``cost=None`` means ``default``. ``balance_workload`` (``True`` = ``"workload"``, ``False`` =
+    ``"tokens"``) warns with a ``DeprecationWarning``; passing both is a ``TypeError``.
+    """
+    if balance_workload is None:
+        return default if cost is None else cost
+    if cost is not None:
+        raise TypeError(
+            "pass either cost= or the deprecated balance_workload=, not both "
+            f"(got cost={_describe(cost)} and balance_workload={balance_workload!r})"
+        )
+    if not isinstance(balance_workload, (bool, np.bool_)):
+        raise TypeError(f"balance_workload must be a bool, got {_describe(balance_workload)}")
+    replacement = "workload" if balance_workload else "tokens"
+    warnings.warn(
+        f"balance_workload= is deprecated; pass cost={replacement!r} instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return replacement
+
+
+def pad_lengths(lengths: np.ndarray, multiple: int) -> np.ndarray:
+    """Each length rounded up to a multiple of ``multiple`` (an int64 array; a copy when > 1).
+
+    Raises ``OverflowError`` naming the first length whose padded value passes ``2**63 - 1``.
+    """
+    if multiple == 1:
+        return lengths
+    if lengths.size:
+        position = int(np.argmax(lengths))
+        longest = int(lengths[position])
+        if -(-longest // multiple) * multiple > MAX_VALUE:
+            raise OverflowError(
+                f"lengths[{position}] = {longest} padded to a multiple of {multiple} "
+                "is above 2**63 - 1"
+            )
+    if multiple > MAX_VALUE:
+        # Only zeros remain (anything else was refused above): they stay zero.
+        return lengths.copy()
+    return -(-lengths // multiple) * multiple
+
+
+def _is_float_item(item: Any) -> bool:
+    if isinstance(item, (float, np.floating)):
+        return True
+    return isinstance(item, np.ndarray) and item.dtype.kind == "f"
+
+
+def _float_error(name: str) -> TypeError:
+    return TypeError(
+        f"{name} holds floats, and float weights are not supported yet by this planner (it "
+        "caps integer counts); they are never rounded silently: pass integer weights, e.g. "
+        "np.rint(weights).astype(np.int64) if rounding is acceptable"
+    )
+
+
+def _weights(values: Any, n: int, name: str, floats: bool) -> np.ndarray:
+    """Validate explicit per-sample weights: one non-negative number per sample (``floats``:
+    floats allowed, in their precision; else integers only)."""
+    if floats:
+        array = normalize_weights(values, name).values
+        if array.size != n:
+            raise ValueError(f"{name} has {array.size} weights but there are {n} samples")
+        return array
+    if not isinstance(values, (list, tuple)) and (
+        hasattr(values, "__array__") or hasattr(values, "__dlpack__")
+    ):
+        # Read once (an accelerator tensor is copied to host here, once), then checked as an array.
+        values = host_array(values, name)
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f" and values.size:
+        raise _float_error(name)
+    if isinstance(values, (list, tuple)) and any(_is_float_item(item) for item in values):
+        raise _float_error(name)
+    if isinstance(values, np.ndarray) and values.size == 0:
+        values = values.astype(np.int64)
+    checked = normalize_lengths(values, name)
+    array = np.asarray(checked, dtype=np.int64).reshape(-1)
+    if array.size != n:
+        raise ValueError(f"{name} has {array.size} weights but there are {n} samples")
+    return array
+
+
+def sample_costs(
+    cost: Any, lengths: np.ndarray, name: str = "cost", *, floats: bool = False
+) -> np.ndarray:
+    """Per-sample weights (a 1-D ``int64`` array) for ``cost`` on these (padded) lengths.
+
+    With ``floats``, explicit or computed float weights are accepted too and come back as a
+    ``float64`` or ``float32`` array (the partitioners' precision for them, see
+    :func:`seqbalance._inputs.normalize_weights`). Raises ``ValueError`` for an unknown name, a
+    wrong number of weights or a NaN/negative weight, ``TypeError`` for non-numeric weights (and
+    float ones without ``floats``), ``OverflowError`` for a weight above ``2**63 - 1``.
+    """
+    if isinstance(cost, str):
+        if cost == "tokens":
+            return lengths
+        if cost == "workload":
+            return np.asarray(calculate_workload(lengths), dtype=np.int64)
+        raise ValueError(
+            f"{name} must be 'tokens', 'workload', per-sample weights or a callable, got {cost!r}"
+        )
+    if cost is None or isinstance(cost, (bytes, bool, int, float, dict, set)):
+        raise TypeError(
+            f"{name} must be 'tokens', 'workload', per-sample weights or a callable, "
+            f"got {_describe(cost)}"
+        )
+    if callable(cost):
+        weights = cost(lengths.copy())
+        return _weights(weights, lengths.size, f"{name}(lengths)", floats)
+    return _weights(cost, lengths.size, name, floats)
+
+
+def check_total(values: np.ndarray, name: str = "cost") -> None:
+    """Raise ``OverflowError`` when ``values`` sum above ``2**63 - 1``.
+
+    Below that, no group sum and no sum of groups a partitioner forms can wrap around.
+    """
+    if values.size == 0:
+        return
+    largest = int(values.max())
+    if largest * values.size > MAX_VALUE:
+        total = sum(values.tolist())
+        if total > MAX_VALUE:
+            raise OverflowError(
+                f"the {name} of all samples sums to {total}, above 2**63 - 1; "
+                "pass cost='tokens' or smaller weights"
+            )
+
+
+def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np.ndarray:
+    """Sum ``values`` over the groups beginning at ``starts`` (ascending, ``starts[0] == 0``).
+
+    Raises the ``OverflowError`` of :func:`check_total`. Float weights are summed in their own
+    precision (the partitioner then checks the group sums as its input).
+    """
+    if values.size == 0:
+        return values[:0].copy()
+    if values.dtype.kind == "f":
+        return np.add.reduceat(values, starts)
+    check_total(values, name)
+    return np.add.reduceat(values, starts)
+
+
+class TransformerCost:
+    """Training FLOPs of a dense transformer per sequence, as a ``cost=`` for the planners.
+
+    For a sequence of ``s`` tokens, with ``h = hidden_size``, ``f = ffn_hidden_size`` (default
+    ``4 * h``) and ``L = num_layers``, one training step (forward + backward = 3 x forward,
+    2 FLOPs per multiply-add) costs::
+
+        FLOPs(s) = 6 * L * h * ((4 * h + 2 * f) * s + c * s**2)
+
+    The linear term is per token: the Q, K, V and output projections (``4 * h * h``
+    multiply-adds) and the feed-forward block (``2 * h * f``). The quadratic term is attention:
+    ``Q @ K.T`` and ``softmax @ V`` take ``2 * h * s**2`` multiply-adds, halved under a causal
+    mask (``c = 1`` when ``causal``, ``c = 2`` otherwise). Embeddings and the output head are
+    left out.
+
+    Calling the object returns ``weight(s) = (4 * h + 2 * f) * s + c * s**2``, the FLOPs
+    divided by the constant ``6 * L * h``: an exact integer that balances exactly as the FLOPs
+    do (dividing every weight by one positive constant changes no comparison) and stays far
+    from int64 overflow; :meth:`flops` gives the FLOPs themselves.
+
+    Relation to :func:`seqbalance.calculate_workload` (``6 * hidden_size * s + s**2``, verl's
+    ``24576 * s + s**2`` for ``hidden_size=4096``): with ``f = 4 * h`` and ``causal=False`` the
+    weight is ``12 * h * s + 2 * s**2``, exactly twice ``calculate_workload(s, hidden_size=h)``,
+    so the plans are the same; ``causal=True`` (the default, as in decoder training) weighs
+    attention half as much, like ``calculate_workload(s, hidden_size=2 * h)``.
+
+    Example:
+        >>> cost = TransformerCost(hidden_size=4096, causal=False)
+        >>> cost(np.array([1, 100])).tolist() == [2 * w for w in calculate_workload([1, 100])]
+        True
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_layers: int = 1,
+        ffn_hidden_size: int | None = None,
+        causal: bool = True,
+    ) -> None:
+        self.hidden_size = check_k_partitions(hidden_size, "hidden_size")
+        self.num_layers = check_k_partitions(num_layers, "num_layers")
+        self.ffn_hidden_size = (
+            4 * self.hidden_size
+            if ffn_hidden_size is None
+            else check_k_partitions(ffn_hidden_size, "ffn_hidden_size")
+        )
+        if not isinstance(causal, (bool, np.bool_)):
+            raise TypeError(f"causal must be a bool, got {_describe(causal)}")
+        self.causal = bool(causal)
+
+    def __repr__(self) -> str:
+        return (
+            f"TransformerCost(hidden_size={self.hidden_size}, num_layers={self.num_layers}, "
+            f"ffn_hidden_size={self.ffn_hidden_size}, causal={self.causal})"
+        )
+
+    def _linear(self) -> int:
+        return 4 * self.hidden_size + 2 * self.ffn_hidden_size
+
+    def __call__(self, lengths: Any) -> np.ndarray:
+        """``(4 * h + 2 * f) * s + c * s**2`` per length, an ``int64`` array.
+
+        Raises ``OverflowError`` when a weight does not fit in int64.
+        """
+        values = np.asarray(normalize_lengths(lengths, "lengths"), dtype=np.int64).reshape(-1)
+        linear, quadratic = self._linear(), (1 if self.causal else 2)
+        if values.size:
+            longest = int(values.max())
+            if linear * longest + quadratic * longest * longest > MAX_VALUE:
+                raise OverflowError(
+                    f"the cost of a length of {longest} under {self!r} does not fit in int64"
+                )
+        return linear * values + quadratic * values * values
+
+    def flops(self, lengths: Any) -> list[int]:
+        """The training FLOPs of each sequence, as exact Python ints."""
+        scale = 6 * self.num_layers * self.hidden_size
+        return [scale * int(w) for w in self(lengths).tolist()]

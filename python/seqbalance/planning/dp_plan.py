@@ -1,0 +1,208 @@
+"""One plan for all data-parallel ranks: which rank trains which samples, in which micro-batches."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+
+from .. import _native
+from .._errors import PartitionError
+from .._inputs import EqualSize, check_choice, check_equal_size, check_k_partitions, check_min_count
+from ..partition import partition_ids
+from .micro_batches import (
+    _ORDERS,
+    _plan_ranks,
+    _prepare,
+    _Problem,
+    _round_up,
+    logger,
+)
+
+__all__ = ["plan_dp_micro_batches"]
+
+
+def _fill_empty_ranks(problem: _Problem, rank_of_group: np.ndarray, n_ranks: int) -> np.ndarray:
+    """Give every empty rank one group: the lightest group of the rank holding the most.
+
+    Only zero-cost groups can leave a rank empty in a balanced split, and moving a group to an
+    empty rank never makes the heaviest rank heavier.
+    """
+    counts = np.bincount(rank_of_group, minlength=n_ranks)
+    if problem.n_groups < n_ranks or counts.min() > 0:
+        return rank_of_group
+    rank_of_group = rank_of_group.copy()
+    for rank in np.flatnonzero(counts == 0).tolist():
+        donor = int(np.argmax(counts))
+        members = np.flatnonzero(rank_of_group == donor)
+        lightest = int(members[np.argmin(problem.weights[members])])
+        rank_of_group[lightest] = rank
+        counts[donor] -= 1
+        counts[rank] += 1
+    return rank_of_group
+
+
+def _heaviest_at_bound(weights: np.ndarray, rank_of_group: np.ndarray, n_ranks: int) -> bool:
+    """Whether the heaviest rank weighs ``ceil(total / n_ranks)``, which no split goes below.
+
+    Then refining the split cannot lighten the heaviest rank, and planning a refined candidate
+    (a third of plan_dp_micro_batches' time at 2^20 samples) is skipped. Exact: int64 sums, the
+    total being at most ``2**63 - 1``.
+    """
+    sums = np.zeros(n_ranks, dtype=np.int64)
+    np.add.at(sums, rank_of_group, weights)
+    return int(sums.max()) == -(-int(sums.sum()) // n_ranks)
+
+
+def _renumbers(first: np.ndarray, second: np.ndarray, n_ranks: int) -> bool:
+    """Whether ``second`` puts the groups in the ranks of ``first``, numbered otherwise, no rank
+    empty.
+
+    Then both plan the same ranks (the recipe's plan is kept on a tie), so the second is not
+    planned at all: the refinement often only renumbers a split that is already balanced.
+    """
+    used = np.count_nonzero(np.bincount(first, minlength=n_ranks))
+    if used != n_ranks or np.count_nonzero(np.bincount(second, minlength=n_ranks)) != n_ranks:
+        return False
+    # Every (first, second) pair of rank numbers that occurs: n_ranks of them is a bijection.
+    pairs = np.bincount(first * n_ranks + second, minlength=n_ranks * n_ranks)
+    return int(np.count_nonzero(pairs)) == n_ranks
+
+
+def plan_dp_micro_batches(
+    lengths: Any,
+    dp_size: int,
+    max_token_len: int,
+    *,
+    cost: Any = "workload",
+    equal_size: EqualSize = False,
+    min_num_micro_batches: int | None = None,
+    num_micro_batches_multiple: int | None = None,
+    force_group_size: int = 1,
+    uid_list: Any = None,
+    pad_to_multiple_of: int = 1,
+    order: str = "bubble",
+    refine: bool | str = False,
+) -> list[list[list[int]]]:
+    """One plan for every data-parallel rank: ``plan[rank][micro_batch] -> sample indexes``.
+
+    For a single controller that holds the whole step (verl's driver, slime's, NeMo-RL's):
+    which rank trains which samples, and in which micro-batches, in one call.
+
+    Guarantees: every micro-batch's token sum is at most ``max_token_len`` (lengths padded to
+    ``pad_to_multiple_of``); every index appears exactly once; **every rank has the same number
+    of micro-batches**, at least ``min_num_micro_batches`` and a multiple of
+    ``num_micro_batches_multiple`` (a rank with fewer samples gets empty micro-batches, last);
+    groups stay whole (``force_group_size`` consecutive samples, or runs of equal
+    ``uid_list`` entries, of any size); no rank is without samples; ``equal_size`` constrains
+    the number of groups per rank (``True``: equal, ``"nearly"``: within one, ``False``: free),
+    which is the number of samples when groups are single samples or all of one size.
+
+    Objective: the lightest heaviest rank by ``cost`` (gradient sync waits for it), then the
+    fewest micro-batches, then balanced micro-batches within each rank. The result is never
+    worse on the first two than the two-step recipe built from this library's functions::
+
+        ranks = get_seqlen_balanced_partitions(group_costs, dp_size, equal_size)
+        count = max(min_num_micro_batches_for(rank's lengths, cap, ...) for each rank)
+        plan[r] = plan_micro_batches(rank's lengths, cap, min_num_micro_batches=count, ...)
+
+    How it does better: it plans that recipe and a second candidate whose rank split is refined
+    (the local search of ``refine=True``, which never makes the heaviest rank heavier and
+    usually makes it lighter), plans the micro-batches of both knowing the cap, and keeps the
+    refined one when it is at least as good on both the heaviest rank and the count (then on
+    the heaviest micro-batch). The refined candidate is skipped when the recipe's heaviest rank
+    already weighs ``ceil(total cost / dp_size)``, the least any split can reach. Every rank is planned with the common count directly, so no
+    all-reduce round trip is needed.
+
+    Args:
+        lengths: per-sample token counts (ints or a 1-D integer array).
+        dp_size: number of data-parallel ranks, an int >= 1.
+        max_token_len: token cap per micro-batch, an int >= 1.
+        cost: what balancing weighs, as in :func:`plan_micro_batches` (default ``"workload"``).
+        equal_size: ``False``, ``True`` or ``"nearly"`` (see above); ``True`` and ``"nearly"``
+            need groups of one size.
+        min_num_micro_batches, num_micro_batches_multiple, force_group_size,
+            pad_to_multiple_of, order, refine: as in :func:`plan_micro_batches`.
+        uid_list: per-sample group ids (consecutive equal ids form a group), an alternative to
+            ``force_group_size``.
+
+    Returns:
+        ``dp_size`` ranks, heaviest first; each a list of the same number of micro-batches,
+        each an ascending list of sample indexes.
+
+    Raises:
+        ValueError: a sample or group over the cap, fewer groups than ranks (a
+            :class:`~seqbalance.PartitionError`), a group count ``equal_size=True`` cannot split
+            evenly, groups of different sizes with ``equal_size``, an argument < 1, a count
+            above ``MAX_MICRO_BATCHES``.
+        TypeError: non-integer arguments, float cost weights, both ``uid_list`` and
+            ``force_group_size``.
+
+    Example:
+        >>> plan_dp_micro_batches([300, 200, 100, 400, 50, 250], 2, 500, cost="tokens")
+        [[[3], [1, 4]], [[2, 5], [0]]]
+    """
+    ranks_count = check_k_partitions(dp_size, "dp_size")
+    order = check_choice(order, "order", _ORDERS)
+    equal = check_equal_size(equal_size)
+    problem = _prepare(
+        lengths,
+        max_token_len,
+        force_group_size,
+        num_micro_batches_multiple,
+        cost,
+        pad_to_multiple_of,
+        refine,
+        uid_list,
+    )
+    minimum = _round_up(check_min_count(min_num_micro_batches), problem.multiple)
+    if problem.n_groups < ranks_count:
+        raise PartitionError(
+            f"number of groups ({problem.n_groups}) is smaller than dp_size ({ranks_count})"
+        )
+    if equal and problem.n_groups and int(problem.sizes.min()) != int(problem.sizes.max()):
+        raise ValueError(
+            f"equal_size={equal!r} counts samples per rank, but the groups differ in size "
+            f"({int(problem.sizes.min())} to {int(problem.sizes.max())} samples); "
+            "pass equal_size=False"
+        )
+    if equal is True and problem.n_groups % ranks_count:
+        raise PartitionError(
+            f"number of groups ({problem.n_groups}) is not divisible by dp_size ({ranks_count}) "
+            "with equal_size=True; pass equal_size='nearly' for counts within one"
+        )
+    # With a divisible count "nearly" is exactly True.
+    partition_equal: Any = equal if problem.n_groups % ranks_count else bool(equal)
+    recipe_ids = partition_ids(
+        problem.weights, ranks_count, equal_size=partition_equal, refine=problem.refine
+    )
+    candidates = [recipe_ids]
+    if (
+        problem.refine is False
+        and ranks_count > 1
+        and not _heaviest_at_bound(problem.weights, recipe_ids, ranks_count)
+    ):
+        # The local search of refine=True, started from the recipe's own split.
+        refined_ids = cast(
+            np.ndarray,
+            _native._refine_ids(
+                problem.weights, recipe_ids, ranks_count, bool(partition_equal), False, True
+            ),
+        )
+        if not _renumbers(recipe_ids, refined_ids, ranks_count):
+            candidates.append(refined_ids)
+    kept, count, plan = _plan_ranks(
+        problem,
+        [_fill_empty_ranks(problem, ids, ranks_count) for ids in candidates],
+        ranks_count,
+        minimum,
+        order == "bubble",
+    )
+    logger.debug(
+        "planned %d groups over %d ranks x %d micro-batches (%s rank split)",
+        problem.n_groups,
+        ranks_count,
+        count,
+        "refined" if kept else "recipe's",
+    )
+    return plan

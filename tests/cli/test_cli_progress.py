@@ -1,0 +1,97 @@
+"""``seqbalance --version``, and the bench progress bar ending its line before any message."""
+
+from __future__ import annotations
+
+import io
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import pytest
+
+import seqbalance
+from seqbalance import _version
+from seqbalance.__main__ import main
+from seqbalance.cli import bench as cli_bench
+from tests.cli._cli_runs import run
+
+
+def test_version_prints_the_package_version():
+    result = run("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"seqbalance {seqbalance.__version__}\n"
+    assert result.stderr == ""
+
+
+def _from_source_tree() -> bool:
+    package = Path(seqbalance.__file__).resolve().parent
+    return package.parent.name == "python" and (package.parents[1] / "Cargo.toml").is_file()
+
+
+def test_version_is_the_installed_metadata_when_installed():
+    if _from_source_tree():
+        pytest.skip("seqbalance runs from the source tree here")
+    # One source: maturin writes Cargo.toml's version into the metadata; __version__ reads it.
+    assert seqbalance.__version__ == version("seqbalance")
+
+
+def test_version_of_a_source_tree_is_its_cargo_toml():
+    if not _from_source_tree():
+        pytest.skip("seqbalance is installed here, not run from the source tree")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    cargo = Path(seqbalance.__file__).resolve().parents[2] / "Cargo.toml"
+    assert seqbalance.__version__ == tomllib.loads(cargo.read_text())["package"]["version"]
+
+
+def test_package_version_reads_the_tree_it_sits_in(tmp_path, monkeypatch):
+    module = tmp_path / "python" / "seqbalance" / "_version.py"
+    module.parent.mkdir(parents=True)
+    (tmp_path / "Cargo.toml").write_text(
+        '[package]\nname = "seqbalance"\nversion = "9.8.7"\n\n[dependencies]\nx = { version = "1" }\n'
+    )
+    monkeypatch.setattr(_version, "__file__", str(module))
+    assert _version.package_version() == "9.8.7"
+    # Outside a source tree (no python/ parent), the metadata decides, whatever Cargo.toml says.
+    elsewhere = tmp_path / "site-packages" / "seqbalance" / "_version.py"
+    elsewhere.parent.mkdir(parents=True)
+    monkeypatch.setattr(_version, "__file__", str(elsewhere))
+    try:
+        expected = version("seqbalance")
+    except PackageNotFoundError:
+        expected = "0.0.0"
+    assert _version.package_version() == expected
+
+
+def test_progress_close_ends_the_line_once_and_only_after_drawing():
+    stream = io.StringIO()
+    progress = cli_bench._Progress(2, stream)
+    progress.close()
+    assert stream.getvalue() == ""
+    progress.update(1, "half")
+    assert "\n" not in stream.getvalue()
+    assert stream.getvalue().startswith("\r[###############---------------] 1/2 half")
+    progress.close()
+    progress.close()
+    assert stream.getvalue().endswith("\n") and stream.getvalue().count("\n") == 1
+
+
+def test_an_error_during_bench_starts_on_its_own_line(monkeypatch, capsys):
+    def fail(*_args, **_kwargs):
+        raise ValueError("the reference failed on purpose")
+
+    monkeypatch.setattr(cli_bench.reference, "get_seqlen_balanced_partitions", fail)
+    assert main(["bench", "--sizes", "64", "-k", "2", "--repeat", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("\n")
+    *bar, message = err[:-1].split("\n")
+    assert bar and bar[-1].startswith("\r[") and "n=64 k=2: reference" in bar[-1]
+    assert message == "seqbalance bench: error: the reference failed on purpose"
+
+
+def test_equal_size_bench_refuses_an_uneven_cell_before_timing_anything():
+    result = run("bench", "--sizes", "64,1000", "-k", "64", "--equal-size", "--repeat", "1")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "seqbalance bench: error: --equal-size needs n divisible by k; "
+        "n=1000 is not divisible by k=64\n"
+    )
+    assert result.stdout == ""

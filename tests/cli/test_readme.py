@@ -1,0 +1,194 @@
+"""The README's examples run and print what the README says they print."""
+
+from __future__ import annotations
+
+import contextlib
+import doctest
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import seqbalance
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every fenced block."""
+    return re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_doctest_examples():
+    # Every ``>>>`` block, in order, as one session (later blocks use earlier names).
+    sessions = [body for _, body in _blocks(README.read_text()) if ">>>" in body]
+    test = doctest.DocTestParser().get_doctest(
+        "\n\n".join(sessions), {}, "README.md", str(README), 0
+    )
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted > 10, "the README lost its >>> examples"
+    assert result.failed == 0
+
+
+def test_training_loop_example_prints_what_the_readme_shows():
+    text = README.read_text()
+    section = text[text.index("### From your own training loop") :]
+    blocks = _blocks(section)
+    code = next(body for lang, body in blocks if lang == "python")
+    shown = next(body for lang, body in blocks if lang == "")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README training loop", "exec"), {})
+    assert out.getvalue().strip() == shown.strip()
+
+
+def test_usage_example_comment_matches_the_output():
+    text = README.read_text()
+    section = text[text.index("## Usage") :]
+    code = next(body for lang, body in _blocks(section) if lang == "python")
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(compile(code, "README usage", "exec"), namespace)
+    claimed = re.search(r"print\(parts\)\s+# (\[\[.*?\]\])", code)
+    assert claimed is not None
+    assert out.getvalue().strip() == claimed.group(1)
+
+
+def test_readme_never_installs_seqbalance_from_an_index():
+    # The name is not published on a package index: `pip install seqbalance` would fetch nothing,
+    # or someone else's package. A clone or a wheel file it is.
+    from_index = re.compile(r"pip3? install [\"']?seqbalance(?![-\w.])")
+    assert not from_index.findall(README.read_text())
+    assert from_index.search("pip install 'seqbalance[plot]'")
+    assert not from_index.search("pip install dist/seqbalance-0.1.0-cp310-abi3-linux_x86_64.whl")
+
+
+@pytest.mark.parametrize("command", ["make run", "make test"])
+def test_the_two_commands_are_documented(command):
+    assert command in README.read_text()
+
+
+# --- The README's shell commands -------------------------------------------------------------
+#
+# Every ```bash block that runs `seqbalance` (or `python -m seqbalance`) is run as written, as one
+# script in a fresh directory, so a command may use a file made by an earlier line of its block
+# but nothing the reader would have to bring. New commands are picked up without touching this
+# file. The one change made before running: see `_shrink`.
+
+SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
+COMMENT = re.compile(r"(^|\s)#.*$")
+INVOKES_SEQBALANCE = re.compile(r"(?:^|[|;&(]\s*)(?:seqbalance|python3? -m seqbalance)(?=\s|$)")
+# Set-up commands belong to the install story, not to blocks that show the command line: running
+# them here would install packages or rebuild the project.
+SET_UP = re.compile(r"^\s*(?:make|pip|pip3|cargo|maturin|rustup|curl|git|sudo|apt|apt-get)\b")
+# `seqbalance bench` without --sizes runs the default grid (n up to 16384; about 25 s per
+# command, nearly all of it in the pure-Python reference): the test gives it a small grid.
+SMALL_BENCH_GRID = "--sizes 256,1024 --repeat 1"
+
+
+def _code(line: str) -> str:
+    return COMMENT.sub("", line).strip()
+
+
+def _lines(block: str) -> list[str]:
+    """The block's commands, a line continued with a trailing backslash joined to the next."""
+    return re.sub(r"\s*\\\n\s*", " ", block).splitlines()
+
+
+def _shell_blocks() -> list[str]:
+    """The shell blocks that run seqbalance, in README order."""
+    return [
+        body
+        for lang, body in _blocks(README.read_text())
+        if lang in SHELL_LANGUAGES
+        and any(INVOKES_SEQBALANCE.search(_code(line)) for line in _lines(body))
+    ]
+
+
+def _commands(block: str) -> list[str]:
+    return [_code(line) for line in _lines(block) if INVOKES_SEQBALANCE.search(_code(line))]
+
+
+def _shrink(line: str) -> str:
+    code = _code(line)
+    if re.search(r"\bseqbalance bench\b", code) and "--sizes" not in code.split():
+        return f"{code} {SMALL_BENCH_GRID}"
+    return line
+
+
+@pytest.fixture(scope="module")
+def shims(tmp_path_factory) -> dict[str, str]:
+    """PATH and PYTHONPATH under which `seqbalance` and `python` are this interpreter's.
+
+    The console script is not installed where the suite runs from the source tree
+    (PYTHONPATH=python), so a two-line `seqbalance` script stands in for it; it runs the same
+    `main` that the installed one does.
+    """
+    bin_dir = tmp_path_factory.mktemp("bin")
+    script = bin_dir / "seqbalance"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m seqbalance "$@"\n')
+    script.chmod(0o755)
+    for name in ("python", "python3"):
+        # A script, not a symlink: a symlink to a virtual environment's python, placed elsewhere,
+        # starts the base interpreter without the environment's packages.
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        shim.chmod(0o755)
+    package_root = str(Path(seqbalance.__file__).resolve().parents[1])
+    python_path = os.pathsep.join(
+        [package_root, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    )
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": python_path,
+        "MPLBACKEND": "Agg",
+    }
+
+
+def test_readme_shows_seqbalance_commands():
+    commands = [command for block in _shell_blocks() for command in _commands(block)]
+    # A guard against the extraction silently finding nothing (a renamed fence, a changed prompt).
+    assert any(command.startswith("seqbalance partition") for command in commands), commands
+    assert any(command.startswith("seqbalance bench") for command in commands), commands
+    assert len(commands) >= 8, commands
+
+
+@pytest.mark.parametrize(
+    "block", _shell_blocks(), ids=lambda block: _commands(block)[0].replace(" ", "_")[:60]
+)
+def test_readme_shell_block_runs_as_written(block: str, shims: dict[str, str], tmp_path: Path):
+    lines = _lines(block)
+    set_up = [line for line in lines if SET_UP.match(_code(line))]
+    assert not set_up, f"set-up commands in a block of seqbalance commands: {set_up}"
+    script = "\n".join(
+        [
+            "set -euo pipefail",
+            "trap 'echo \"README command failed (status $?): $BASH_COMMAND\" >&2' ERR",
+            *(_shrink(line) for line in lines),
+        ]
+    )
+    result = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, **shims},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, f"{result.stderr}\n--- block:\n{block}"
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_shrink_changes_only_a_bench_without_sizes():
+    assert _shrink("seqbalance bench   # comment") == f"seqbalance bench {SMALL_BENCH_GRID}"
+    assert _shrink("seqbalance bench --sizes 64 -k 8") == "seqbalance bench --sizes 64 -k 8"
+    assert _shrink("seqbalance partition -k 4") == "seqbalance partition -k 4"
+    (joined,) = _lines("seqbalance bench \\\n    -k 8   # continued")
+    assert _shrink(joined) == f"seqbalance bench -k 8 {SMALL_BENCH_GRID}"

@@ -1,0 +1,238 @@
+"""The native module fails like a library inside a long training job (docs/reliability.md).
+
+Each promise is checked in a child process, because what it rules out (an abort, a hang, Ctrl-C
+ignored for seconds) would take the test runner down with it:
+
+* memory: under an address-space limit (``RLIMIT_AS``) a call too large for memory raises
+  ``MemoryError`` naming what was being allocated, and the interpreter goes on working;
+* interrupts: SIGINT during a long native call raises ``KeyboardInterrupt`` promptly;
+* panics: a Rust panic reaches Python as ``RuntimeError`` saying "internal error" and the
+  function's name, whether or not the GIL was released.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests import helpers
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux features"
+)
+
+N_LARGE = 40_000_000
+
+# What every child runs first: 4*10**7 lengths as an int64 array, one small call (so that the
+# module, numpy and the allocator are loaded) and the address space in use at that point.
+PRELUDE = textwrap.dedent(
+    f"""
+    import resource, signal, sys, time
+    import numpy as np
+    from seqbalance import _native
+
+    def address_space():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmSize")
+
+    # A job started in the background (`cmd &`, nohup, some CI runners) inherits SIGINT ignored,
+    # and Python then leaves it ignored: the tests send SIGINT as a terminal would.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    values = np.random.default_rng(0).integers(1, 32768, {N_LARGE}, dtype=np.int64)
+    _native.partition_ids([3, 2, 1], 2, False)
+
+    def limit_memory(extra_mb):
+        limit = address_space() + extra_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    """
+)
+
+
+run_child = functools.partial(helpers.run_child, prelude=PRELUDE)
+
+
+OOM_MESSAGE = re.compile(
+    r"MemoryError: seqbalance ran out of memory: could not allocate \d+ bytes for \w"
+)
+
+
+@pytest.mark.parametrize(
+    "function",
+    ["partition_ids", "karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"],
+)
+def test_too_little_memory_is_a_memory_error_and_the_next_call_works(function):
+    child = run_child(
+        f"""
+        limit_memory(200)
+        try:
+            _native.{function}(values, 8, False)
+        except MemoryError as error:
+            print("MemoryError:", error)
+        else:
+            print("no error")
+        del values
+        print(_native.get_seqlen_balanced_partitions([5, 4, 3, 2], 2, True))
+        print(_native.partition_ids(np.arange(1000), 4, True).sum())
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    lines = child.stdout.splitlines()
+    assert OOM_MESSAGE.match(lines[0]), child.stdout
+    assert len(lines) == 3 and lines[2] == str(sum(range(4)) * 250)
+    assert lines[1] == "[[1, 2], [0, 3]]"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # Not integral, so the float path runs (no integer image).
+        "_native.partition_ids(fvalues, 8, False)",
+        # The placeholders of 'nearly' (n + p values), on both value kinds.
+        "_native.karmarkar_karp(values, 7, 'nearly')",
+        "_native.partition_ids(fvalues, 7, 'nearly')",
+    ],
+)
+def test_float_weights_and_placeholders_too_large_for_memory_are_a_memory_error(call):
+    child = run_child(
+        f"""
+        fvalues = values * 0.1
+        limit_memory(200)
+        try:
+            {call}
+        except MemoryError as error:
+            print("MemoryError:", error)
+        else:
+            print("no error")
+        del values, fvalues
+        print(_native.partition_ids(np.arange(1000) * 0.5, 3, "nearly").tolist()[:4])
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    lines = child.stdout.splitlines()
+    assert OOM_MESSAGE.match(lines[0]), child.stdout
+    assert len(lines) == 2 and lines[1].startswith("["), child.stdout
+    assert "PanicException" not in child.stderr
+
+
+def test_result_lists_too_large_for_memory_are_a_memory_error():
+    # The greedy core needs about 16 bytes per item; the result lists about 40 (a list slot and
+    # an int object per index): with a gigabyte to spare the core fits and the lists do not.
+    child = run_child(
+        """
+        limit_memory(1000)
+        try:
+            _native.greedy_partition(values, 8, False)
+        except MemoryError as error:
+            print("MemoryError:", error)
+        else:
+            print("no error")
+        del values
+        print(_native.greedy_partition([5, 4, 3, 2], 2, True))
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    assert OOM_MESSAGE.match(child.stdout), child.stdout
+    assert "PanicException" not in child.stderr
+
+
+@pytest.mark.parametrize(
+    ("call", "delay"),
+    [
+        ("_native.partition_ids(values, 8, False)", 0.3),
+        ("_native.partition_ids(values, 8, False)", 3.0),
+        ("_native.karmarkar_karp(values, 8, True)", 1.5),
+        ("_native.greedy_partition(values, 3, False)", 1.0),
+        # Float weights (not integral, so the float path runs) with the placeholders of 'nearly'.
+        ("_native.partition_ids(fvalues, 7, 'nearly')", 1.5),
+        ("_native.greedy_partition(fvalues, 3, False)", 1.0),
+        # The micro-batch planner: its sort, then the splits of the counting search.
+        ("_native._own_count(values, values, 65536, 1)", 0.5),
+        ("_native._own_count(values, values, 65536, 1)", 3.0),
+    ],
+)
+def test_ctrl_c_interrupts_a_long_native_call_promptly(call, delay):
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            PRELUDE
+            + textwrap.dedent(
+                f"""
+                fvalues = values * 0.1
+                print("started", flush=True)
+                try:
+                    for _ in range(20):
+                        {call}
+                    print("finished", flush=True)
+                except KeyboardInterrupt:
+                    print("interrupted", time.monotonic(), flush=True)
+                print(_native.partition_ids([5, 4, 3, 2], 2, True).tolist(), flush=True)
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(delay)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 0, err
+    first, second = out.splitlines()
+    word, when = first.split()
+    assert word == "interrupted"
+    latency = float(when) - sent
+    # The promise is ~100 ms (measured on an idle machine); the bound leaves room for a test
+    # machine whose cores are shared several times over, and still fails a call that ignores
+    # Ctrl-C to the end (several seconds at this size).
+    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    assert second == "[1, 0, 0, 1]"
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_a_panic_is_an_internal_error_naming_the_function(detached):
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                from seqbalance import _native
+                try:
+                    _native._internal_error_check({detached})
+                except RuntimeError as error:
+                    print(type(error).__name__, error)
+                print(_native.karmarkar_karp([3, 2, 1], 2, False))
+                """
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
+    assert child.returncode == 0, child.stderr
+    first, second = child.stdout.splitlines()
+    assert first.startswith(
+        "RuntimeError seqbalance internal error in _internal_error_check: deliberate"
+    )
+    assert second == "[[1, 2], [0]]"
