@@ -62,8 +62,8 @@ inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python ru
 test: install test-python test-rust  ## the whole test suite: Python (benchmarks disabled) and Rust
 
 test-python:
-	@echo "== pytest: the Python suite (a few minutes on 2 cores); -rs lists why tests were skipped =="
-	$(PYTHON) -m pytest -q -rs
+	@echo "== pytest: the Python suite (a few minutes on 2 cores); -rfEs lists failures and why tests were skipped =="
+	$(PYTHON) -m pytest -q -rfEs
 
 test-rust:
 	@echo "== cargo test --workspace: compiles the test profile first (a few minutes), then the property tests =="
@@ -105,7 +105,7 @@ test-integrations: $(LOCAL_WHEEL_STAMP) integration-venv  ## every `integration`
 	$(INTEGRATION_PYTHON) -m pip install --no-deps --force-reinstall "$(LOCAL_WHEEL)"
 	@echo "== pytest -m integration --require-integrations (Ray starts with 2 CPUs; each test" \
 		"stops after $(INTEGRATION_TIMEOUT) s) =="
-	@rc=0; RAY_USAGE_STATS_ENABLED=0 $(INTEGRATION_PYTHON) -m pytest -q -rs -m integration \
+	@rc=0; RAY_USAGE_STATS_ENABLED=0 $(INTEGRATION_PYTHON) -m pytest -q -rfEs -m integration \
 		--require-integrations --timeout $(INTEGRATION_TIMEOUT) -p no:randomly || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: no test marked 'integration' was collected" >&2; fi; \
 	exit $$rc

@@ -36,7 +36,10 @@ def _dry_run(target: str) -> str:
 
 
 def test_make_test_lists_why_tests_were_skipped():
-    assert re.search(r"-m pytest .*-rs\b", _recipe("test-python"))
+    # -rs alone would replace pytest's default -rfE and hide the failures' summary lines.
+    assert re.search(r"-m pytest .*-r(\w*)\b", _recipe("test-python"))
+    flags = re.search(r"-m pytest .*-r(\w*)\b", _recipe("test-python")).group(1)
+    assert {"s", "f", "E"} <= set(flags), flags
 
 
 def test_the_release_build_says_what_it_does_and_how_long_it_takes():
