@@ -7,15 +7,49 @@ PYTHON ?= python3
 VENV_NOTE = $(PYTHON) -c "import sys; sys.prefix != sys.base_prefix or print('note: installing into', \
 	sys.prefix, '(not a virtual environment; see the README, Install)', file=sys.stderr)"
 
-.PHONY: install install-run dev inplace test test-python test-rust run bench report lint wheel
+# The release wheel that install, test, lint, docs and test-integrations install: built once per
+# change of the sources (pip fetches maturin for the build) into a folder of its own, so no other
+# wheel (make wheel's, a maturin build of yours in dist/) is ever picked up by mistake.
+LOCAL_WHEEL_DIR := target/local-wheel
+LOCAL_WHEEL_STAMP := $(LOCAL_WHEEL_DIR)/.built
+LOCAL_WHEEL = $(wildcard $(LOCAL_WHEEL_DIR)/seqbalance-*.whl)
+# What goes into the wheel; a change to any of these rebuilds it (cargo itself only recompiles
+# what changed).
+WHEEL_SOURCES := $(shell find rust python -type f \( -name '*.rs' -o -name '*.py' -o -name '*.pyi' \
+	-o -name 'Cargo.toml' -o -name 'py.typed' \) 2>/dev/null) \
+	Cargo.toml Cargo.lock build.rs pyproject.toml README.md LICENSE
 
-install:  ## build the release extension and install it with the test dependencies
-	@$(VENV_NOTE)
-	$(PYTHON) -m pip install ".[test]"
+# The integration job's own virtual environment (torch, Ray, verl, TransferQueue: a few GB).
+INTEGRATION_VENV ?= .venv-integration
+INTEGRATION_PYTHON := $(INTEGRATION_VENV)/bin/python
+# Seconds an integration test may run before pytest-timeout stops it (Ray start-up included).
+INTEGRATION_TIMEOUT ?= 600
 
-install-run:  ## build the release extension and install it with what running needs (NumPy) only
+.PHONY: install install-run dev inplace test test-python test-rust run bench report lint docs \
+	wheel local-wheel test-integrations integration-venv
+
+$(LOCAL_WHEEL_STAMP): $(WHEEL_SOURCES)
+	@echo "== building the release wheel into $(LOCAL_WHEEL_DIR)/ (fat LTO: the first build takes" \
+		"about 2-3 minutes on 8 cores, 5-10 on 2; later ones only recompile what changed) =="
+	@rm -rf $(LOCAL_WHEEL_DIR)
+	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(LOCAL_WHEEL_DIR) .
+	@touch $@
+
+local-wheel: $(LOCAL_WHEEL_STAMP)  ## the release wheel in target/local-wheel/ (rebuilt when a source changes)
+
+# pip keeps an installed 0.2.0 when asked to install another 0.2.0: the second line replaces it.
+define install_local_wheel
+	$(PYTHON) -m pip install "$(LOCAL_WHEEL)$(1)"
+	$(PYTHON) -m pip install --no-deps --force-reinstall "$(LOCAL_WHEEL)"
+endef
+
+install: $(LOCAL_WHEEL_STAMP)  ## build the release extension and install it with the test dependencies
 	@$(VENV_NOTE)
-	$(PYTHON) -m pip install .
+	$(call install_local_wheel,[test])
+
+install-run: $(LOCAL_WHEEL_STAMP)  ## build the release extension and install it with what running needs (NumPy) only
+	@$(VENV_NOTE)
+	$(call install_local_wheel,)
 
 dev:  ## editable install for development (release profile, see pyproject.toml)
 	@$(VENV_NOTE)
@@ -28,9 +62,11 @@ inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python ru
 test: install test-python test-rust  ## the whole test suite: Python (benchmarks disabled) and Rust
 
 test-python:
-	$(PYTHON) -m pytest -q
+	@echo "== pytest: the Python suite (a few minutes on 2 cores); -rfEs lists failures and why tests were skipped =="
+	$(PYTHON) -m pytest -q -rfEs
 
 test-rust:
+	@echo "== cargo test --workspace: compiles the test profile first (a few minutes), then the property tests =="
 	cargo test --workspace
 
 run: install-run  ## the main job on the built-in synthetic batch
@@ -42,15 +78,38 @@ bench: install  ## pytest-benchmark: native against the reference
 report: install  ## the benchmark report (terminal table + bench-report.json)
 	$(PYTHON) benches/report.py
 
-lint:
-	$(PYTHON) -m pip install ".[dev]"
-	ruff check python tests benches
-	ruff format --check python tests benches
+lint: $(LOCAL_WHEEL_STAMP)  ## ruff (check + format), mypy, stubtest, cargo fmt, clippy -D warnings
+	$(call install_local_wheel,[dev])
+	$(PYTHON) -m ruff check python tests benches
+	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy
 	$(PYTHON) -m mypy.stubtest seqbalance._native
 	cargo fmt --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-wheel:  ## a manylinux_2_28 wheel for this machine's CPU in dist/ (see the README, Wheels for a cluster)
+docs: $(LOCAL_WHEEL_STAMP)  ## the documentation site in site/ (mkdocs build --strict)
+	$(call install_local_wheel,[docs])
+	$(PYTHON) -m mkdocs build --strict
+
+# verl is installed without its dependencies (they include vLLM and CUDA builds): the pinned file
+# names what importing the parts seqbalance patches needs, and verl itself comes after it.
+integration-venv:
+	test -x $(INTEGRATION_PYTHON) || $(PYTHON) -m venv $(INTEGRATION_VENV)
+	@echo "== installing the integration dependencies into $(INTEGRATION_VENV) (torch and its CUDA" \
+		"libraries: several GB to download) =="
+	$(INTEGRATION_PYTHON) -m pip install --quiet --upgrade pip
+	$(INTEGRATION_PYTHON) -m pip install -r .ci/requirements-integration.txt
+	$(INTEGRATION_PYTHON) -m pip install --no-deps -r .ci/requirements-integration-nodeps.txt
+
+test-integrations: $(LOCAL_WHEEL_STAMP) integration-venv  ## every `integration` test, none may skip
+	$(INTEGRATION_PYTHON) -m pip install --no-deps --force-reinstall "$(LOCAL_WHEEL)"
+	@echo "== pytest -m integration --require-integrations (Ray starts with 2 CPUs; each test" \
+		"stops after $(INTEGRATION_TIMEOUT) s) =="
+	@rc=0; RAY_USAGE_STATS_ENABLED=0 $(INTEGRATION_PYTHON) -m pytest -q -rfEs -m integration \
+		--require-integrations --timeout $(INTEGRATION_TIMEOUT) -p no:randomly || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: no test marked 'integration' was collected" >&2; fi; \
+	exit $$rc
+
+wheel:  ## a manylinux_2_28 wheel for this machine's CPU in dist/manylinux/ (see the docs, Wheels for a cluster)
 	$(PYTHON) -m pip install "maturin>=1.9.4,<2" "ziglang>=0.11"
-	$(PYTHON) -m maturin build --release --compatibility manylinux_2_28 --zig --out dist
+	$(PYTHON) -m maturin build --release --compatibility manylinux_2_28 --zig --out dist/manylinux

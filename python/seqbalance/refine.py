@@ -123,10 +123,10 @@ def refine_partitions(
 
     Raises:
         TypeError / ValueError / OverflowError: bad ``seqlen_list`` (as the partitioners),
-        a ``refine`` other than ``False``, ``True``, ``"exact"``, or ``partitions`` that are not
-        lists of ints covering every index exactly once with no partition empty. Partitions
-        may be any iterables; one that yields more items than ``seqlen_list`` has (an endless
-        generator, say) is a ``ValueError`` as soon as it does.
+            a ``refine`` other than ``False``, ``True``, ``"exact"``, or ``partitions`` that are
+            not lists of ints covering every index exactly once with no partition empty.
+            Partitions may be any iterables; one that yields more items than ``seqlen_list`` has
+            (an endless generator, say) is a ``ValueError`` as soon as it does.
 
     Example:
         >>> refine_partitions([10, 9, 1, 2], [[0, 1], [2, 3]], equal_size=True)

@@ -15,7 +15,14 @@ import pytest
 
 import seqbalance
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+# The README is the front page; the rest of the documentation moved to docs/. Its commands run too.
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+
+
+def _readme_and_docs() -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in [README, *DOCS])
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
@@ -23,28 +30,42 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     return re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S)
 
 
-def test_readme_doctest_examples():
-    # Every ``>>>`` block, in order, as one session (later blocks use earlier names).
-    sessions = [body for _, body in _blocks(README.read_text()) if ">>>" in body]
-    test = doctest.DocTestParser().get_doctest(
-        "\n\n".join(sessions), {}, "README.md", str(README), 0
-    )
-    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
-    runner.run(test)
-    result = runner.summarize(verbose=False)
-    assert result.attempted > 10, "the README lost its >>> examples"
-    assert result.failed == 0
+def test_readme_is_a_short_front_page():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, len(lines)
+    first_screen = "\n".join(lines[:60])
+    # The verl one-liner and the two commands are on the first screen.
+    assert "seqbalance.integrations.verl.install()" in first_screen
+    assert "make run" in first_screen and "make test" in first_screen
 
 
-def test_training_loop_example_prints_what_the_readme_shows():
-    text = README.read_text()
-    section = text[text.index("### From your own training loop") :]
+def test_doctest_examples_of_readme_and_docs():
+    # Every ``>>>`` block, in order, as one session per file (later blocks use earlier names).
+    attempted = 0
+    for path in [README, *DOCS]:
+        sessions = [body for _, body in _blocks(path.read_text()) if ">>>" in body]
+        if not sessions:
+            continue
+        test = doctest.DocTestParser().get_doctest(
+            "\n\n".join(sessions), {}, path.name, str(path), 0
+        )
+        runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+        runner.run(test)
+        result = runner.summarize(verbose=False)
+        attempted += result.attempted
+        assert result.failed == 0, path.name
+    assert attempted > 10, "the README and docs lost their >>> examples"
+
+
+def test_training_loop_example_prints_what_the_docs_show():
+    text = (ROOT / "docs" / "samplers.md").read_text()
+    section = text[text.index("## From your own training loop") :]
     blocks = _blocks(section)
     code = next(body for lang, body in blocks if lang == "python")
     shown = next(body for lang, body in blocks if lang == "")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README training loop", "exec"), {})
+        exec(compile(code, "docs training loop", "exec"), {})
     assert out.getvalue().strip() == shown.strip()
 
 
@@ -64,9 +85,11 @@ def test_readme_never_installs_seqbalance_from_an_index():
     # The name is not published on a package index: `pip install seqbalance` would fetch nothing,
     # or someone else's package. A clone or a wheel file it is.
     from_index = re.compile(r"pip3? install [\"']?seqbalance(?![-\w.])")
-    assert not from_index.findall(README.read_text())
+    assert not from_index.findall(_readme_and_docs())
     assert from_index.search("pip install 'seqbalance[plot]'")
-    assert not from_index.search("pip install dist/seqbalance-0.1.0-cp310-abi3-linux_x86_64.whl")
+    assert not from_index.search(
+        "pip install dist/local/seqbalance-0.2.0-cp310-abi3-linux_x86_64.whl"
+    )
 
 
 @pytest.mark.parametrize("command", ["make run", "make test"])
@@ -74,9 +97,9 @@ def test_the_two_commands_are_documented(command):
     assert command in README.read_text()
 
 
-# --- The README's shell commands -------------------------------------------------------------
+# --- The shell commands of the README and docs/ ---------------------------------------------------------
 #
-# Every ```bash block that runs `seqbalance` (or `python -m seqbalance`) is run as written, as one
+# Every ```bash block (README.md and docs/*.md) that runs `seqbalance` (or `python -m seqbalance`) is run as written, as one
 # script in a fresh directory, so a command may use a file made by an earlier line of its block
 # but nothing the reader would have to bring. New commands are picked up without touching this
 # file. The one change made before running: see `_shrink`.
@@ -105,7 +128,7 @@ def _shell_blocks() -> list[str]:
     """The shell blocks that run seqbalance, in README order."""
     return [
         body
-        for lang, body in _blocks(README.read_text())
+        for lang, body in _blocks(_readme_and_docs())
         if lang in SHELL_LANGUAGES
         and any(INVOKES_SEQBALANCE.search(_code(line)) for line in _lines(body))
     ]
@@ -192,3 +215,14 @@ def test_shrink_changes_only_a_bench_without_sizes():
     assert _shrink("seqbalance partition -k 4") == "seqbalance partition -k 4"
     (joined,) = _lines("seqbalance bench \\\n    -k 8   # continued")
     assert _shrink(joined) == f"seqbalance bench -k 8 {SMALL_BENCH_GRID}"
+
+
+def test_readme_links_to_docs_pages_that_exist_and_are_in_the_site():
+    links = re.findall(r"\]\((docs/[^)#]+\.md)(?:#[^)]*)?\)", README.read_text())
+    assert len(links) >= 10, links
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for link in links:
+        assert (ROOT / link).is_file(), link
+        assert link.removeprefix("docs/") in nav, link
+    for page in DOCS:
+        assert f": {page.name}" in nav, f"{page.name} is not in mkdocs.yml's nav"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 ray = pytest.importorskip("ray", reason="Ray is not installed (optional): pip install ray")
 
 import seqbalance  # noqa: E402
@@ -44,6 +46,13 @@ def probe(seqlens, world_size):
 
 @pytest.fixture
 def ray_job_with_hook(tmp_path, monkeypatch):
+    # Where the real verl is installed (the integration job), other tests hold its modules:
+    # put them back afterwards instead of leaving a re-import to give them new module objects.
+    real_verl = {
+        name: module
+        for name, module in sys.modules.items()
+        if name == "verl" or name.startswith("verl.")
+    }
     purge("verl")
     monkeypatch.syspath_prepend(str(tmp_path))
     standin = StandIn(tmp_path, "verl")
@@ -69,6 +78,7 @@ def ray_job_with_hook(tmp_path, monkeypatch):
         ray.shutdown()
         sb_verl.uninstall()
         purge("verl")
+        sys.modules.update(real_verl)
         sys.modules.pop("seqbalance_ray_probe", None)
 
 

@@ -17,6 +17,8 @@ import importlib
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 for _dependency in ("torch", "transformers", "tensordict", "ray", "omegaconf"):
     pytest.importorskip(_dependency, reason=f"{_dependency} is not installed (verl needs it)")
 seqlen_balancing = pytest.importorskip(

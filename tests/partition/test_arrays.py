@@ -403,6 +403,7 @@ def torch():
     return pytest.importorskip("torch")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8"])
 def test_torch_cpu_tensors(torch, dtype):
     values = [30, 5, 17, 0, 42, 9, 11, 3]
@@ -420,6 +421,7 @@ def test_torch_cpu_tensors(torch, dtype):
     )
 
 
+@pytest.mark.integration
 def test_torch_bfloat16_read_exactly(torch):
     tensor = torch.tensor([1.0, 0.5, 3.0, 2.5e30, 0.0078125], dtype=torch.bfloat16)
     read = _arrays.host_array(tensor, "x")
@@ -429,6 +431,7 @@ def test_torch_bfloat16_read_exactly(torch):
     assert read.tolist() == tensor[::2].float().tolist()
 
 
+@pytest.mark.integration
 def test_torch_float_tensors_in_their_precision(torch):
     values = [0.1, 2.5, 1e-3, 7.0, 3.25, 0.0, 1.5, 2.0]
     for dtype, numpy_dtype in ((torch.float32, np.float32), (torch.float64, np.float64)):
@@ -449,6 +452,7 @@ def test_torch_float_tensors_in_their_precision(torch):
         seqbalance.karmarkar_karp(list(bf16), 2, False)
 
 
+@pytest.mark.integration
 def test_torch_requires_grad_error_is_clear(torch):
     tensor = torch.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(TypeError) as info:

@@ -40,6 +40,7 @@ def test_missing_transfer_queue_raises_clear_import_error(monkeypatch):
     monkeypatch.delitem(sys.modules, MODULE, raising=False)
 
 
+@pytest.mark.integration
 def test_integration_classes_are_transfer_queue_samplers():
     tq_sampler = pytest.importorskip(
         "transfer_queue.sampler",

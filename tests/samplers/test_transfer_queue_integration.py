@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip(
     "transfer_queue",
     reason="transferqueue is not installed (optional; it pulls in torch and Ray): pip install transferqueue",
@@ -42,7 +44,7 @@ FIELD = "input_ids"
 
 @pytest.fixture(scope="module")
 def transfer_queue_system():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         sampler = SeqlenBalancedSampler(n_samples_per_prompt=N_PER_PROMPT, dp_size=DP_SIZE)
         conf = OmegaConf.create(

@@ -153,8 +153,12 @@ def plan_dp_micro_batches(
         cost: what balancing weighs, as in :func:`plan_micro_batches` (default ``"workload"``).
         equal_size: ``False``, ``True`` or ``"nearly"`` (see above); ``True`` and ``"nearly"``
             need groups of one size.
-        min_num_micro_batches, num_micro_batches_multiple, force_group_size,
-            pad_to_multiple_of, order, refine: as in :func:`plan_micro_batches`.
+        min_num_micro_batches: as in :func:`plan_micro_batches`.
+        num_micro_batches_multiple: as in :func:`plan_micro_batches`.
+        force_group_size: as in :func:`plan_micro_batches`.
+        pad_to_multiple_of: as in :func:`plan_micro_batches`.
+        order: as in :func:`plan_micro_batches`.
+        refine: as in :func:`plan_micro_batches`.
         uid_list: per-sample group ids (consecutive equal ids form a group), an alternative to
             ``force_group_size``.
         as_ids: return ``(rank_ids, micro_batch_ids, num_micro_batches)`` instead of lists:

@@ -291,7 +291,7 @@ class ModelCost:
 
         Raises:
             TypeError, ValueError, OverflowError: lengths that are not non-negative integers
-            below ``2**63`` (the message names the position and the value).
+                below ``2**63`` (the message names the position and the value).
 
         Example:
             >>> ModelCost(hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
