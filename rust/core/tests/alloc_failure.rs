@@ -15,7 +15,13 @@ use seqbalance_core::interrupt::Interrupt;
 use seqbalance_core::packing::{pack, Algorithm};
 use seqbalance_core::planner::Problem;
 use seqbalance_core::refine::{refine, refine_floats, Mode};
-use seqbalance_core::{float, greedy, ldm, nearly, sort};
+use seqbalance_core::request::{self, Counts, Output, Request, Weights};
+use seqbalance_core::{float, greedy, sort};
+
+/// The largest differencing method into 8 partitions, unrefined, under ``counts``.
+fn request(counts: Counts, output: Output) -> Request {
+    Request { k: 8, counts, algorithm: request::Algorithm::Ldm, refine: request::Refine::No, output }
+}
 
 /// Allocations from this size on count: input-sized buffers at the sizes used below (10^5
 /// items), not the few small fixed-size ones a call makes.
@@ -114,34 +120,32 @@ fn the_core_survives_the_failure_of_any_large_allocation() {
         survives_every_failure(&format!("sort_items({label})"), &none, &|()| {
             plain(sort::sort_items(values, &stop))
         });
-        for equal in [false, true] {
-            survives_every_failure(&format!("partition_ids_owned({label}, {equal})"), &copy, &|v| {
-                plain(ldm::partition_ids_owned(v, 8, equal, &stop))
-            });
+        // Every count rule and answer form the binding asks for, each through the owned paths.
+        for counts in [Counts::Free, Counts::Equal] {
+            for output in [Output::MergeOrder, Output::Sorted, Output::Ids] {
+                survives_every_failure(&format!("request({label}, {counts:?}, {output:?})"), &copy, &|v| {
+                    plain(request(counts, output).run(Weights::Exact(v), &stop))
+                });
+            }
         }
-        survives_every_failure(&format!("karmarkar_karp_owned({label})"), &copy, &|v| {
-            plain(ldm::karmarkar_karp_owned(v, 8, true, &stop))
-        });
-        survives_every_failure(&format!("balanced_partitions_owned({label})"), &copy, &|v| {
-            plain(ldm::balanced_partitions_owned(v, 8, false, &stop))
-        });
         survives_every_failure(&format!("greedy({label})"), &none, &|()| {
             plain(greedy::greedy_partition_interruptible(values, 8, false, &stop))
         });
     }
-    survives_every_failure("float karmarkar_karp_owned", &|| floats.clone(), &|v| {
-        plain(float::karmarkar_karp_owned(v, 8, false, &stop))
-    });
-    survives_every_failure("float balanced_partitions_owned", &|| floats.clone(), &|v| {
-        plain(float::balanced_partitions_owned(v, 8, true, &stop))
-    });
+    for counts in [Counts::Free, Counts::Equal] {
+        for output in [Output::MergeOrder, Output::Ids] {
+            survives_every_failure(
+                &format!("float request({counts:?}, {output:?})"),
+                &|| floats.clone(),
+                &|v| plain(request(counts, output).run(Weights::Double(v), &stop)),
+            );
+        }
+    }
     survives_every_failure("float greedy", &none, &|()| {
         plain(float::greedy_partition_interruptible(&floats, 8, true, &stop))
     });
     survives_every_failure("nearly", &|| short[..n - 3].to_vec(), &|v| {
-        plain(nearly::with_placeholders_owned(v, 8, |values, k| {
-            ldm::karmarkar_karp_owned(values, k, true, &stop)
-        }))
+        plain(request(Counts::Nearly, Output::Ids).run(Weights::Exact(v), &stop))
     });
     for algorithm in
         [Algorithm::NextFit, Algorithm::FirstFit, Algorithm::FirstFitDecreasing, Algorithm::BestFitDecreasing]
