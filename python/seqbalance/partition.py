@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _native
 from ._errors import PartitionError
 from ._inputs import (
     EqualSize,
+    Lengths,
     check_equal_size,
     check_greedy_equal_size,
     check_k_partitions,
@@ -43,7 +45,9 @@ __all__ = [
 ]
 
 
-def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -> list[list[int]]:
+def karmarkar_karp(
+    seqlen_list: Lengths, k_partitions: int, equal_size: EqualSize
+) -> list[list[int]]:
     """Split items into ``k_partitions`` parts of nearly equal sums (largest differencing method).
 
     Args:
@@ -101,7 +105,7 @@ def _checked(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> tuple[Any,
 
 
 def get_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: int, equal_size: EqualSize, *, refine: bool | str = False
+    seqlen_list: Lengths, k_partitions: int, equal_size: EqualSize, *, refine: bool | str = False
 ) -> list[list[int]]:
     """Balanced partition of item indexes, each part sorted ascending, heaviest part first.
 
@@ -135,7 +139,7 @@ def get_seqlen_balanced_partitions(
     return cast("list[list[int]]", answer)
 
 
-def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
+def greedy_partition(seqlen_list: Lengths, k_partitions: int, equal_size: bool) -> list[list[int]]:
     """verl's greedy helper: each item, in input order, onto the part with the smallest sum.
 
     Ties go to the lowest part number. With ``equal_size`` each value is compared with
@@ -158,12 +162,12 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
 
 
 def partition_ids(
-    seqlen_list: Any,
+    seqlen_list: Lengths,
     k_partitions: int,
     *,
     equal_size: EqualSize = False,
     refine: bool | str = False,
-) -> np.ndarray:
+) -> npt.NDArray[np.int64]:
     """For every item, the number of its part, numbered as :func:`get_seqlen_balanced_partitions`.
 
     The fast path for large inputs and for indexing tensors: no Python object per item.

@@ -7,9 +7,10 @@ the same from ``plan_micro_batches`` as from ``partition_ids``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, SupportsIndex
 
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import PartitionError
 
@@ -21,6 +22,26 @@ MAX_COUNT = 2**24
 
 #: The ``equal_size`` value asking for counts within one of each other.
 NEARLY = "nearly"
+
+
+class SupportsDLPack(Protocol):
+    """A tensor that exports itself through DLPack (torch, JAX, CuPy, ...)."""
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class SupportsArray(Protocol):
+    """An object NumPy reads through ``__array__``."""
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+#: What the partitioners take as lengths or weights, for type checkers: a sequence of ints
+#: (``SupportsIndex``: Python and NumPy ints, 0-d integer tensors) or of floats, a NumPy array,
+#: or a tensor (``__array__`` or ``__dlpack__``). A ``str`` is none of these.
+Lengths = (
+    Sequence[SupportsIndex] | Sequence[float] | npt.NDArray[Any] | SupportsArray | SupportsDLPack
+)
 
 #: What ``equal_size`` may be once checked: equal counts, free counts, or counts within one.
 EqualSize = bool | Literal["nearly"]

@@ -1,0 +1,36 @@
+"""What a user's type checker sees (issue 20): checked by mypy in ``make lint``, not run by pytest.
+
+Each line marked ``# type: ignore[...]`` must be an error: mypy runs this module with
+``warn_unused_ignores``, so an ignore that is no longer needed (a public signature that went back
+to ``Any``) fails the lint. The other lines must type-check as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from seqbalance import (
+    get_seqlen_balanced_partitions,
+    greedy_partition,
+    karmarkar_karp,
+    partition_ids,
+)
+
+
+def accepted() -> None:
+    parts: list[list[int]] = get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
+    parts = karmarkar_karp([1.5, 2.0, 3.25], 1, False)
+    parts = greedy_partition(np.array([3, 1, 2]), 3, False)
+    parts = get_seqlen_balanced_partitions((np.int64(3), np.int64(4)), 2, "nearly")
+    ids: npt.NDArray[np.int64] = partition_ids(np.arange(8), 2, equal_size=True)
+    assert parts and ids.size
+
+
+def refused() -> None:
+    get_seqlen_balanced_partitions("abcd", 2, True)  # type: ignore[arg-type]
+    karmarkar_karp(["1", "2"], 1, False)  # type: ignore[arg-type]
+    partition_ids(None, 2)  # type: ignore[arg-type]
+    get_seqlen_balanced_partitions([1, 2], 2, "yes")  # type: ignore[arg-type]
+    ids: npt.NDArray[np.float64] = partition_ids([1, 2], 2)  # type: ignore[assignment]
+    assert ids is not None
