@@ -1,0 +1,427 @@
+//! The count search and the cap-aware balanced split of one problem (one rank's items).
+
+use super::bounds::lower_bound_sorted;
+use super::Result;
+use crate::alloc;
+use crate::interrupt::Interrupt;
+use crate::sort;
+use std::cmp::Reverse;
+
+/// One micro-batch planning problem: items (groups) with tokens and costs, a cap, a multiple.
+pub struct Problem<'a> {
+    pub tokens: &'a [u64],
+    pub costs: &'a [u64],
+    pub cap: u64,
+    pub multiple: usize,
+}
+
+impl Problem<'_> {
+    /// The items in the greedy's order (cost descending, ties by position ascending), with
+    /// their tokens and costs gathered in it.
+    pub(super) fn ordered(&self, interrupt: &Interrupt) -> Result<Ordered> {
+        // The core's radix sort (stable, interruptible) of the costs turned upside down.
+        let most = self.costs.iter().copied().max().unwrap_or(0);
+        let flipped = alloc::collect(self.costs.iter().map(|&c| most - c), "the planner's sort keys")?;
+        let sorted = sort::sort_items(&flipped, interrupt)?;
+        drop(flipped);
+        let order = sorted.index;
+        // A gather through the order misses the cache on most items: checks in between.
+        let mut tokens = alloc::with_capacity(order.len(), "the planner's tokens")?;
+        for (step, &i) in order.iter().enumerate() {
+            interrupt.every(step)?;
+            tokens.push(self.tokens[i as usize]);
+        }
+        let mut costs = sorted.values;
+        for cost in &mut costs {
+            *cost = most - *cost;
+        }
+        Ok(Ordered { order, tokens, costs })
+    }
+
+    /// The cap-aware greedy split into `count` parts: the part of every item by its position in
+    /// `ordered` (see [`Ordered::by_item`]), or `None` when an item fits in no part. `count` must
+    /// be at least 1.
+    ///
+    /// Hot loop. Parts live in one of two heaps: by (cost so far, non-empty, number) while they
+    /// may take the current item, by fill once they could not. Before each item the parts with
+    /// room for it come back from the fill heap, so the cost heap's first fitting entry is the
+    /// cheapest part with room (the oracle's rule) and a full part is not scanned again and
+    /// again (scanning made a split near the lower bound cost O(n * count)). Both heaps hold
+    /// packed integer keys in [`MinHeap`] (see there why not `BinaryHeap` of tuples).
+    pub(super) fn split(
+        &self,
+        ordered: &Ordered,
+        count: usize,
+        interrupt: &Interrupt,
+    ) -> Result<Option<Vec<u32>>> {
+        // Keys are (cost so far, non-empty, part) and (fill, part), packed into one integer:
+        // u64 when the largest possible cost and the cap leave room for the part's bits.
+        let part_bits = usize::BITS - count.saturating_sub(1).leading_zeros();
+        let most = self.costs.iter().try_fold(0u64, |total, &c| total.checked_add(c));
+        let fits = |value: Option<u64>, shift: u32| value.is_some_and(|v| v.leading_zeros() >= shift);
+        if fits(most, part_bits + 1) && fits(Some(self.cap), part_bits) {
+            self.split_with::<u64>(ordered, count, part_bits, interrupt)
+        } else {
+            self.split_with::<u128>(ordered, count, 32, interrupt)
+        }
+    }
+
+    pub(super) fn split_with<K: Key>(
+        &self,
+        ordered: &Ordered,
+        count: usize,
+        part_bits: u32,
+        interrupt: &Interrupt,
+    ) -> Result<Option<Vec<u32>>> {
+        let mut part = alloc::with_capacity(ordered.order.len(), "the split")?;
+        let mut filled: Vec<u64> = alloc::zeroed(count, "the micro-batch fills")?;
+        let mut load: Vec<u64> = alloc::zeroed(count, "the micro-batch costs")?;
+        let open_shift = part_bits + 1; // the non-empty flag sits just above the part
+        let nonempty = 1u64 << part_bits;
+        // The first `count` items go to the empty parts 0, 1, 2, ... in turn (an empty part is
+        // the cheapest, the lowest number first, and has room for any item), without the heap.
+        let first = count.min(ordered.tokens.len());
+        for p in 0..first {
+            filled[p] = ordered.tokens[p];
+            load[p] = ordered.costs[p];
+            part.push(p as u32);
+        }
+        // The heap in sorted order, which is heap order: the empty parts (keys below any other),
+        // then the others by cost ascending, which is the reverse of their numbers except that
+        // equal costs keep their numbers ascending. A part is in one heap at a time, so neither
+        // ever holds more than `count` keys (no reallocation in the loop).
+        let mut open_keys = alloc::with_capacity(count, "the micro-batch heap")?;
+        open_keys.extend((first..count).map(|p| K::pack(0, p as u64, 0)));
+        let mut p = first;
+        while p > 0 {
+            let run_end = p;
+            while p > 0 && load[p - 1] == load[run_end - 1] {
+                p -= 1;
+            }
+            open_keys.extend((p..run_end).map(|q| K::pack(load[q], nonempty | q as u64, open_shift)));
+        }
+        let mut open = MinHeap { keys: open_keys };
+        let mut full = MinHeap::<K> { keys: alloc::with_capacity(count, "the micro-batch heap")? };
+        // Tokens and costs in the greedy's order: read sequentially (gathered through the order
+        // they missed the cache on most items, 70% of the loop's time outside the heap).
+        let rest = ordered.tokens.iter().zip(&ordered.costs).enumerate().skip(first);
+        for (step, (&tokens, &cost)) in rest {
+            interrupt.every(step)?;
+            let room = self.cap - tokens;
+            while let Some(key) = full.peek() {
+                if key.high(part_bits) > room {
+                    break;
+                }
+                full.pop();
+                // A part that could not take an item holds tokens, so it is not empty.
+                let p = key.part(part_bits);
+                open.push(K::pack(load[p as usize], nonempty | p as u64, open_shift));
+            }
+            // The cheapest part with room takes the item; its key is replaced in place.
+            loop {
+                let Some(key) = open.peek() else {
+                    return Ok(None);
+                };
+                let p = key.part(part_bits) as usize;
+                if filled[p] <= room {
+                    filled[p] += tokens;
+                    load[p] += cost;
+                    part.push(p as u32);
+                    open.replace_top(K::pack(load[p], nonempty | p as u64, open_shift));
+                    break;
+                }
+                open.pop();
+                full.push(K::pack(filled[p], p as u64, part_bits));
+            }
+        }
+        Ok(Some(part))
+    }
+
+    /// The count the search settles on, and its split (empty for no items).
+    pub fn own_plan(&self, interrupt: &Interrupt) -> Result<(usize, Vec<u32>)> {
+        let ordered = self.ordered(interrupt)?;
+        let (count, part) = self.own_plan_in(&ordered, interrupt)?;
+        Ok((count, ordered.by_item(&part, interrupt)?))
+    }
+
+    /// [`Problem::own_plan`] with the items in the greedy's order already; the split by position
+    /// in `ordered`.
+    pub(super) fn own_plan_in(&self, ordered: &Ordered, interrupt: &Interrupt) -> Result<(usize, Vec<u32>)> {
+        let n = self.tokens.len();
+        if n == 0 {
+            return Ok((0, Vec::new()));
+        }
+        let m = self.multiple;
+        // Costs that grow with tokens ("tokens", "workload") leave the order sorted by tokens
+        // too; reading it backwards saves the bound a second sort.
+        let mut sizes = alloc::collect(ordered.tokens.iter().rev().copied(), "the sorted sizes")?;
+        if !sizes.is_sorted() {
+            sizes = sort::sort_items(&sizes, interrupt)?.values;
+        }
+        let start = round_up(lower_bound_sorted(&sizes, self.cap), m);
+        drop(sizes);
+        if let Some(part) = self.split(ordered, start, interrupt)? {
+            return Ok((start, part));
+        }
+        let ceiling = round_up(n, m);
+        let (mut failed, mut step) = (start, m);
+        let (mut count, mut part) = loop {
+            let count = (failed + step).min(ceiling);
+            if let Some(part) = self.split(ordered, count, interrupt)? {
+                break (count, part);
+            }
+            failed = count;
+            step *= 2;
+        };
+        while count - failed > m {
+            let middle = failed + (count - failed) / m / 2 * m;
+            match self.split(ordered, middle, interrupt)? {
+                Some(middle_part) => (count, part) = (middle, middle_part),
+                None => failed = middle,
+            }
+        }
+        Ok((count, part))
+    }
+
+    /// Item positions per part, ascending, for a split into `count` parts.
+    pub(super) fn parts(part: &[u32], count: usize) -> Result<Vec<Vec<u32>>> {
+        let mut sizes: Vec<usize> = alloc::zeroed(count, "the micro-batch sizes")?;
+        for &p in part {
+            sizes[p as usize] += 1;
+        }
+        let mut parts = alloc::with_capacity(count, "the micro-batches")?;
+        for &size in &sizes {
+            parts.push(alloc::with_capacity(size, "a micro-batch")?);
+        }
+        for (item, &p) in part.iter().enumerate() {
+            parts[p as usize].push(item as u32);
+        }
+        Ok(parts)
+    }
+
+    /// Item positions per micro-batch: the own plan, or `minimum` micro-batches when that is
+    /// more (the split at `minimum` when it fits, else the own plan's heaviest divisible part
+    /// halved until there are enough). Empty parts only when `minimum` exceeds the items.
+    pub fn plan(&self, minimum: usize, interrupt: &Interrupt) -> Result<Vec<Vec<u32>>> {
+        let ordered = self.ordered(interrupt)?;
+        let own = self.own_plan_in(&ordered, interrupt)?;
+        let parts = self.plan_from(&ordered, &own, minimum, interrupt)?;
+        Ok(parts.into_iter().map(|(part, _)| part).collect())
+    }
+
+    /// Item positions per part, ascending, and each part's cost, for a split into `count`
+    /// parts: one pass in item order (summing costs through the parts' items afterwards missed
+    /// the cache on every item).
+    pub(super) fn costed_parts(&self, part: &[u32], count: usize) -> Result<Vec<(Vec<u32>, u64)>> {
+        let mut sizes: Vec<usize> = alloc::zeroed(count, "the micro-batch sizes")?;
+        for &p in part {
+            sizes[p as usize] += 1;
+        }
+        let mut parts = alloc::with_capacity(count, "the micro-batches")?;
+        for &size in &sizes {
+            parts.push((alloc::with_capacity(size, "a micro-batch")?, 0u64));
+        }
+        for (item, (&p, &cost)) in part.iter().zip(self.costs).enumerate() {
+            let (items, total) = &mut parts[p as usize];
+            items.push(item as u32);
+            *total += cost;
+        }
+        Ok(parts)
+    }
+
+    /// [`Problem::plan`] from the greedy's order and an own plan already computed (its split
+    /// by position in `ordered`), with each micro-batch's cost.
+    pub(super) fn plan_from(
+        &self,
+        ordered: &Ordered,
+        own: &(usize, Vec<u32>),
+        minimum: usize,
+        interrupt: &Interrupt,
+    ) -> Result<Vec<(Vec<u32>, u64)>> {
+        let (own_count, own_part) = (own.0, ordered.by_item(&own.1, interrupt)?);
+        if minimum <= own_count {
+            return self.costed_parts(&own_part, own_count);
+        }
+        let n = self.tokens.len();
+        let filled = minimum.min(n);
+        if filled > 0 {
+            if let Some(part) = self.split(ordered, filled, interrupt)? {
+                let mut parts = self.costed_parts(&ordered.by_item(&part, interrupt)?, filled)?;
+                alloc::room_for(&mut parts, minimum, "the micro-batches")?;
+                parts.resize(minimum, (Vec::new(), 0));
+                return Ok(parts);
+            }
+        }
+        let mut parts = Self::parts(&own_part, own_count)?;
+        parts.retain(|p| !p.is_empty());
+        alloc::room_for(&mut parts, minimum, "the micro-batches")?;
+        while parts.len() < filled {
+            interrupt.check()?; // each step scans every part
+            let heaviest = (0..parts.len())
+                .filter(|&p| parts[p].len() >= 2)
+                .max_by_key(|&p| (self.cost_of(&parts[p]), Reverse(p)))
+                .expect("fewer parts than items leaves a part with two items");
+            let members = std::mem::take(&mut parts[heaviest]);
+            let sub_tokens =
+                alloc::collect(members.iter().map(|&i| self.tokens[i as usize]), "a halved part")?;
+            let sub_costs = alloc::collect(members.iter().map(|&i| self.costs[i as usize]), "a halved part")?;
+            // Uncapped: the halves of a fitting part fit.
+            let sub = Problem { tokens: &sub_tokens, costs: &sub_costs, cap: u64::MAX, multiple: 1 };
+            let sub_ordered = sub.ordered(interrupt)?;
+            let sub_part = sub.split(&sub_ordered, 2, interrupt)?.expect("an uncapped split always fits");
+            let [first, second]: [Vec<u32>; 2] = Self::parts(&sub_ordered.by_item(&sub_part, interrupt)?, 2)?
+                .into_iter()
+                .map(|half| half.into_iter().map(|i| members[i as usize]).collect())
+                .collect::<Vec<_>>()
+                .try_into()
+                .expect("two halves");
+            parts[heaviest] = first;
+            parts.insert(heaviest + 1, second);
+        }
+        let mut costed = alloc::with_capacity(minimum, "the micro-batches")?;
+        costed.extend(parts.into_iter().map(|part| {
+            let cost = self.cost_of(&part);
+            (part, cost)
+        }));
+        costed.resize(minimum, (Vec::new(), 0));
+        Ok(costed)
+    }
+
+    pub(super) fn cost_of(&self, items: &[u32]) -> u64 {
+        items.iter().map(|&i| self.costs[i as usize]).sum()
+    }
+}
+
+/// The items of a [`Problem`] in the greedy's order (cost descending, ties by position), with
+/// their tokens and costs in that order.
+pub(super) struct Ordered {
+    pub(super) order: Vec<u32>,
+    pub(super) tokens: Vec<u64>,
+    pub(super) costs: Vec<u64>,
+}
+
+impl Ordered {
+    /// A split by position in the order, as the part of every item.
+    pub(super) fn by_item(&self, part: &[u32], interrupt: &Interrupt) -> Result<Vec<u32>> {
+        let mut by_item: Vec<u32> = alloc::zeroed(part.len(), "the split")?;
+        // A scatter that misses the cache on most items: checks in between.
+        for (step, (&item, &p)) in self.order.iter().zip(part).enumerate() {
+            interrupt.every(step)?;
+            by_item[item as usize] = p;
+        }
+        Ok(by_item)
+    }
+}
+
+/// A heap key: `high << shift | low`, compared as one integer.
+pub(super) trait Key: Copy + Ord {
+    fn pack(high: u64, low: u64, shift: u32) -> Self;
+    fn high(self, shift: u32) -> u64;
+    /// The part number in the lowest `bits` bits.
+    fn part(self, bits: u32) -> u32;
+}
+
+impl Key for u64 {
+    fn pack(high: u64, low: u64, shift: u32) -> Self {
+        high << shift | low
+    }
+    fn high(self, shift: u32) -> u64 {
+        self >> shift
+    }
+    fn part(self, bits: u32) -> u32 {
+        (self & ((1u64 << bits) - 1)) as u32
+    }
+}
+
+impl Key for u128 {
+    fn pack(high: u64, low: u64, shift: u32) -> Self {
+        (high as u128) << shift | low as u128
+    }
+    fn high(self, shift: u32) -> u64 {
+        (self >> shift) as u64
+    }
+    fn part(self, bits: u32) -> u32 {
+        (self & ((1u128 << bits) - 1)) as u32
+    }
+}
+
+/// Children per node of [`MinHeap`].
+pub(super) const ARITY: usize = 8;
+
+/// A d-ary min-heap of packed keys for the split's hot loop.
+///
+/// `BinaryHeap<Reverse<(u64, bool, u32)>>` spent as long as the rest of the split together in
+/// `sift_down_range`: a tuple comparison branches field by field, and a binary heap of
+/// thousands of parts is 13 levels of dependent loads. Here a key is one integer (one compare),
+/// a node's 8 children share a cache line (u64 keys) and the smallest is found without
+/// branching on it, so the top is replaced in about 4 levels: the hole goes down to a leaf
+/// along the smallest child and the key sifts up from there, which is short because a part
+/// that just took an item usually ranks near the bottom.
+pub(super) struct MinHeap<K> {
+    pub(super) keys: Vec<K>,
+}
+
+impl<K: Key> MinHeap<K> {
+    pub(super) fn peek(&self) -> Option<K> {
+        self.keys.first().copied()
+    }
+
+    pub(super) fn push(&mut self, key: K) {
+        self.keys.push(key);
+        self.sift_up(self.keys.len() - 1, key);
+    }
+
+    pub(super) fn pop(&mut self) {
+        if let Some(last) = self.keys.pop() {
+            if !self.keys.is_empty() {
+                self.replace_top(last);
+            }
+        }
+    }
+
+    /// Replace the smallest key (the heap must not be empty) by `key`.
+    pub(super) fn replace_top(&mut self, key: K) {
+        let keys = &mut self.keys;
+        let n = keys.len();
+        let mut hole = 0;
+        loop {
+            let first = hole * ARITY + 1;
+            let best = if first + ARITY <= n {
+                // A full node: a fixed-size array, no bounds checks, selects without branches.
+                let node: &[K; ARITY] = keys[first..first + ARITY].try_into().expect("ARITY keys");
+                let (mut best, mut least) = (0, node[0]);
+                for (c, &child) in node.iter().enumerate().skip(1) {
+                    let less = child < least;
+                    best = if less { c } else { best };
+                    least = if less { child } else { least };
+                }
+                best
+            } else if first < n {
+                let node = &keys[first..n];
+                (0..node.len()).min_by_key(|&c| node[c]).expect("a child")
+            } else {
+                break;
+            };
+            keys[hole] = keys[first + best];
+            hole = first + best;
+        }
+        self.sift_up(hole, key);
+    }
+
+    pub(super) fn sift_up(&mut self, mut hole: usize, key: K) {
+        let keys = &mut self.keys;
+        while hole > 0 {
+            let parent = (hole - 1) / ARITY;
+            if keys[parent] <= key {
+                break;
+            }
+            keys[hole] = keys[parent];
+            hole = parent;
+        }
+        keys[hole] = key;
+    }
+}
+
+pub(super) fn round_up(value: usize, multiple: usize) -> usize {
+    value.div_ceil(multiple) * multiple
+}

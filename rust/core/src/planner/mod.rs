@@ -1,0 +1,35 @@
+//! Micro-batch planning under a hard token cap: the counting search, the fit test and the
+//! balanced split behind `plan_micro_batches` and `plan_dp_micro_batches`.
+//!
+//! Items are groups (a sample, or samples kept together): each has a token count (what the cap
+//! limits) and a cost (what balancing weighs). The pure-Python oracle of the same rules is
+//! `seqbalance._plan_reference`; the tests compare the two on random inputs.
+//!
+//! * The balanced split into `count` parts is a cap-aware greedy: items by cost descending (ties
+//!   by index ascending), each into the part of least cost, ties to an empty part, then to the
+//!   lowest part number, among the parts it fits in by tokens. It fails (the count is too small)
+//!   when an item fits in no part.
+//! * The count: from a bin-packing lower bound rounded up to the multiple, galloping up (steps of
+//!   1, 2, 4, ... multiples) to a count whose split fits, then bisecting back between the last
+//!   failing and the first fitting count. `n` parts (rounded up) always fit: every item then has a
+//!   part of its own.
+//! * A larger count than a rank's own (agreed across ranks) splits the heaviest divisible part
+//!   in two, again and again, when the split at that count does not fit: halving never adds
+//!   tokens to a part.
+
+//!
+//! The files: [`bounds`] (lower bounds on the count), [`count`] (one problem's count search and
+//! split), [`ranks`] (every rank with one common count).
+
+mod bounds;
+mod count;
+mod ranks;
+
+pub use bounds::lower_bound;
+pub use count::Problem;
+pub use ranks::{bubble_order, bucket_ranks, expand_ranks, plan_best, BestPlan, RankItems, RankPlans};
+
+type Result<T> = std::result::Result<T, crate::error::CoreError>;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,95 @@
+use super::bounds::DFF_MAX;
+use super::count::MinHeap;
+use super::*;
+use crate::interrupt::Interrupt;
+use proptest::prelude::*;
+
+/// The bounds as the formulas read: L2 per threshold with binary searches, `u_k` per item.
+fn lower_bound_plain(tokens: &[u64], cap: u64) -> usize {
+    let mut sizes = tokens.to_vec();
+    sizes.sort_unstable();
+    let n = sizes.len();
+    let cap = cap as u128;
+    let sum = |range: &[u64]| range.iter().map(|&s| s as u128).sum::<u128>();
+    let mut bound = sum(&sizes).div_ceil(cap).max(1);
+    let half = sizes.partition_point(|&s| s as u128 * 2 <= cap);
+    let mut thresholds: Vec<u128> = sizes[..half].iter().map(|&s| s as u128).collect();
+    thresholds.insert(0, 0);
+    for a in thresholds {
+        let above = sizes.partition_point(|&s| s as u128 <= cap - a);
+        let small = sizes.partition_point(|&s| (s as u128) < a);
+        let room = (above - half) as u128 * cap - sum(&sizes[half..above]);
+        let overflow = sum(&sizes[small..half]).saturating_sub(room);
+        bound = bound.max((n - half) as u128 + overflow.div_ceil(cap));
+    }
+    for k in 2..=DFF_MAX as u128 {
+        let total: u128 = sizes
+            .iter()
+            .map(|&s| {
+                let scaled = (k + 1) * s as u128;
+                if scaled % cap == 0 {
+                    k * s as u128
+                } else {
+                    scaled / cap * cap
+                }
+            })
+            .sum();
+        bound = bound.max(total.div_ceil(k * cap));
+    }
+    bound as usize
+}
+
+proptest! {
+    #[test]
+    fn the_fast_bound_is_the_plain_formulas(
+        (cap, tokens) in (1u64..200).prop_flat_map(|cap| {
+            (Just(cap), prop::collection::vec(0..=cap, 0..40))
+        }),
+        scale in prop::sample::select(vec![1u64, 3, 1 << 40, (1 << 62) / 200]),
+    ) {
+        let cap = cap * scale;
+        let tokens: Vec<u64> = tokens.iter().map(|&t| t * scale).collect();
+        prop_assert_eq!(lower_bound(&tokens, cap).unwrap(), lower_bound_plain(&tokens, cap));
+    }
+
+    #[test]
+    fn the_heap_pops_in_order(keys in prop::collection::vec(0u64..50, 1..200), top in 0u64..60) {
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        let mut heap = MinHeap { keys: Vec::new() };
+        for &key in &keys {
+            heap.push(key);
+        }
+        prop_assert_eq!(heap.peek(), Some(sorted[0]));
+        heap.replace_top(top);
+        sorted[0] = top;
+        sorted.sort_unstable();
+        let mut popped = Vec::new();
+        while let Some(key) = heap.peek() {
+            popped.push(key);
+            heap.pop();
+        }
+        prop_assert_eq!(popped, sorted);
+    }
+}
+
+#[test]
+fn bound_counts_items_just_over_half() {
+    assert_eq!(lower_bound(&[501; 10], 1000).unwrap(), 10);
+    assert_eq!(lower_bound(&[334; 6], 1000).unwrap(), 3);
+    assert_eq!(lower_bound(&[1000, 1, 1], 1000).unwrap(), 2);
+}
+
+#[test]
+fn plan_keeps_the_cap_and_every_item() {
+    let tokens = [6u64, 15, 17, 16, 18, 20];
+    let problem = Problem { tokens: &tokens, costs: &tokens, cap: 27, multiple: 1 };
+    let parts = problem.plan(0, &Interrupt::NEVER).unwrap();
+    let mut seen: Vec<u32> = parts.iter().flatten().copied().collect();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![0, 1, 2, 3, 4, 5]);
+    assert!(parts.iter().all(|p| p.iter().map(|&i| tokens[i as usize]).sum::<u64>() <= 27));
+    let more = problem.plan(9, &Interrupt::NEVER).unwrap();
+    assert_eq!(more.len(), 9);
+    assert_eq!(more.iter().filter(|p| !p.is_empty()).count(), 6);
+}
