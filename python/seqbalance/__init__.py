@@ -24,6 +24,7 @@ from .partition import (
 from .planning import (
     BalanceReport,
     LoadStats,
+    ModelCost,
     TransformerCost,
     balance_report,
     calculate_workload,
@@ -63,6 +64,7 @@ __all__ = [
     "partition_ids",
     # planning toolkit
     "BalanceReport",
+    "ModelCost",
     "TransformerCost",
     "LoadStats",
     "balance_report",

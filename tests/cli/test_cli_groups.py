@@ -17,20 +17,7 @@ from seqbalance import (
 )
 from seqbalance.__main__ import main
 from seqbalance.cli.readers import synthetic_rl_batch
-
-
-def run_json(capsys, *args: str) -> dict:
-    assert main(["partition", *args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def assert_one_line_error(capsys, args: list[str], *fragments: str) -> None:
-    assert main(["partition", *args]) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    for fragment in fragments:
-        assert fragment in lines[0]
+from tests.cli._cli_runs import assert_main_one_line_error, run_json
 
 
 def write_jsonl(path, lengths, uids) -> str:
@@ -126,34 +113,36 @@ def test_uid_field_reads_stdin_and_reaches_the_dp_plan(tmp_path, capsys, monkeyp
 
 def test_uid_field_errors_are_one_line(tmp_path, capsys):
     good = write_jsonl(tmp_path / "good.jsonl", [1, 2, 3, 4], ["a", "a", "b", "c"])
-    assert_one_line_error(capsys, ["--uid-field", "uid"], "--uid-field reads JSON Lines")
-    assert_one_line_error(capsys, [good, "--uid-field", "uid"], "--field NAME")
-    assert_one_line_error(
+    assert_main_one_line_error(capsys, ["--uid-field", "uid"], "--uid-field reads JSON Lines")
+    assert_main_one_line_error(capsys, [good, "--uid-field", "uid"], "--field NAME")
+    assert_main_one_line_error(
         capsys,
         [good, "--field", "len", "--uid-field", "uid", "--group-size", "2"],
         "either --group-size or --uid-field",
     )
-    assert_one_line_error(
+    assert_main_one_line_error(
         capsys,
         [good, "--field", "len", "--uid-field", "uid", "-k", "2", "--max-token-len", "10"],
         "needs --dp",
     )
     missing = tmp_path / "missing.jsonl"
     missing.write_text('{"len": 1, "uid": "a"}\n{"len": 2}\n')
-    assert_one_line_error(
+    assert_main_one_line_error(
         capsys, [str(missing), "--field", "len", "--uid-field", "uid", "-k", "1"], ":2: no field"
     )
     nested = tmp_path / "nested.jsonl"
     nested.write_text('{"len": 1, "uid": ["a"]}\n')
-    assert_one_line_error(
+    assert_main_one_line_error(
         capsys,
         [str(nested), "--field", "len", "--uid-field", "uid", "-k", "1"],
         ":1: field 'uid' must be a string or a number",
     )
     array = tmp_path / "lengths.npy"
     np.save(array, np.arange(4))
-    assert_one_line_error(capsys, [str(array), "--field", "len", "--uid-field", "uid"], "not .npy")
-    assert_one_line_error(
+    assert_main_one_line_error(
+        capsys, [str(array), "--field", "len", "--uid-field", "uid"], "not .npy"
+    )
+    assert_main_one_line_error(
         capsys,
         [good, "--field", "len", "--uid-field", "uid", "-k", "4"],
         "number of groups (3) is smaller than k_partitions (4)",

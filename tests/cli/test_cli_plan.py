@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from seqbalance import calculate_workload, get_seqlen_balanced_partitions, plan_dp_micro_batches
 from seqbalance.__main__ import main
 from seqbalance.cli.readers import synthetic_rl_batch
-
-
-def run_json(capsys, *args: str) -> dict:
-    assert main(["partition", *args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+from tests.cli._cli_runs import run_json
 
 
 def test_cost_workload_balances_the_workload(capsys):

@@ -444,3 +444,65 @@ def test_documented_deviations_raise(standin):
         standin.module.karmarkar_karp([3, 1], 3, False)
     with pytest.raises(ValueError, match=r"seqlen_list\[1\]"):
         standin.module.get_seqlen_balanced_partitions([3, -1], 1, False)
+
+
+# --- install(refine=...) ---------------------------------------------------------------------
+
+
+@SETTINGS
+@given(request=partition_requests())
+def test_install_refine_balances_no_worse_and_keeps_the_exact_ones_exact(standin, request):
+    values, k, equal_size = request
+    before = {name: standin.originals[name](values, k, equal_size) for name in PARTITIONERS}
+    standin.integration.install(refine=True)
+    try:
+        for name in ("karmarkar_karp", "greedy_partition"):
+            assert getattr(standin.module, name)(values, k, equal_size) == before[name], name
+        refined = standin.module.get_seqlen_balanced_partitions(values, k, equal_size)
+        assert refined == seqbalance.get_seqlen_balanced_partitions(
+            values, k, equal_size, refine=True
+        )
+        heaviest = max(sum(values[i] for i in part) for part in refined)
+        original = before["get_seqlen_balanced_partitions"]
+        assert heaviest <= max(sum(values[i] for i in part) for part in original)
+        if equal_size:  # refine keeps the counts equal_size asked for
+            assert sorted(len(p) for p in refined) == sorted(len(p) for p in original)
+    finally:
+        standin.integration.uninstall()
+
+
+def test_install_refine_lightens_a_grpo_batch_and_a_later_install_resets_it(standin):
+    from seqbalance.cli.readers import synthetic_rl_batch
+
+    groups = synthetic_rl_batch().reshape(-1, 16).sum(axis=1).tolist()
+
+    def heaviest(parts):
+        return max(sum(groups[g] for g in part) for part in parts)
+
+    exact = standin.originals["get_seqlen_balanced_partitions"](groups, 8, True)
+    standin.integration.install(refine=True)
+    refined = standin.module.get_seqlen_balanced_partitions(groups, 8, True)
+    assert heaviest(refined) < heaviest(exact)  # the batch the issue measured (1.0952 -> 1.0000)
+    standin.integration.install()  # refine=False again: verl's exact answer
+    assert standin.module.get_seqlen_balanced_partitions(groups, 8, True) == exact
+
+
+@pytest.mark.parametrize(
+    ("refine", "error"), [("yes", ValueError), (2, TypeError), (None, TypeError)]
+)
+def test_install_refuses_a_bad_refine_before_patching(standin, refine, error):
+    with pytest.raises(error, match="refine must be False, True or 'exact'"):
+        standin.integration.install(refine=refine)
+    assert not standin.integration.is_installed()
+    assert (
+        standin.module.get_seqlen_balanced_partitions
+        is standin.originals["get_seqlen_balanced_partitions"]
+    )
+
+
+def test_install_refine_reaches_verls_group_balancing(verl_standin):
+    lengths = [int(x) for x in np.random.default_rng(1).integers(16, 4096, 16 * 24)]
+    uids = [i // 16 for i in range(len(lengths))]
+    verl_standin.integration.install(refine=True)
+    got = verl_standin.module.get_group_balanced_partitions(lengths, uids, 8)
+    assert got == seqbalance.group_balanced_partitions(lengths, uids, 8, refine=True)

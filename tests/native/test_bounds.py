@@ -7,32 +7,29 @@ end at once with the documented exception and the interpreter must still work af
 
 from __future__ import annotations
 
+import functools
 import itertools
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from seqbalance import min_num_micro_batches_for, plan_micro_batches, refine_partitions
+from tests import helpers
 
 # 3 GiB of address space: far more than the calls need once refused, far less than the
 # allocations they would make otherwise.
 LIMIT_BYTES = 3 << 30
 
 
-def run_child(body: str) -> subprocess.CompletedProcess[str]:
-    code = textwrap.dedent(
-        f"""
-        import resource, sys
-        resource.setrlimit(resource.RLIMIT_AS, ({LIMIT_BYTES}, {LIMIT_BYTES}))
-        import itertools
-        import seqbalance
-        """
-    ) + textwrap.dedent(body)
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
+#: Every child runs under the address-space limit, so a bound that failed would be a MemoryError
+#: (or worse) there instead of the ValueError the tests expect.
+PRELUDE = f"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({LIMIT_BYTES}, {LIMIT_BYTES}))
+import itertools
+import seqbalance
+"""
+run_child = functools.partial(helpers.run_child, prelude=PRELUDE, timeout=60)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is enforced on Linux")

@@ -12,6 +12,7 @@ ignored for seconds) would take the test runner down with it:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -21,6 +22,8 @@ import textwrap
 import time
 
 import pytest
+
+from tests import helpers
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux features"
@@ -56,14 +59,7 @@ PRELUDE = textwrap.dedent(
 )
 
 
-def run_child(body: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=os.environ.copy(),
-    )
+run_child = functools.partial(helpers.run_child, prelude=PRELUDE)
 
 
 OOM_MESSAGE = re.compile(

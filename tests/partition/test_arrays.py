@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import seqbalance
 from seqbalance import _arrays, _native, reference
+from tests.helpers import outcome
 
 INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 FLOAT_DTYPES = [np.float16, np.float32, np.float64]
@@ -135,15 +136,6 @@ class ArrayOnly:
 
 class Sub(np.ndarray):
     pass
-
-
-def outcome(function, *args, **kwargs):
-    """The result, or the exception's type and message: what a caller can observe."""
-    try:
-        result = function(*args, **kwargs)
-    except Exception as exc:
-        return ("raised", type(exc), str(exc))
-    return ("returned", result.tolist() if isinstance(result, np.ndarray) else result)
 
 
 # --- host_array -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import seqbalance
 from seqbalance import PartitionError, reference
 from seqbalance._inputs import normalize_weights
 from seqbalance.reference import _largest_differencing
+from tests.helpers import outcome as shared_outcome
 
 FUNCTIONS = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
 
@@ -87,10 +88,8 @@ def single_requests(draw):
 
 
 def outcome(function, *args):
-    try:
-        return "ok", function(*args)
-    except PartitionError as exc:
-        return PartitionError, str(exc)
+    """The answer, or the PartitionError's message; any other error fails the test."""
+    return shared_outcome(function, *args, expected=PartitionError)
 
 
 def assert_same(values, k, equal_size):
@@ -98,7 +97,7 @@ def assert_same(values, k, equal_size):
         expected = outcome(getattr(reference, name), values, k, equal_size)
         assert outcome(getattr(seqbalance, name), values, k, equal_size) == expected, name
     expected = outcome(reference.get_seqlen_balanced_partitions, values, k, equal_size)
-    if expected[0] == "ok":
+    if expected[0] == "returned":
         ids = seqbalance.partition_ids(values, k, equal_size=equal_size)
         assert [np.flatnonzero(ids == p).tolist() for p in range(k)] == expected[1]
 

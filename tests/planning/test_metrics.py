@@ -289,3 +289,61 @@ def test_report_from_ids_errors():
         balance_report_from_ids([1, 2], [0, 2], 2)
     with pytest.raises(TypeError, match="ids must be a 1-D integer array"):
         balance_report_from_ids([1, 2], [0.0, 1.0], 2)
+
+
+# ---------------------------------------------------------------- naive split of whole groups
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+@given(data=st.data())
+def test_the_naive_split_with_groups_keeps_each_group_in_one_chunk(k, data):
+    sizes = data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=20))
+    uids = [g for g, size in enumerate(sizes) for _ in range(size)]
+    values = data.draw(st.lists(st.integers(0, 100), min_size=len(uids), max_size=len(uids)))
+    parts = [list(range(len(values)))] + [[] for _ in range(k - 1)]
+    report = balance_report(values, parts, uid_list=uids)
+    # The model: k chunks of whole groups, group counts within one, the first ones longer.
+    base, extra = divmod(len(sizes), k)
+    counts = [base + (p < extra) for p in range(k)]
+    bounds = [0]
+    for c in counts:
+        bounds.append(bounds[-1] + c)
+    starts = [sum(sizes[:g]) for g in range(len(sizes) + 1)]
+    chunks = [range(starts[bounds[p]], starts[bounds[p + 1]]) for p in range(k)]
+    assert report.naive.counts == tuple(len(c) for c in chunks)
+    assert report.naive.sums == tuple(sum(values[i] for i in c) for c in chunks)
+    ids = np.zeros(len(values), dtype=np.int64)
+    assert balance_report_from_ids(values, ids, k, uid_list=uids) == report
+
+
+def test_group_size_equals_the_uid_runs_it_describes():
+    values = list(range(12))
+    parts = [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]
+    by_size = balance_report(values, parts, group_size=3)
+    by_uid = balance_report(values, parts, uid_list=[i // 3 for i in range(12)])
+    assert by_size == by_uid and by_size.naive.counts == (6, 6)
+    # Without groups the chunks may cut one: 12 items over 5 -> 3, 3, 2, 2, 2.
+    assert balance_report(values, parts + [[], [], []]).naive.counts == (3, 3, 2, 2, 2)
+    assert balance_report(values, parts + [[], [], []], group_size=3).naive.counts == (
+        3,
+        3,
+        3,
+        3,
+        0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("keywords", "error", "message"),
+    [
+        ({"group_size": 5}, ValueError, "number of values (12) is not divisible by group_size (5)"),
+        ({"group_size": 0}, ValueError, "group_size must be >= 1, got 0"),
+        ({"uid_list": [1, 2]}, ValueError, "uid_list has 2 entries but values has 12"),
+        ({"uid_list": "ab"}, TypeError, "uid_list must be a sequence of ids"),
+        ({"group_size": 2, "uid_list": [0] * 12}, TypeError, "pass either group_size or uid_list"),
+    ],
+)
+def test_bad_groups_are_named(keywords, error, message):
+    with pytest.raises(error) as info:
+        balance_report(list(range(12)), [list(range(12))], **keywords)
+    assert message in str(info.value)

@@ -14,12 +14,9 @@ from seqbalance import get_seqlen_balanced_partitions, refine_partitions
 from seqbalance._inputs import normalize_weights
 from seqbalance._native import _refine, _refine_ids
 from seqbalance.refine import apply_refine_ids, check_refine
+from tests.helpers import loads
 
 MAX_VALUE = 2**63 - 1
-
-
-def loads(values, partitions):
-    return [sum(int(values[i]) for i in part) for part in partitions]
 
 
 def max_load(values, partitions):

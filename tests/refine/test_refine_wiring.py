@@ -18,10 +18,7 @@ from seqbalance import (
     plan_packed_steps,
     reference,
 )
-
-
-def loads(values, parts):
-    return [sum(values[i] for i in part) for part in parts]
+from tests.helpers import loads
 
 
 @st.composite

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -27,10 +28,7 @@ from ._common import (
 )
 from .bench import _run_bench
 from .partition import _run_partition
-from .readers import (
-    SYNTHETIC_DESCRIPTION,
-    InputError,
-)
+from .readers import SYNTHETIC_DESCRIPTION, InputError, line_of_item
 
 __all__ = ["main"]
 
@@ -195,7 +193,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return int(args.run(args))
     except (InputError, ValueError, TypeError, OverflowError) as exc:
         # The library's own messages name the argument and the value; one line is enough.
-        _say(f"{prefix} {_one_line(exc)}")
+        _say(f"{prefix} {_with_line(_one_line(exc), args)}")
     except MemoryError as exc:
         detail = f" ({_one_line(exc)})" if str(exc) else ""
         _say(f"{prefix} out of memory{detail}; try a smaller input")
@@ -210,3 +208,17 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+#: An index into the lengths, as the library's messages name one: ``lengths[7] = ...``.
+_LENGTH_INDEX = re.compile(r"\blengths\[(\d+)\]")
+
+
+def _with_line(message: str, args: argparse.Namespace) -> str:
+    """``message``, plus the file and line of the length it names when it names one."""
+    match = _LENGTH_INDEX.search(message)
+    file = getattr(args, "file", None)
+    if match is None or file is None:
+        return message
+    line = line_of_item(file, int(match.group(1)))
+    return message if line is None else f"{message} (line {line} of {file})"

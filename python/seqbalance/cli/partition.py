@@ -78,6 +78,33 @@ def _parts_from_ids(ids: np.ndarray, k: int) -> list[list[int]]:
     return [part.tolist() for part in np.split(order, cuts)]
 
 
+#: Inputs up to this many groups also try ``refine=True`` to say whether ``--refine`` would help
+#: (about the time of one more partition); larger ones are not delayed by it.
+REFINE_HINT_UP_TO = 1 << 20
+
+
+def _refine_hint(
+    lengths: np.ndarray,
+    weights: np.ndarray,
+    sizes: int | np.ndarray,
+    k: int,
+    equal_size: EqualSize,
+) -> tuple[float, float] | None:
+    """max/mean of the ``refine=True`` split and the time it took, or None for large inputs."""
+    if weights.size > REFINE_HINT_UP_TO:
+        return None
+    start = time.perf_counter()
+    group_ids = partition_ids(weights, k, equal_size=equal_size, refine=True)
+    seconds = time.perf_counter() - start
+    ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
+    return balance_report_from_ids(lengths, ids, k).balanced.imbalance, seconds
+
+
+def _unit(unit: str, count: int) -> str:
+    """``tokens`` after a count, ``token`` after 1."""
+    return unit[:-1] if count == 1 and unit.endswith("s") else unit
+
+
 def _read_input(args: argparse.Namespace) -> tuple[np.ndarray, list[Any] | None, str]:
     """Lengths, the group id of each (``--uid-field``, else ``None``) and where they came from."""
     if args.uid_field is not None:
@@ -128,7 +155,10 @@ def _run_partition(args: argparse.Namespace) -> int:
         sizes = np.diff(np.append(starts, lengths.size))
     group_ids, seconds, repeat = _partition(weights, args.k, equal_size, args.refine)
     ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
-    report = balance_report_from_ids(lengths, ids, args.k)
+    # The naive baseline keeps groups whole, as a grouped trainer's contiguous split does.
+    grouped = {"uid_list": uids} if uids is not None else {"group_size": group_size}
+    report = balance_report_from_ids(lengths, ids, args.k, **grouped)
+    refined = None if args.refine else _refine_hint(lengths, weights, sizes, args.k, equal_size)
 
     reference_seconds = None
     same_result = None
@@ -153,6 +183,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             "reference_seconds": reference_seconds,
             "same_as_reference": same_result,
             "report": report.to_dict(),
+            "refined_imbalance": None if refined is None else refined[0],
             "partitions": _parts_from_ids(ids, args.k),
         }
         print(json.dumps(payload))
@@ -171,8 +202,15 @@ def _run_partition(args: argparse.Namespace) -> int:
     print(
         f"imbalance (max/mean): naive split {report.naive.imbalance:.4f} -> "
         f"balanced {report.balanced.imbalance:.4f}   "
-        f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} {unit})"
+        f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} "
+        f"{_unit(unit, report.balanced.spread)})"
     )
+    if refined is not None and refined[0] < report.balanced.imbalance:
+        print(
+            f"--refine would give max/mean {refined[0]:.4f} "
+            f"({(1 - refined[0] / report.balanced.imbalance) * 100:.1f}% lighter heaviest rank, "
+            f"{_format_seconds(refined[1])})"
+        )
     calls = "best of 3" if repeat == 3 else "one call"
     print(f"time: {_format_seconds(seconds)} for partition_ids ({calls})")
     if reference_seconds is not None:

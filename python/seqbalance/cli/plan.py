@@ -49,6 +49,8 @@ def _run_plan(
         # The two-step pattern a trainer runs on every rank: the agreed count is the largest.
         function = "get_seqlen_balanced_partitions + plan_micro_batches per rank"
         group_size = args.group_size
+        # Checked on the whole batch first, so an error names the user's index, not a rank's.
+        min_num_micro_batches_for(lengths, cap, **keywords)
         costs = sample_costs(args.cost, lengths)
         group_costs = costs.reshape(-1, group_size).sum(axis=1) if group_size > 1 else costs
         ranks = [

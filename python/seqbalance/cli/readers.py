@@ -319,6 +319,28 @@ def _check_is_file(path: Path) -> None:
         raise InputError(f"{path}: no such file")
 
 
+def line_of_item(file: str, index: int) -> int | None:
+    """The line (from 1) that holds the ``index``-th length of a text or JSON Lines ``file``.
+
+    Blank lines hold no length, as the readers skip them. None for standard input, ``.npy``
+    files (whose items have no line) and a file that can no longer be read: an error message
+    then names the index alone.
+    """
+    if file == "-" or Path(file).suffix == ".npy" or index < 0:
+        return None
+    seen = 0
+    try:
+        with open(file, "rb") as stream:
+            for number, line in enumerate(stream, start=1):
+                if line.strip():
+                    if seen == index:
+                        return number
+                    seen += 1
+    except OSError:
+        return None
+    return None
+
+
 def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     """Read lengths from ``file``: ``.npy``, JSON Lines (with ``field``), or one integer per line.
 

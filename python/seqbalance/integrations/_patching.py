@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
+from .._inputs import check_refine
+
 __all__ = ["IntegrationError", "ModulePatch"]
 
 
@@ -56,7 +58,13 @@ def _partitioner_wrapper(
     of a function defined in ``patch.owner``, where the integration module binds it.
     """
 
+    refinable = "refine" in inspect.signature(native).parameters
+
     def wrapper(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
+        if refinable and patch.refine is not False:
+            return patch.call(
+                name, native, seqlen_list, k_partitions, equal_size, refine=patch.refine
+            )
         return patch.call(name, native, seqlen_list, k_partitions, equal_size)
 
     wrapper.__name__ = wrapper.__qualname__ = name
@@ -124,8 +132,10 @@ class ModulePatch:
         self.originals: dict[str, Callable[..., Any]] = {}
         self._installed: list[str] = []
         self._warned: set[str] = set()
+        # install(refine=...): what the replaced balancing functions pass as ``refine``.
+        self.refine: bool | str = False
 
-    def call(self, name: str, native: Callable[..., Any], *args: Any) -> Any:
+    def call(self, name: str, native: Callable[..., Any], *args: Any, **options: Any) -> Any:
         """``native(*args)``; where it refuses the input's type, the trainer's original instead.
 
         seqbalance raises ``TypeError`` for inputs it does not take (values of a kind it cannot
@@ -134,7 +144,7 @@ class ModulePatch:
         ``install()``.
         """
         try:
-            return native(*args)
+            return native(*args, **options)
         except TypeError as exc:
             original = self.originals.get(name)
             if original is None:
@@ -218,11 +228,18 @@ class ModulePatch:
                     changed.append((module_name, attribute))
         return changed
 
-    def install(self) -> list[str]:
-        """Replace the functions; return the names replaced in the target module (idempotent)."""
+    def install(self, refine: Any = False) -> list[str]:
+        """Replace the functions; return the names replaced in the target module (idempotent).
+
+        ``refine`` (checked first, as :func:`seqbalance.get_seqlen_balanced_partitions` checks
+        it) is what the replaced balancing functions pass on from now on; a later ``install``
+        sets it again.
+        """
+        mode = check_refine(refine)
         with self._lock:
             module = self._import_target()
             found = self._check(module)
+            self.refine = mode
             self.originals.update(found)
             for name in found:
                 setattr(module, name, self.replacements[name])

@@ -57,15 +57,19 @@ greedy_partition = _PATCH.replacements["greedy_partition"]
 get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
-def install() -> list[str]:
+def install(refine: bool | str = False) -> list[str]:
     """Run OpenRLHF's partitioners on seqbalance in this process; return the names replaced.
+
+    ``refine=True`` (or ``"exact"``) makes ``get_seqlen_balanced_partitions`` refine its split: a
+    heaviest rank never heavier than OpenRLHF's, often lighter, and answers that then differ from
+    OpenRLHF's; the default ``False`` keeps every answer exactly OpenRLHF's.
 
     Idempotent; logs one INFO line. Raises ``ImportError`` when
     ``openrlhf.utils.seqlen_balancing`` cannot be imported, and
     :class:`IntegrationError` (patching nothing) when a function is missing or its parameters
     differ from ``(seqlen_list, k_partitions, equal_size)``.
     """
-    return _PATCH.install()
+    return _PATCH.install(refine)
 
 
 def uninstall() -> list[str]:

@@ -89,7 +89,9 @@ def get_group_balanced_partitions(
         original = _PATCH.originals.get("get_group_balanced_partitions")
         if original is not None:
             return original(seqlen_list, uid_list, k_partitions)
-    return _groups.group_balanced_partitions(seqlen_list, uid_list, k_partitions)
+    return _groups.group_balanced_partitions(
+        seqlen_list, uid_list, k_partitions, refine=_PATCH.refine
+    )
 
 
 _PATCH = ModulePatch(
@@ -123,7 +125,7 @@ greedy_partition = _PATCH.replacements["greedy_partition"]
 get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
-def install() -> list[str]:
+def install(refine: bool | str = False) -> list[str]:
     """Run verl's partitioners on seqbalance in this process; return the names replaced.
 
     Replaces the functions in ``verl.utils.seqlen_balancing`` and rebinds every imported
@@ -131,7 +133,16 @@ def install() -> list[str]:
     nothing (it only rebinds a module that still holds an original) and returns the same names.
     Logs one INFO line saying what was replaced.
 
+    With the default ``refine=False`` every replaced function returns exactly what verl's does.
+    ``refine=True`` (or ``"exact"``) makes ``get_seqlen_balanced_partitions`` and
+    ``get_group_balanced_partitions`` refine their split (:func:`seqbalance.refine_partitions`):
+    the heaviest rank is never heavier than verl's and often lighter -- on a GRPO batch of 512
+    prompts x 16 responses over 8 ranks with equal group counts, max/mean 1.0952 -> 1.0000
+    (``seqbalance partition -k 8 --group-size 16 --equal-size`` shows it on that batch). The
+    answers then differ from verl's; ``karmarkar_karp`` and ``greedy_partition`` stay exact.
+
     Raises:
+        TypeError, ValueError: ``refine`` is not ``False``, ``True`` or ``"exact"``.
         ImportError: ``verl.utils.seqlen_balancing`` cannot be imported (verl or one of its
             import-time dependencies is missing); the message says which.
         IntegrationError: one of the functions is missing, or its parameters differ from the
@@ -142,7 +153,7 @@ def install() -> list[str]:
     >>> sb_verl.install()  # doctest: +SKIP
     ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions']
     """
-    return _PATCH.install()
+    return _PATCH.install(refine)
 
 
 def uninstall() -> list[str]:

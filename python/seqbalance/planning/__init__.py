@@ -12,11 +12,13 @@ from .dp_plan import plan_dp_micro_batches
 from .groups import group_balanced_partitions
 from .metrics import BalanceReport, LoadStats, balance_report, log_seqlen_unbalance
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
+from .model_cost import ModelCost
 from .packing import pack_sequences, plan_packed_steps
 
 __all__ = [
     "BalanceReport",
     "LoadStats",
+    "ModelCost",
     "TransformerCost",
     "balance_report",
     "calculate_workload",

@@ -18,6 +18,7 @@ from .._inputs import (
     lengths_as_list,
     normalize_lengths,
 )
+from .groups import uid_runs
 
 __all__ = [
     "BalanceReport",
@@ -178,7 +179,7 @@ class BalanceReport:
     """How balanced a split is, next to the naive contiguous split of the same values.
 
     ``balanced`` describes the given partitions and ``naive`` the k consecutive chunks in input
-    order whose sizes differ by at most one. ``str(report)`` draws one line per partition with a
+    order whose sizes differ by at most one (chunks of whole groups when groups were given). ``str(report)`` draws one line per partition with a
     bar for each load.
     """
 
@@ -228,16 +229,50 @@ class BalanceReport:
 
 def naive_split(n_items: int, k: int) -> list[list[int]]:
     """k consecutive chunks of ``range(n_items)``, the first ``n_items % k`` one item longer."""
-    base, extra = divmod(n_items, k)
-    chunks, start = [], 0
-    for p in range(k):
-        size = base + (1 if p < extra else 0)
-        chunks.append(list(range(start, start + size)))
-        start += size
-    return chunks
+    bounds = naive_bounds(n_items, k)
+    return [list(range(bounds[p], bounds[p + 1])) for p in range(k)]
 
 
-def balance_report_from_ids(values: Any, ids: Any, k_partitions: int) -> BalanceReport:
+def naive_bounds(n_items: int, k: int, group_starts: np.ndarray | None = None) -> list[int]:
+    """The k + 1 item boundaries of the naive split: consecutive chunks of whole groups.
+
+    Without ``group_starts`` every item is a group. The chunks hold group counts that differ by
+    at most one, the first ``n_groups % k`` one group longer: the split a trainer makes when it
+    cuts the batch in input order without cutting a prompt's group.
+    """
+    starts = np.arange(n_items) if group_starts is None else np.asarray(group_starts)
+    base, extra = divmod(int(starts.size), k)
+    group_bounds = np.cumsum([0] + [base + (1 if p < extra else 0) for p in range(k)])
+    edges = np.append(starts, n_items)
+    return [int(edges[g]) for g in group_bounds]
+
+
+def _group_starts(n_items: int, group_size: Any, uid_list: Any) -> np.ndarray | None:
+    """The first item of every group (``group_size`` runs or runs of equal uids), or None."""
+    if group_size is not None and uid_list is not None:
+        raise TypeError("pass either group_size or uid_list, not both")
+    if uid_list is not None:
+        if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
+            raise TypeError(f"uid_list must be a sequence of ids, got {_describe(uid_list)}")
+        if len(uid_list) != n_items:
+            raise ValueError(f"uid_list has {len(uid_list)} entries but values has {n_items}")
+        return np.asarray([start for start, _ in uid_runs(uid_list)], dtype=np.int64)
+    if group_size is None:
+        return None
+    size = check_k_partitions(group_size, "group_size")
+    if n_items % size:
+        raise ValueError(f"number of values ({n_items}) is not divisible by group_size ({size})")
+    return np.arange(0, n_items, size, dtype=np.int64)
+
+
+def balance_report_from_ids(
+    values: Any,
+    ids: Any,
+    k_partitions: int,
+    *,
+    group_size: int | None = None,
+    uid_list: Any = None,
+) -> BalanceReport:
     """:func:`balance_report` for a split given as one partition number per item.
 
     What :func:`seqbalance.partition_ids` returns: no Python object per item is made, so this is
@@ -247,6 +282,7 @@ def balance_report_from_ids(values: Any, ids: Any, k_partitions: int) -> Balance
         values: per-item loads, ints or a 1-D integer array.
         ids: for every item its partition, a 1-D integer array in ``range(k_partitions)``.
         k_partitions: the number of partitions, an int >= 1.
+        group_size, uid_list: as for :func:`balance_report` (the naive split keeps groups whole).
 
     Returns:
         The :class:`BalanceReport` that ``balance_report`` gives for the same split.
@@ -271,21 +307,21 @@ def balance_report_from_ids(values: Any, ids: Any, k_partitions: int) -> Balance
         raise ValueError(f"ids[{bad}] is {int(numbers[bad])}, not a partition in 0..{k - 1}")
     array = np.asarray(loads, dtype=np.int64)
     n = array.size
+    group_starts = _group_starts(n, group_size, uid_list)
     if n and int(array.max()) > MAX_VALUE // n:
         # A sum could pass 2**63 - 1: the exact Python-int path (never taken by real lengths).
         order = np.argsort(numbers, kind="stable")
         cuts = np.cumsum(np.bincount(numbers, minlength=k))[:-1]
-        return balance_report(loads, [part.tolist() for part in np.split(order, cuts)])
+        parts = [part.tolist() for part in np.split(order, cuts)]
+        return balance_report(loads, parts, group_size=group_size, uid_list=uid_list)
     # No sum can overflow now: every one is at most n * max <= 2**63 - 1.
     counts = np.bincount(numbers, minlength=k)
     sums = np.zeros(k, dtype=np.int64)
     np.add.at(sums, numbers.astype(np.intp, copy=False), array)
     prefix = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(array, out=prefix[1:])
-    # The naive split's chunk sizes, as naive_split makes them: the first n % k one longer.
-    sizes = np.full(k, n // k, dtype=np.int64)
-    sizes[: n % k] += 1
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    bounds = np.asarray(naive_bounds(n, k, group_starts), dtype=np.int64)
+    sizes = np.diff(bounds)
     naive_sums = prefix[bounds[1:]] - prefix[bounds[:-1]]
     return BalanceReport(
         n_items=n,
@@ -295,12 +331,21 @@ def balance_report_from_ids(values: Any, ids: Any, k_partitions: int) -> Balance
     )
 
 
-def balance_report(values: Any, partitions: Any) -> BalanceReport:
+def balance_report(
+    values: Any, partitions: Any, *, group_size: int | None = None, uid_list: Any = None
+) -> BalanceReport:
     """Summarise how evenly ``partitions`` split ``values``, against the naive contiguous split.
+
+    The naive split is k consecutive chunks in input order whose sizes differ by at most one.
+    With groups (``group_size`` consecutive items, or runs of equal ``uid_list`` entries: a
+    prompt's responses), its chunks are made of whole groups, group counts differing by at most
+    one, as a grouped trainer splits a batch.
 
     Args:
         values: per-item loads (lengths, or workloads), ints or a 1-D integer array.
         partitions: k lists of indexes that together hold every index exactly once.
+        group_size: keyword-only; the naive split keeps runs of this many items whole.
+        uid_list: keyword-only; the naive split keeps runs of equal ids whole (any sizes).
 
     Returns:
         A frozen :class:`BalanceReport` (``.balanced`` and ``.naive`` :class:`LoadStats`).
@@ -312,10 +357,14 @@ def balance_report(values: Any, partitions: Any) -> BalanceReport:
     Example:
         >>> balance_report([1, 2, 3, 4], [[0, 3], [1, 2]]).naive.imbalance
         1.4
+        >>> balance_report([1, 2, 3, 4, 5, 6], [[0, 1, 4, 5], [2, 3]], group_size=2).naive.counts
+        (4, 2)
     """
     loads = lengths_as_list(values, "values")
     parts = _index_lists(partitions, len(loads))
     k = len(parts)
+    bounds = naive_bounds(len(loads), k, _group_starts(len(loads), group_size, uid_list))
+    naive = [list(range(bounds[p], bounds[p + 1])) for p in range(k)]
 
     def stats(split: list[list[int]]) -> LoadStats:
         return LoadStats.of(
@@ -326,5 +375,5 @@ def balance_report(values: Any, partitions: Any) -> BalanceReport:
         n_items=len(loads),
         total=sum(loads),
         balanced=stats(parts),
-        naive=stats(naive_split(len(loads), k)),
+        naive=stats(naive),
     )
