@@ -304,6 +304,19 @@ pub fn karmarkar_karp_owned<F: Float>(
     run_bits::<F>(bits, k, equal_size, interrupt)
 }
 
+/// For every item, the number of its partition (heaviest first): what
+/// [`karmarkar_karp_owned`]`(..).ids(..)` gives, the float counterpart of
+/// [`crate::ldm::partition_ids_owned`].
+pub fn partition_ids_owned<F: Float>(
+    values: Vec<F>,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Vec<i64>, CoreError> {
+    let n = values.len();
+    karmarkar_karp_owned(values, k, equal_size, interrupt)?.ids(n, interrupt)
+}
+
 /// The float method on the weights' bit patterns (input order), checked for a sum that overflowed.
 fn run_bits<F: Float>(
     bits: Vec<u64>,
