@@ -21,7 +21,7 @@ use std::ops::{Add, AddAssign, Sub};
 use crate::alloc;
 use crate::error::{check_shape, CoreError};
 use crate::interrupt::Interrupt;
-use crate::ldm::{run_sorted, Key128, SumInt};
+use crate::ldm::{run_sorted, Key128, SumInt, Walk};
 use crate::parts::Partition;
 use crate::sort::sort_items;
 
@@ -138,9 +138,76 @@ macro_rules! float_sum {
                 }
                 Self::key($sum::of(sum), Self::key_count(front) + count, Self::key_head(front))
             }
+            const WALKS: bool = true;
+            /// [`SumInt::key_absorb`] for independent walks, [`LANES`] of them side by side:
+            /// each walk's additions stay in their order, but the walks' dependent loads (each
+            /// step's link names the next item) and additions overlap instead of waiting for
+            /// each other. Merges of full states join up to k pairs of sets at once, and there
+            /// the walks are long (measured at 2^20 lognormal costs, k = 1024, free counts:
+            /// 15.5 million items walked, 98 % of them in such batches).
+            #[inline]
+            fn absorb_all(walks: &mut [Walk<Key128>], next: &[u32], values: &[u64]) {
+                let value = |rank: u32| <$float>::from_bits(values[rank as usize] as $bits);
+                let mut sums = [0.0 as $float; LANES];
+                let mut ranks = [0u32; LANES];
+                let mut left = [0u32; LANES];
+                let mut slots = [0usize; LANES];
+                let mut active = 0;
+                let mut pending = 0;
+                loop {
+                    while active < LANES && pending < walks.len() {
+                        let walk = walks[pending];
+                        let start = Self::key_sum(walk.key).value();
+                        let count = Self::key_count(walk.back);
+                        if count == 1 {
+                            // One addition: nothing to overlap.
+                            let sum = $sum::of(start + value(walk.first));
+                            walks[pending].key =
+                                Self::key(sum, Self::key_count(walk.key) + 1, Self::key_head(walk.key));
+                        } else {
+                            sums[active] = start;
+                            ranks[active] = walk.first;
+                            left[active] = count;
+                            slots[active] = pending;
+                            active += 1;
+                        }
+                        pending += 1;
+                    }
+                    if active == 0 {
+                        break;
+                    }
+                    // Every lane takes as many steps as the shortest has left.
+                    let steps = left[..active].iter().copied().min().unwrap_or(0);
+                    for _ in 0..steps {
+                        for lane in 0..active {
+                            sums[lane] += value(ranks[lane]);
+                            ranks[lane] = next[ranks[lane] as usize];
+                        }
+                    }
+                    let mut lane = 0;
+                    while lane < active {
+                        left[lane] -= steps;
+                        if left[lane] > 0 {
+                            lane += 1;
+                            continue;
+                        }
+                        let walk = &mut walks[slots[lane]];
+                        let count = Self::key_count(walk.key) + Self::key_count(walk.back);
+                        walk.key = Self::key($sum::of(sums[lane]), count, Self::key_head(walk.key));
+                        active -= 1;
+                        sums[lane] = sums[active];
+                        ranks[lane] = ranks[active];
+                        left[lane] = left[active];
+                        slots[lane] = slots[active];
+                    }
+                }
+            }
         }
     };
 }
+
+/// Walks that [`SumInt::absorb_all`] advances side by side.
+const LANES: usize = 16;
 
 float_sum!(Sum64, f64, u64);
 float_sum!(Sum32, f32, u32);

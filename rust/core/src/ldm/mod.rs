@@ -32,7 +32,7 @@ use crate::error::{check_shape, CoreError};
 use crate::interrupt::Interrupt;
 use crate::parts::Partition;
 use crate::sort::{sort_items, SortedItems};
-pub use keys::{Key128, SumInt};
+pub use keys::{Key128, SumInt, Walk};
 use queue::Run;
 use read::write_ids;
 

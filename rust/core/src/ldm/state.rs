@@ -1,6 +1,6 @@
 //! States and their sets: priorities, the merges of rule 5, and the sorts of the merged runs.
 
-use super::keys::{join, Set, SetKey, SumInt};
+use super::keys::{join, join_all, Set, SetKey, SumInt, Walk};
 use crate::alloc;
 use crate::error::CoreError;
 
@@ -92,7 +92,7 @@ impl<S: SumInt> State<S> {
     /// O(m log k) instead of re-sorting all k sets (measured: a 7x speed-up at k = n/2, where
     /// full states keep absorbing two- and three-set states).
     ///
-    /// `smallest` is scratch space with room for `others.len()` sets.
+    /// `smallest` is scratch space with room for `others.len()` sets, `walks` too (float sums).
     pub(super) fn absorb_into_smallest(
         &mut self,
         others: &[Set<S>],
@@ -100,6 +100,7 @@ impl<S: SumInt> State<S> {
         next: &mut [u32],
         values: &[u64],
         smallest: &mut Vec<Set<S>>,
+        walks: &mut Vec<Walk<SetKey<S>>>,
     ) {
         if !self.heap_mode {
             self.heap_mode = true;
@@ -115,8 +116,15 @@ impl<S: SumInt> State<S> {
             region[size - 1] = region[0];
             sift_down_backwards(&mut self.sets[k - size + 1..]);
         }
+        if S::WALKS {
+            // The m joins first, their item-by-item sums side by side (see `join_all`); the heap
+            // then takes the grown sets in the same order as below.
+            join_all(smallest, others.iter().copied(), others_first, walks, next, values);
+        }
         for (size, (&small, &other)) in (k - m..k).zip(smallest.iter().zip(others)) {
-            let grown = if others_first {
+            let grown = if S::WALKS {
+                small
+            } else if others_first {
                 join(other, small, next, values)
             } else {
                 join(small, other, next, values)
@@ -140,11 +148,19 @@ pub(super) struct RunSorter<S: SumInt> {
     pub(super) bounds: Vec<usize>,
     pub(super) next_bounds: Vec<usize>,
     pub(super) packed: Vec<u64>,
+    /// The pending joins of a merge, for float sums ([`join_all`]).
+    pub(super) walks: Vec<Walk<SetKey<S>>>,
 }
 
 impl<S: SumInt> RunSorter<S> {
     pub(super) fn new() -> Self {
-        RunSorter { buffer: Vec::new(), bounds: Vec::new(), next_bounds: Vec::new(), packed: Vec::new() }
+        RunSorter {
+            buffer: Vec::new(),
+            bounds: Vec::new(),
+            next_bounds: Vec::new(),
+            packed: Vec::new(),
+            walks: Vec::new(),
+        }
     }
 
     /// Room to sort `k` sets without allocating (a no-op once there).
@@ -152,7 +168,11 @@ impl<S: SumInt> RunSorter<S> {
         alloc::room_for(&mut self.buffer, k, "merge scratch")?;
         alloc::room_for(&mut self.bounds, k + 1, "merge scratch")?;
         alloc::room_for(&mut self.next_bounds, k + 1, "merge scratch")?;
-        alloc::room_for(&mut self.packed, k, "merge scratch")
+        alloc::room_for(&mut self.packed, k, "merge scratch")?;
+        if S::WALKS {
+            alloc::room_for(&mut self.walks, k, "merge scratch")?;
+        }
+        Ok(())
     }
 }
 
@@ -370,10 +390,14 @@ pub(super) fn merge_overlapping<S: SumInt>(
     let (own, theirs) = (sets.len(), other.len());
     if own == k && theirs == k {
         // Two full states (every merge with `equal_size`): pair position i with k−1−i directly.
-        for (slot, &back) in sets.iter_mut().zip(other.iter().rev()) {
-            *slot = join(*slot, back, next, values);
-        }
         sorter.reserve(k)?;
+        if S::WALKS {
+            join_all(sets, other.iter().rev().copied(), false, &mut sorter.walks, next, values);
+        } else {
+            for (slot, &back) in sets.iter_mut().zip(other.iter().rev()) {
+                *slot = join(*slot, back, next, values);
+            }
+        }
         sort_runs_descending(sets, sorter);
         return Ok(());
     }
