@@ -21,7 +21,7 @@ use std::ops::{Add, AddAssign, Sub};
 use crate::alloc;
 use crate::error::{check_shape, CoreError};
 use crate::interrupt::Interrupt;
-use crate::ldm::{run_sorted, Key128, SumInt, Walk};
+use crate::ldm::{ids_sorted, run_sorted, Key128, SumInt, Walk};
 use crate::parts::Partition;
 use crate::sort::sort_items;
 
@@ -374,14 +374,40 @@ pub fn karmarkar_karp_owned<F: Float>(
 /// For every item, the number of its partition (heaviest first): what
 /// [`karmarkar_karp_owned`]`(..).ids(..)` gives, the float counterpart of
 /// [`crate::ldm::partition_ids_owned`].
+///
+/// Errors as [`karmarkar_karp`]'s. Values with an exact integer image number their items
+/// through [`crate::ldm::partition_ids_owned`].
 pub fn partition_ids_owned<F: Float>(
     values: Vec<F>,
     k: usize,
     equal_size: bool,
     interrupt: &Interrupt,
 ) -> Result<Vec<i64>, CoreError> {
-    let n = values.len();
-    karmarkar_karp_owned(values, k, equal_size, interrupt)?.ids(n, interrupt)
+    check_shape(values.len(), k, equal_size)?;
+    check_values(&values)?;
+    if let Some(image) = exact_image(&values)? {
+        drop(values);
+        return crate::ldm::partition_ids_owned(image, k, equal_size, interrupt);
+    }
+    let bits = alloc::collect(values.iter().map(|v| v.key_bits()), "the weights' bits")?;
+    drop(values);
+    let sorted = sort_items(&bits, interrupt)?;
+    drop(bits);
+    let (ids, largest) = ids_sorted::<F::Sum>(sorted, k, equal_size, interrupt)?;
+    finite::<F>(largest)?;
+    Ok(ids)
+}
+
+/// [`CoreError::SumOverflow`] unless the largest final sum is finite. Sums only grow as sets
+/// absorb others (a fold of non-negative values is monotone in its start), so then every sum
+/// and spread along the way was finite too. A final set's sum is the fold of its items in list
+/// order, exactly what the reference's sum of that partition is.
+fn finite<F: Float>(largest: F::Sum) -> Result<(), CoreError> {
+    if F::from_key_bits(largest.to_u128() as u64).is_finite() {
+        Ok(())
+    } else {
+        Err(CoreError::SumOverflow)
+    }
 }
 
 /// The float method on the weights' bit patterns (input order), checked for a sum that overflowed.
@@ -392,15 +418,9 @@ fn run_bits<F: Float>(
     interrupt: &Interrupt,
 ) -> Result<Partition, CoreError> {
     let sorted = sort_items(&bits, interrupt)?;
-    let partition = run_sorted::<F::Sum>(&sorted, k, equal_size, interrupt)?;
-    // Sums only grow as sets absorb others (a fold of non-negative values is monotone in its
-    // start), so if the final sums are finite every sum and spread along the way was.
-    let finite = partition.parts().all(|part| {
-        part.iter().fold(F::ZERO, |sum, &index| sum.plus(F::from_key_bits(bits[index as usize]))).is_finite()
-    });
-    if !finite {
-        return Err(CoreError::SumOverflow);
-    }
+    drop(bits);
+    let (partition, largest) = run_sorted::<F::Sum>(&sorted, k, equal_size, interrupt)?;
+    finite::<F>(largest)?;
     Ok(partition)
 }
 
