@@ -11,7 +11,7 @@
 //! * `f64`, `f32`: lognormal costs around 1e12 (sigma 1), as FLOPs estimates are: the float path;
 //! * `f64-huge`: ones and one value of n * 1024; `f64-equal`: every value 0.1 (adversarial merges).
 //!
-//! Float weights also print the sort of their bit patterns on its own, so the run's phases can be
+//! Float weights also print the sort of their bit patterns on its own (`float::sort_bits`), so the run's phases can be
 //! told apart: sort, then the merges with their item-by-item sums, then the answer. Under
 //! `valgrind --tool=callgrind` it gives repeatable instruction counts per function. Times are the
 //! thread's CPU time where Linux reports it, the best of REPEATS calls.
@@ -126,9 +126,7 @@ fn main() {
         } else {
             doubles(n, "f64").into_iter().map(|v| v.round() as u64).collect()
         };
-        let started = Clock::now();
-        seqbalance_core::sort::sorted_order(&values).expect("sortable");
-        let sort_time = started.elapsed();
+        let (sort_time, _) = timed(&mut || seqbalance_core::sort::sorted_order(&values).expect("sortable").len());
         (
             sort_time,
             timed(&mut || {
@@ -143,16 +141,12 @@ fn main() {
         )
     } else if weights.starts_with("f32") {
         let values: Vec<f32> = doubles(n, weights).into_iter().map(|v| v as f32).collect();
-        let bits: Vec<u64> = values.iter().map(|v| v.to_bits() as u64).collect();
-        let started = Clock::now();
-        seqbalance_core::sort::sort_items(&bits, &interrupt).expect("sortable");
-        (started.elapsed(), timed(&mut || run_float(&values, k, equal_size, ids)))
+        let (sort_time, _) = timed(&mut || float::sort_bits(&values, &interrupt).expect("sortable").index.len());
+        (sort_time, timed(&mut || run_float(&values, k, equal_size, ids)))
     } else {
         let values = doubles(n, weights);
-        let bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
-        let started = Clock::now();
-        seqbalance_core::sort::sort_items(&bits, &interrupt).expect("sortable");
-        (started.elapsed(), timed(&mut || run_float(&values, k, equal_size, ids)))
+        let (sort_time, _) = timed(&mut || float::sort_bits(&values, &interrupt).expect("sortable").index.len());
+        (sort_time, timed(&mut || run_float(&values, k, equal_size, ids)))
     };
     println!(
         "n={n} k={k} {mode} {weights}: sort {:.2} ms, {} {:.3} ms ({:.0} ns/item), {parts} parts",
