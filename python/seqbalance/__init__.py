@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from . import _compat
 from ._errors import PartitionError
-from ._version import package_version
+from ._native import __version__
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
@@ -25,6 +25,7 @@ from .planning import (
     BalanceReport,
     LoadStats,
     ModelCost,
+    StreamPacker,
     TransformerCost,
     balance_report,
     calculate_workload,
@@ -44,8 +45,6 @@ from .samplers import (
     SeqlenBalancedSampler,
     SequentialSampler,
 )
-
-__version__ = package_version()
 
 # seqbalance.micro_batches, seqbalance.metrics, ... (0.1's paths) still import, with a warning.
 _compat.install()
@@ -76,5 +75,6 @@ __all__ = [
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
+    "StreamPacker",
     "refine_partitions",
 ]

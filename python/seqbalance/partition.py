@@ -3,6 +3,12 @@
 Each function validates its arguments exactly as :mod:`seqbalance.reference` does, then runs the
 Rust core with the GIL released. Results are identical to the reference's: the same partitions,
 in the same order, with the same indexes inside.
+
+One native call per operation: the extension reads arguments that are certainly valid (a list of
+non-negative ints or of finite floats, a 1-D numeric NumPy array, a bool ``equal_size``, ...)
+itself and runs the whole request, refinement included, in one core call. For anything else it
+returns ``None``; the arguments are then checked here by :mod:`seqbalance._inputs`, which raises
+the documented error or normalises them, and the extension is called again with ``checked=True``.
 """
 
 from __future__ import annotations
@@ -12,14 +18,20 @@ from typing import Any, cast
 import numpy as np
 
 from . import _native
+from ._errors import PartitionError
 from ._inputs import (
     EqualSize,
     check_equal_size,
+    check_greedy_equal_size,
     check_k_partitions,
     check_refine,
+    check_shape,
     normalize_weights,
 )
-from .refine import apply_refine_ids
+
+# Shape errors raised by the extension are this package's PartitionError; the extension imports
+# nothing of the package, so it is handed the class here.
+_native._set_partition_error(PartitionError)
 
 #: What ``equal_size`` takes: ``False`` (free counts), ``True`` (equal counts) or ``"nearly"``.
 
@@ -70,21 +82,22 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -
     >>> karmarkar_karp([10, 20, 30, 40, 50], 2, "nearly")
     [[0, 3, 2], [4, 1]]
     """
-    return _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
+    answer = _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
+    if answer is None:
+        answer = _native.karmarkar_karp(
+            *_checked(seqlen_list, k_partitions, equal_size), checked=True
+        )
+    return cast("list[list[int]]", answer)
 
 
-def _refined(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any, mode: bool | str, *, as_ids: bool
-) -> list[list[int]] | np.ndarray:
-    """The refined partition: lists as ``get_seqlen_balanced_partitions``, or ``partition_ids``."""
-    # Validate once (in the reference's order: k, then the values) and hand the same array to the
-    # partitioner and the refinement; the start goes over as one array of ids, not as lists.
-    # True and "nearly" both keep every part's count (so "nearly" keeps the multiset of counts).
+def _checked(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> tuple[Any, int, EqualSize]:
+    """The arguments checked and normalised by :mod:`seqbalance._inputs`, in the reference's
+    order (``k_partitions``, ``equal_size``, the values, then the shape), or its error."""
     k = check_k_partitions(k_partitions)
-    keep_counts = check_equal_size(equal_size) is not False
+    equal = check_equal_size(equal_size)
     weights = normalize_weights(seqlen_list)
-    ids = _native.partition_ids(weights.values, k, equal_size)
-    return apply_refine_ids(weights, ids, k, keep_counts, mode, as_ids=as_ids)
+    check_shape(len(weights.values), k, equal)
+    return weights.values, k, equal
 
 
 def get_seqlen_balanced_partitions(
@@ -108,14 +121,18 @@ def get_seqlen_balanced_partitions(
     >>> get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
     [[0, 3], [1, 2]]
     """
-    if refine is False:
-        return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
-    mode = check_refine(refine)
-    if not mode:
-        return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size)
-    return cast(
-        "list[list[int]]", _refined(seqlen_list, k_partitions, equal_size, mode, as_ids=False)
+    # (The extension reads an explicit refine=None as left out: None goes to check_refine.)
+    answer = (
+        None
+        if refine is None
+        else _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size, refine)
     )
+    if answer is None:
+        mode = check_refine(refine)
+        answer = _native.get_seqlen_balanced_partitions(
+            *_checked(seqlen_list, k_partitions, equal_size), mode, checked=True
+        )
+    return cast("list[list[int]]", answer)
 
 
 def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
@@ -130,7 +147,14 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     >>> greedy_partition([5, 1, 1, 4, 2], 2, False)
     [[0, 4], [1, 2, 3]]
     """
-    return _native.greedy_partition(seqlen_list, k_partitions, equal_size)
+    answer = _native.greedy_partition(seqlen_list, k_partitions, equal_size)
+    if answer is None:
+        k = check_k_partitions(k_partitions)
+        equal = check_greedy_equal_size(equal_size)
+        weights = normalize_weights(seqlen_list)
+        check_shape(len(weights.values), k, equal)
+        answer = _native.greedy_partition(weights.values, k, equal, checked=True)
+    return cast("list[list[int]]", answer)
 
 
 def partition_ids(
@@ -152,9 +176,14 @@ def partition_ids(
     >>> partition_ids([10, 20, 30, 40], 2, equal_size=True).tolist()
     [0, 1, 1, 0]
     """
-    if refine is False:
-        return _native.partition_ids(seqlen_list, k_partitions, equal_size)
-    mode = check_refine(refine)
-    if not mode:
-        return _native.partition_ids(seqlen_list, k_partitions, equal_size)
-    return cast(np.ndarray, _refined(seqlen_list, k_partitions, equal_size, mode, as_ids=True))
+    answer = (
+        None
+        if refine is None
+        else _native.partition_ids(seqlen_list, k_partitions, equal_size, refine)
+    )
+    if answer is None:
+        mode = check_refine(refine)
+        answer = _native.partition_ids(
+            *_checked(seqlen_list, k_partitions, equal_size), mode, checked=True
+        )
+    return cast(np.ndarray, answer)

@@ -28,6 +28,7 @@ from ._inputs import (
     NEARLY,
     EqualSize,
     check_equal_size,
+    check_greedy_equal_size,
     check_k_partitions,
     check_shape,
     normalize_weights,
@@ -182,9 +183,7 @@ def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> l
     counts equal.
     """
     k = check_k_partitions(k_partitions)
-    mode = check_equal_size(equal_size)
-    if mode == NEARLY:
-        raise ValueError("greedy_partition does not support equal_size='nearly'")
+    mode = check_greedy_equal_size(equal_size)
     values = _values(seqlen_list)
     check_shape(len(values), k, mode)
     bias: Any = 0

@@ -12,8 +12,10 @@
 //!
 //! Both directions allocate fallibly (a list too large for memory is a `MemoryError`, never an
 //! abort or a panic on a null pointer) and let Python handle signals every [`SIGNAL_EVERY`] items.
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::PyMemoryError;
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
@@ -22,8 +24,25 @@ use pyo3::{ffi, IntoPyObjectExt};
 use seqbalance_core::alloc;
 use seqbalance_core::float::Float;
 use seqbalance_core::parts::Partition;
+use seqbalance_core::request::Weights;
 
 use crate::errors::{core_error, out_of_memory};
+
+/// Inputs read into a buffer of the binding's own, for the tests (`_native._input_reads`): a
+/// partitioning call, refinement included, reads its input once. Counted when a reader
+/// completes ([`fast_weights`], [`normalised_weights`], [`unsigned_array`], [`count_read`]).
+static INPUT_READS: AtomicUsize = AtomicUsize::new(0);
+
+/// Count one completed read of an input (see [`INPUT_READS`]).
+pub fn count_read() {
+    INPUT_READS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many inputs the binding has read so far (a test hook).
+#[pyfunction]
+pub fn _input_reads() -> usize {
+    INPUT_READS.load(Ordering::Relaxed)
+}
 
 /// Items converted between two looks at pending signals (Ctrl-C): a millisecond or less.
 const SIGNAL_EVERY: usize = 1 << 16;
@@ -195,18 +214,53 @@ fn list_values(list: &Bound<'_, PyList>) -> PyResult<Option<Vec<u64>>> {
     Ok(Some(values))
 }
 
+/// An integer array's values as `u64`; `Err(position)` names the first that is negative or
+/// above `i64::MAX`. The one reader of integer arrays: the fast path below, and the int64
+/// arrays of refinement, packing and the planner ([`unsigned_array`]).
+fn read_unsigned<T: Copy + TryInto<i64>>(
+    py: Python<'_>,
+    view: numpy::ndarray::ArrayView1<'_, T>,
+) -> PyResult<Result<Vec<u64>, usize>> {
+    let mut values = value_buffer(py, view.len())?;
+    for (position, &v) in view.iter().enumerate() {
+        poll_signals(py, position)?;
+        let Some(v) = v.try_into().ok().and_then(|v: i64| u64::try_from(v).ok()) else {
+            return Ok(Err(position));
+        };
+        values.push(v);
+    }
+    Ok(Ok(values))
+}
+
 /// An integer array's values as `u64`, or `None` if any is negative or above `i64::MAX`.
 fn array_values<T: Copy + TryInto<i64>>(
     py: Python<'_>,
     view: numpy::ndarray::ArrayView1<'_, T>,
 ) -> PyResult<Option<Vec<u64>>> {
-    let mut values = value_buffer(py, view.len())?;
-    for (position, &v) in view.iter().enumerate() {
-        poll_signals(py, position)?;
-        let Some(v) = v.try_into().ok().and_then(|v: i64| u64::try_from(v).ok()) else { return Ok(None) };
-        values.push(v);
-    }
-    Ok(Some(values))
+    Ok(read_unsigned(py, view)?.ok())
+}
+
+/// The values of an int64 array as `u64`, or `ValueError("{name}[i] must be >= 0, got v")`.
+pub fn unsigned_array(
+    py: Python<'_>,
+    view: numpy::ndarray::ArrayView1<'_, i64>,
+    name: &str,
+) -> PyResult<Vec<u64>> {
+    let values = read_unsigned(py, view)?.map_err(|position| {
+        PyValueError::new_err(format!("{name}[{position}] must be >= 0, got {}", view[position]))
+    })?;
+    count_read();
+    Ok(values)
+}
+
+/// `repr(object)` cut to 60 characters, with its type: how error messages show a bad value
+/// (as `seqbalance._inputs` does).
+pub fn describe(object: &Bound<'_, PyAny>) -> String {
+    let text = object.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<unprintable>".to_owned());
+    let text =
+        if text.chars().count() > 60 { text.chars().take(57).collect::<String>() + "..." } else { text };
+    let kind = object.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    format!("{text} ({kind})")
 }
 
 // Only exact, aligned ndarrays: subclasses (a masked array's data includes its masked values)
@@ -224,23 +278,6 @@ macro_rules! array_fast_path {
             }
         )*
     };
-}
-
-/// Weights in the precision the partitioners compute in (see `seqbalance._inputs.Weights`).
-pub enum Weights {
-    Exact(Vec<u64>),
-    Double(Vec<f64>),
-    Single(Vec<f32>),
-}
-
-impl Weights {
-    pub fn len(&self) -> usize {
-        match self {
-            Weights::Exact(v) => v.len(),
-            Weights::Double(v) => v.len(),
-            Weights::Single(v) => v.len(),
-        }
-    }
 }
 
 /// Float weights the fast path may take as they are: finite, `>= 0`, and a total clearly below
@@ -313,24 +350,32 @@ fn float_array(obj: &Bound<'_, PyAny>, check: bool) -> PyResult<Option<Weights>>
 /// Weights of input that is certainly valid, without a Python object per array item; `None`
 /// sends the input through the full normalisation (which raises the precise error).
 pub fn fast_weights(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Weights>> {
-    if let Ok(list) = obj.cast::<PyList>() {
-        return Ok(match list_values(list)? {
+    let weights = if let Ok(list) = obj.cast::<PyList>() {
+        match list_values(list)? {
             Some(values) => Some(Weights::Exact(values)),
             None => list_floats(list)?.map(Weights::Double),
-        });
+        }
+    } else if let Some(values) = fast_values(py, obj)? {
+        Some(Weights::Exact(values))
+    } else {
+        float_array(obj, true)?
+    };
+    if weights.is_some() {
+        count_read();
     }
-    if let Some(values) = fast_values(py, obj)? {
-        return Ok(Some(Weights::Exact(values)));
-    }
-    float_array(obj, true)
+    Ok(weights)
 }
 
 /// The weights in an array that `seqbalance._inputs.normalize_weights` returned (valid already).
 pub fn normalised_weights(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Option<Weights>> {
-    match fast_values(py, array)? {
-        Some(values) => Ok(Some(Weights::Exact(values))),
-        None => float_array(array, false),
+    let weights = match fast_values(py, array)? {
+        Some(values) => Some(Weights::Exact(values)),
+        None => float_array(array, false)?,
+    };
+    if weights.is_some() {
+        count_read();
     }
+    Ok(weights)
 }
 
 /// Values of input that is certainly valid, without a Python object per array item; `None`

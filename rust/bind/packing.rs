@@ -5,8 +5,9 @@ use pyo3::prelude::*;
 
 use pyo3::types::PyList;
 
-use seqbalance_core::alloc;
 use seqbalance_core::packing::{pack_interruptible, Algorithm, PackError};
+
+use crate::convert::unsigned_array;
 
 use crate::convert::index_lists;
 use crate::errors::{core_error, guard, interruptible};
@@ -30,14 +31,7 @@ fn pack_py<'py>(
             ))
         })?;
         // `as_array` also covers strided views, where `as_slice` would fail.
-        let view = lengths.as_array();
-        let mut values = alloc::with_capacity(view.len(), "the lengths").map_err(|e| core_error(py, e))?;
-        for (position, &length) in view.iter().enumerate() {
-            let length = u64::try_from(length).map_err(|_| {
-                PyValueError::new_err(format!("lengths[{position}] must be >= 0, got {length}"))
-            })?;
-            values.push(length);
-        }
+        let values = unsigned_array(py, lengths.as_array(), "lengths")?;
         let (packs, raised) = interruptible(py, true, |interrupt| {
             pack_interruptible(&values, pack_max_length, algorithm, interrupt)
         });

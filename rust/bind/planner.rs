@@ -8,21 +8,8 @@ use pyo3::types::PyList;
 use seqbalance_core::alloc;
 use seqbalance_core::planner::{plan_best, Problem};
 
-use crate::convert::index_lists;
+use crate::convert::{index_lists, unsigned_array};
 use crate::errors::{core_error, core_result, guard, interruptible};
-
-/// The values of a non-negative int64 array, or a `ValueError` naming `name`.
-fn unsigned(py: Python<'_>, values: &PyReadonlyArray1<'_, i64>, name: &str) -> PyResult<Vec<u64>> {
-    let view = values.as_array();
-    let mut out = alloc::with_capacity(view.len(), "the planner's input").map_err(|e| core_error(py, e))?;
-    for (i, &v) in view.iter().enumerate() {
-        out.push(
-            u64::try_from(v)
-                .map_err(|_| PyValueError::new_err(format!("{name}[{i}] must be >= 0, got {v}")))?,
-        );
-    }
-    Ok(out)
-}
 
 /// Check what the core relies on: one token and cost per item, every item within the cap, and
 /// a cap below 2**63 (so a part's fill plus an item never wraps around).
@@ -57,7 +44,10 @@ fn own_count_py(
     multiple: usize,
 ) -> PyResult<usize> {
     guard("_own_count", || {
-        let (tokens, costs) = (unsigned(py, &tokens, "tokens")?, unsigned(py, &costs, "costs")?);
+        let (tokens, costs) = (
+            unsigned_array(py, tokens.as_array(), "tokens")?,
+            unsigned_array(py, costs.as_array(), "costs")?,
+        );
         check(&tokens, &costs, cap, multiple)?;
         let problem = Problem { tokens: &tokens, costs: &costs, cap, multiple };
         let own = core_result(py, interruptible(py, true, |interrupt| problem.own_plan(interrupt)))?;
@@ -89,8 +79,14 @@ fn plan_ranks_py<'py>(
     bubble: bool,
 ) -> PyResult<RanksPlan<'py>> {
     guard("_plan_ranks", || {
-        let (tokens, costs) = (unsigned(py, &tokens, "tokens")?, unsigned(py, &costs, "costs")?);
-        let (starts, sizes) = (unsigned(py, &starts, "starts")?, unsigned(py, &sizes, "sizes")?);
+        let (tokens, costs) = (
+            unsigned_array(py, tokens.as_array(), "tokens")?,
+            unsigned_array(py, costs.as_array(), "costs")?,
+        );
+        let (starts, sizes) = (
+            unsigned_array(py, starts.as_array(), "starts")?,
+            unsigned_array(py, sizes.as_array(), "sizes")?,
+        );
         check(&tokens, &costs, cap, multiple)?;
         if costs.iter().try_fold(0u64, |total, &c| total.checked_add(c)).is_none() {
             return Err(PyValueError::new_err("costs sum above 2**64 - 1"));
@@ -108,7 +104,7 @@ fn plan_ranks_py<'py>(
         let n_samples = starts.iter().zip(&sizes).map(|(&s, &z)| (s + z) as usize).max().unwrap_or(0);
         let mut assignments = Vec::with_capacity(candidates.len());
         for (c, candidate) in candidates.iter().enumerate() {
-            let ranks = unsigned(py, candidate, "rank_of_item")?;
+            let ranks = unsigned_array(py, candidate.as_array(), "rank_of_item")?;
             if ranks.len() != tokens.len() {
                 return Err(PyValueError::new_err(format!(
                     "candidates[{c}] has a rank for other than every item"

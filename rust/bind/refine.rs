@@ -5,12 +5,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList};
 
 use seqbalance_core::alloc;
-use seqbalance_core::refine::{
-    refine_floats_interruptible, refine_interruptible, validate, Mode, RefineError,
-};
+use seqbalance_core::refine::{refine_floats_interruptible, refine_interruptible, validate, Mode};
 
-use crate::convert::index_lists;
-use crate::errors::{core_error, guard, interruptible};
+use crate::convert::{describe, index_lists, unsigned_array};
+use crate::errors::{core_error, guard, interruptible, refine_result, DETACH_THRESHOLD};
 
 /// Copy `partitions` (an iterable of iterables of ints) out of Python, checking every index.
 ///
@@ -84,18 +82,6 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
     Ok(parts)
 }
 
-fn describe(object: &Bound<'_, PyAny>) -> String {
-    let text = object.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<unprintable>".to_owned());
-    let text =
-        if text.chars().count() > 60 { text.chars().take(57).collect::<String>() + "..." } else { text };
-    let kind = object.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-    format!("{text} ({kind})")
-}
-
-/// Below this many items refining takes microseconds, about what releasing and re-taking the GIL
-/// costs, so small calls keep it (as the partitioners do).
-const DETACH_THRESHOLD: usize = 2048;
-
 /// The weights to refine: exact integers, or floats (float32 widened exactly; refinement judges
 /// loads exactly, so the working precision plays no part).
 enum Lengths {
@@ -119,14 +105,7 @@ fn lengths_of(values: &Bound<'_, PyAny>) -> PyResult<Lengths> {
         alloc::with_capacity(len, "the values").map_err(|e| core_error(py, e))
     }
     let lengths = if let Ok(array) = values.cast::<PyArray1<i64>>() {
-        let view = array.readonly();
-        let mut lengths = buffer(py, view.as_array().len())?;
-        for (i, &v) in view.as_array().iter().enumerate() {
-            let v = u64::try_from(v)
-                .map_err(|_| PyValueError::new_err(format!("values[{i}] must be >= 0, got {v}")))?;
-            lengths.push(v);
-        }
-        Lengths::Ints(lengths)
+        Lengths::Ints(unsigned_array(py, array.readonly().as_array(), "values")?)
     } else if let Ok(array) = values.cast::<PyArray1<f64>>() {
         let view = array.readonly();
         let mut floats = buffer(py, view.as_array().len())?;
@@ -143,6 +122,9 @@ fn lengths_of(values: &Bound<'_, PyAny>) -> PyResult<Lengths> {
             describe(values)
         )));
     };
+    if !matches!(lengths, Lengths::Ints(_)) {
+        crate::convert::count_read(); // (unsigned_array counts the int64 read)
+    }
     if u32::try_from(lengths.len()).is_err() {
         return Err(PyValueError::new_err(format!(
             "values holds {} items; at most {} can be refined",
@@ -163,17 +145,15 @@ fn run_refine(
 ) -> PyResult<Vec<Vec<u32>>> {
     let mode = if exact { Mode::Exact } else { Mode::Local };
     let detach = lengths.len() >= DETACH_THRESHOLD;
-    let (refined, raised) = interruptible(py, detach, |interrupt| match lengths {
-        Lengths::Ints(values) => refine_interruptible(values, parts, equal_size, mode, effort, interrupt),
-        Lengths::Floats(values) => {
-            refine_floats_interruptible(values, parts, equal_size, mode, effort, interrupt)
-        }
-    });
-    refined.map_err(|error| match (error, raised) {
-        (RefineError::Core(_), Some(raised)) => raised,
-        (RefineError::Core(error), None) => core_error(py, error),
-        (error, _) => PyValueError::new_err(error.to_string()),
-    })
+    refine_result(
+        py,
+        interruptible(py, detach, |interrupt| match lengths {
+            Lengths::Ints(values) => refine_interruptible(values, parts, equal_size, mode, effort, interrupt),
+            Lengths::Floats(values) => {
+                refine_floats_interruptible(values, parts, equal_size, mode, effort, interrupt)
+            }
+        }),
+    )
 }
 
 /// Refine `partitions` of `values` (int64, all >= 0, or validated float64/float32) and return them heaviest first, sorted inside.

@@ -73,6 +73,18 @@ def check_equal_size(equal_size: Any, name: str = "equal_size") -> EqualSize:
     raise TypeError(f"{name} must be True, False or 'nearly', got {_describe(equal_size)}")
 
 
+def check_greedy_equal_size(equal_size: Any) -> bool:
+    """:func:`check_equal_size` for the greedy partitioner, which refuses ``"nearly"``.
+
+    >>> check_greedy_equal_size(0)
+    False
+    """
+    checked = check_equal_size(equal_size)
+    if checked == NEARLY:
+        raise ValueError("greedy_partition does not support equal_size='nearly'")
+    return checked is True
+
+
 def check_shape(n_items: int, k_partitions: int, equal_size: EqualSize) -> None:
     """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts.
 

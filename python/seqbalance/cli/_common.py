@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
-from .._inputs import MAX_COUNT, EqualSize
+import numpy as np
+
+from .._inputs import MAX_COUNT, MAX_VALUE, EqualSize
+from ..planning.model_cost import ModelCost
+from .readers import InputError, read_model_config
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -52,3 +57,45 @@ def _format_seconds(seconds: float) -> str:
 def _equal_size(args: argparse.Namespace) -> EqualSize:
     """``equal_size`` from ``--equal-size`` / ``--nearly-equal`` (argparse keeps them apart)."""
     return "nearly" if args.nearly_equal else args.equal_size
+
+
+class ModelFlops:
+    """``--model-config``: a sample weighs its training FLOPs under the model, as exact int64.
+
+    :class:`~seqbalance.ModelCost` as a ``cost=`` gives float64; the command line balances and
+    reports the exact integers (:meth:`~seqbalance.ModelCost.flops`), refusing a sequence whose
+    FLOPs pass ``2**63 - 1`` rather than rounding it.
+    """
+
+    def __init__(self, model: ModelCost, file: str) -> None:
+        self.model = model
+        self.name = f"FLOPs ({Path(file).name})"
+
+    def __call__(self, lengths: np.ndarray) -> np.ndarray:
+        flops = self.model.flops(lengths)
+        too_big = next((i for i, value in enumerate(flops) if value > MAX_VALUE), None)
+        if too_big is not None:
+            raise InputError(
+                f"lengths[{too_big}] = {int(lengths[too_big])} costs {flops[too_big]:,} FLOPs "
+                "under --model-config, above 2**63 - 1; balance by --cost instead"
+            )
+        return np.asarray(flops, dtype=np.int64)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def resolve_cost(args: argparse.Namespace) -> None:
+    """``args.cost``: ``--cost`` (``"tokens"`` when not given), or :class:`ModelFlops` for
+    ``--model-config``, which excludes ``--cost``."""
+    if args.model_config is None:
+        args.cost = "tokens" if args.cost is None else args.cost
+        return
+    if args.cost is not None:
+        raise InputError("pass either --cost or --model-config, not both")
+    config = read_model_config(args.model_config)
+    try:
+        model = ModelCost.from_config(config)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{args.model_config}: {exc}") from None
+    args.cost = ModelFlops(model, args.model_config)

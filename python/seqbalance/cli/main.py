@@ -25,6 +25,7 @@ from ._common import (
     _int_at_least,
     _int_list,
     _Parser,
+    resolve_cost,
 )
 from .bench import _run_bench
 from .partition import _run_partition
@@ -78,8 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     partition.add_argument(
         "--cost",
         choices=("tokens", "workload"),
-        default="tokens",
+        default=None,
         help="what a sample weighs: its tokens (default) or verl's workload 24576*s + s**2",
+    )
+    partition.add_argument(
+        "--model-config",
+        metavar="FILE.json",
+        help="balance by the training FLOPs of a model: its Hugging Face config.json "
+        "(seqbalance.ModelCost; exclusive with --cost)",
     )
     partition.add_argument(
         "--max-token-len",
@@ -190,6 +197,8 @@ def _main(argv: Sequence[str] | None) -> int:
         args.k = 8 if args.k is None else args.k
     prefix = f"seqbalance {args.command}: error:"
     try:
+        if args.command == "partition":
+            resolve_cost(args)
         return int(args.run(args))
     except (InputError, ValueError, TypeError, OverflowError) as exc:
         # The library's own messages name the argument and the value; one line is enough.

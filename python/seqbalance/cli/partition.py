@@ -177,7 +177,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             "group_size": group_size,
             "uid_field": args.uid_field,
             "groups": int(weights.size),
-            "cost": args.cost,
+            "cost": str(args.cost),
             "refine": args.refine,
             "seconds": seconds,
             "reference_seconds": reference_seconds,
@@ -196,7 +196,7 @@ def _run_partition(args: argparse.Namespace) -> int:
     if args.refine:
         options += ", refine=True"
     print(f"{source}\n{options}\n")
-    unit = "tokens" if args.cost == "tokens" else args.cost
+    unit = "tokens" if args.cost == "tokens" else str(args.cost)
     print(report)
     print()
     print(

@@ -89,7 +89,7 @@ def _run_plan(
             "n": int(lengths.size),
             "ranks": len(plan),
             "max_token_len": cap,
-            "cost": args.cost,
+            "cost": str(args.cost),
             "group_size": args.group_size,
             "micro_batches_per_rank": count,
             "seconds": seconds,

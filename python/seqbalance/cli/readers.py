@@ -319,6 +319,22 @@ def _check_is_file(path: Path) -> None:
         raise InputError(f"{path}: no such file")
 
 
+def read_model_config(file: str) -> dict[str, Any]:
+    """A Hugging Face ``config.json`` (``--model-config``) as a dict, or a one-line InputError."""
+    path = Path(file)
+    _check_is_file(path)
+    try:
+        with open(path, "rb") as stream:
+            # A config is a few kilobytes; one far larger is not a config.
+            raw = stream.read(MAX_LINE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_LINE_BYTES:
+        raise InputError(f"{path}: too large for a model config")
+    config = _json_record(_decode(raw, path), str(path))
+    return config
+
+
 def line_of_item(file: str, index: int) -> int | None:
     """The line (from 1) that holds the ``index``-th length of a text or JSON Lines ``file``.
 

@@ -1,5 +1,6 @@
 """The planning toolkit: what a sample costs, how uneven a split is, groups kept whole,
-micro-batches under a token cap, one plan for all data-parallel ranks, and packing.
+micro-batches under a token cap, one plan for all data-parallel ranks, and packing (offline
+and over a stream).
 
 Everything here is re-exported from the package top level (``from seqbalance import
 plan_micro_batches``); import from there.
@@ -14,11 +15,13 @@ from .metrics import BalanceReport, LoadStats, balance_report, log_seqlen_unbala
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
 from .model_cost import ModelCost
 from .packing import pack_sequences, plan_packed_steps
+from .stream import StreamPacker
 
 __all__ = [
     "BalanceReport",
     "LoadStats",
     "ModelCost",
+    "StreamPacker",
     "TransformerCost",
     "balance_report",
     "calculate_workload",

@@ -517,8 +517,8 @@ pub fn karmarkar_karp_interruptible<F: Float>(
 
 /// [`karmarkar_karp_interruptible`] on values it owns: they are dropped once read into their
 /// bit patterns (or their exact integer image), so the run holds one copy less (see
-/// [`crate::ldm::karmarkar_karp_owned`]).
-pub fn karmarkar_karp_owned<F: Float>(
+/// [`crate::ldm::karmarkar_karp_owned`]). For [`crate::request`].
+pub(crate) fn karmarkar_karp_owned<F: Float>(
     values: Vec<F>,
     k: usize,
     equal_size: bool,
@@ -590,27 +590,7 @@ pub fn balanced_partitions<F: Float>(
     k: usize,
     equal_size: bool,
 ) -> Result<Partition, CoreError> {
-    balanced_partitions_interruptible(values, k, equal_size, &Interrupt::NEVER)
-}
-
-/// [`balanced_partitions`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
-pub fn balanced_partitions_interruptible<F: Float>(
-    values: &[F],
-    k: usize,
-    equal_size: bool,
-    interrupt: &Interrupt,
-) -> Result<Partition, CoreError> {
-    karmarkar_karp_interruptible(values, k, equal_size, interrupt)?.sorted_within(interrupt)
-}
-
-/// [`balanced_partitions_interruptible`] on values it owns (see [`karmarkar_karp_owned`]).
-pub fn balanced_partitions_owned<F: Float>(
-    values: Vec<F>,
-    k: usize,
-    equal_size: bool,
-    interrupt: &Interrupt,
-) -> Result<Partition, CoreError> {
-    karmarkar_karp_owned(values, k, equal_size, interrupt)?.sorted_within(interrupt)
+    karmarkar_karp(values, k, equal_size)?.sorted_within(&Interrupt::NEVER)
 }
 
 /// verl's greedy helper on float weights, replaying the reference's arithmetic: `bias` is the

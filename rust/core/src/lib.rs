@@ -1,5 +1,7 @@
 //! The algorithms of seqbalance, in plain Rust with no Python anywhere.
 //!
+//! * [`request`]: one partitioning call (k, count rule, algorithm, refinement, output) on any
+//!   weights: what the Python binding runs.
 //! * [`ldm`]: Karmarkar–Karp largest differencing into `k` sets, free or equal-size, exactly as the
 //!   pure-Python reference computes it (the same ties, the same order of sets and items).
 //! * [`nearly`]: nearly equal counts (`n / k` or `n / k + 1` per partition) on the equal-size rules.
@@ -9,6 +11,7 @@
 //! * [`planner`]: micro-batches under a token cap (count search, fit test, balanced split).
 //! * [`packing`]: bin packing under a capacity (next fit, first fit, first/best fit decreasing).
 //! * [`sort`]: the seeding sort shared by the partitioners.
+//! * [`stream`]: the streaming packer (bounded open packs, best fit as items arrive).
 //! * [`alloc`] and [`interrupt`]: fallible allocation and cooperative cancellation, so that a
 //!   call too large for memory or interrupted by the user fails with an error instead of aborting.
 //!
@@ -34,4 +37,6 @@ pub mod packing;
 pub mod parts;
 pub mod planner;
 pub mod refine;
+pub mod request;
 pub mod sort;
+pub mod stream;

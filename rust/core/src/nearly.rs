@@ -35,7 +35,7 @@ pub fn with_placeholders<T: Copy + Default>(
 
 /// [`with_placeholders`] on values it owns, for a partitioner that takes its values by value:
 /// `values` is dropped once copied behind the placeholders, so the run holds one copy of them.
-pub fn with_placeholders_owned<T: Copy + Default>(
+pub(crate) fn with_placeholders_owned<T: Copy + Default>(
     values: Vec<T>,
     k: usize,
     equal_size_partitioner: impl FnOnce(Vec<T>, usize) -> Result<Partition, CoreError>,

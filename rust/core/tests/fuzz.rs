@@ -11,13 +11,12 @@ use seqbalance_core::error::CoreError;
 use seqbalance_core::float::{self, Float};
 use seqbalance_core::greedy::{greedy_partition, greedy_partition_interruptible};
 use seqbalance_core::interrupt::Interrupt;
-use seqbalance_core::ldm::{
-    balanced_partitions, balanced_partitions_interruptible, karmarkar_karp, karmarkar_karp_interruptible,
-};
+use seqbalance_core::ldm::{balanced_partitions, karmarkar_karp, karmarkar_karp_interruptible};
 use seqbalance_core::nearly::with_placeholders;
 use seqbalance_core::packing::{pack, pack_interruptible, Algorithm, PackError};
 use seqbalance_core::parts::Partition;
 use seqbalance_core::refine::{refine, refine_interruptible, Mode, RefineError};
+use seqbalance_core::request::{self, Answer, Output, Refine, Request, Weights};
 use seqbalance_core::sort::sorted_order;
 
 /// One value: extremes and their neighbours as often as ordinary ones.
@@ -132,6 +131,22 @@ fn check_interrupted<T: std::fmt::Debug>(
     Ok(())
 }
 
+/// A [`Request`] for the largest differencing method's partition, sorted inside.
+fn sorted_request(
+    weights: Weights,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<Partition, CoreError> {
+    let counts = if equal_size { request::Counts::Equal } else { request::Counts::Free };
+    let request =
+        Request { k, counts, algorithm: request::Algorithm::Ldm, refine: Refine::No, output: Output::Sorted };
+    request.run(weights, interrupt).map(|answer| match answer {
+        Answer::Parts(partition) => partition,
+        Answer::Ids(_) => panic!("a partition was asked for"),
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -167,7 +182,7 @@ proptest! {
         let runs: [(Result<Partition, CoreError>, Result<Partition, CoreError>); 3] = [
             (karmarkar_karp_interruptible(&values, k, equal_size, &interrupt), karmarkar_karp(&values, k, equal_size)),
             (
-                balanced_partitions_interruptible(&values, k, equal_size, &interrupt),
+                sorted_request(Weights::Exact(values.clone()), k, equal_size, &interrupt),
                 balanced_partitions(&values, k, equal_size),
             ),
             (greedy_partition_interruptible(&values, k, equal_size, &interrupt), greedy_partition(&values, k, equal_size)),
@@ -492,7 +507,7 @@ proptest! {
         let runs = [
             (float::karmarkar_karp_interruptible(&doubles, k, equal_size, &interrupt), float::karmarkar_karp(&doubles, k, equal_size)),
             (
-                float::balanced_partitions_interruptible(&doubles, k, equal_size, &interrupt),
+                sorted_request(Weights::Double(doubles.clone()), k, equal_size, &interrupt),
                 float::balanced_partitions(&doubles, k, equal_size),
             ),
             (float::greedy_partition_interruptible(&doubles, k, equal_size, &interrupt), float::greedy_partition(&doubles, k, equal_size)),

@@ -82,8 +82,9 @@ pub fn karmarkar_karp_interruptible(
 
 /// [`karmarkar_karp_interruptible`] on values it owns: they are dropped as soon as they are
 /// sorted, so the run's peak holds no copy of them (8 bytes an item less; the sorted items keep
-/// their own). The binding hands over the copy it made of the caller's list or array.
-pub fn karmarkar_karp_owned(
+/// their own). [`crate::request::Request`] hands over the copy the binding made of the
+/// caller's list or array.
+pub(crate) fn karmarkar_karp_owned(
     values: Vec<u64>,
     k: usize,
     equal_size: bool,
@@ -143,31 +144,10 @@ fn largest_sum<S: SumInt>(sets: &[keys::Set<S>]) -> S {
 }
 
 /// [`karmarkar_karp`] with each partition's indexes sorted ascending (partition order kept).
+/// (Interruptible, and on values it may drop early: [`crate::request::Request`] with
+/// [`crate::request::Output::Sorted`].)
 pub fn balanced_partitions(values: &[u64], k: usize, equal_size: bool) -> Result<Partition, CoreError> {
-    balanced_partitions_interruptible(values, k, equal_size, &Interrupt::NEVER)
-}
-
-/// [`balanced_partitions`], stopping with [`CoreError::Interrupted`] when `interrupt` says so.
-pub fn balanced_partitions_interruptible(
-    values: &[u64],
-    k: usize,
-    equal_size: bool,
-    interrupt: &Interrupt,
-) -> Result<Partition, CoreError> {
-    let partition = karmarkar_karp_interruptible(values, k, equal_size, interrupt)?;
-    debug_assert!(partition.parts().all(|p| !p.is_empty()));
-    debug_assert_eq!(partition.order.len(), values.len());
-    partition.sorted_within(interrupt)
-}
-
-/// [`balanced_partitions_interruptible`] on values it owns (see [`karmarkar_karp_owned`]).
-pub fn balanced_partitions_owned(
-    values: Vec<u64>,
-    k: usize,
-    equal_size: bool,
-    interrupt: &Interrupt,
-) -> Result<Partition, CoreError> {
-    karmarkar_karp_owned(values, k, equal_size, interrupt)?.sorted_within(interrupt)
+    karmarkar_karp(values, k, equal_size)?.sorted_within(&Interrupt::NEVER)
 }
 
 #[cfg(test)]
