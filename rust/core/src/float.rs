@@ -326,22 +326,25 @@ fn exact_image<F: Float>(values: &[F]) -> Result<Option<Vec<u64>>, CoreError> {
 /// Items handled between two interrupt checks in [`sort_bits`].
 const CHUNK: usize = 1 << 16;
 
-/// Digit width of [`sort_bits`]' passes: 2048 counters and write positions, which stay in the
-/// level-1 and level-2 caches.
-const DIGIT: u32 = 8;
+/// Digit width of [`sort_bits`]' passes: 2048 counters and write positions.
+const DIGIT: u32 = 11;
+const DIGIT_MASK: u64 = (1 << DIGIT) - 1;
+
+/// Pattern bits in a [`sort_bits`] key: three digits.
+const KEY_BITS: u32 = 3 * DIGIT;
 
 /// The items in ascending `(bit pattern, index)` order (`values` as [`Float::key_bits`]): what
 /// [`sort_items`] gives on the patterns, in fewer passes over less memory.
 ///
-/// Float patterns are wide (a double's spans 50 to 60 bits on real costs), so `sort_items` takes
-/// its wide radix sort: a pass per byte over 16-byte `(value, index)` pairs. Here each item is
-/// one `u64` key, `(pattern - lowest) >> dropped` above the index bits, and an LSD radix sort
-/// with 11-bit digits sorts on the pattern's part only (the passes are stable and start in index
-/// order, which orders ties by index): 4 passes over 8-byte keys for doubles at 2^20 items, 3
-/// for singles. When pattern and index need more than 64 bits, the `dropped` low bits of the
-/// patterns are left out of the keys; items whose keys then tie without their patterns being
-/// equal (rare: they lie within 2^dropped units in the last place of each other) are put in
-/// order afterwards, run by run, by [`sort_items`] on their patterns.
+/// Float patterns are wide (a double's spans 50 to 60 bits on real costs), so `sort_items` would
+/// take its wide radix sort: a pass per byte over 16-byte `(value, index)` pairs, eight for
+/// doubles. Here each item is one `u64` key, the pattern's offset from the lowest one cut to its
+/// top [`KEY_BITS`] bits, above the index; an LSD radix sort on those bits (the passes are stable
+/// and start in index order, which orders ties by index) takes three passes over 8-byte keys.
+/// Items whose cut patterns tie without their patterns being equal (rare: their patterns lie
+/// within 2^`dropped` units in the last place of each other; some hundreds at 2^20 lognormal
+/// costs) are put in order afterwards, run by run, by [`sort_items`] on their patterns, so
+/// adversarial inputs (many close values beside a huge one) cost at most that sort more.
 pub fn sort_bits<F: Float>(values: &[F], interrupt: &Interrupt) -> Result<SortedItems, CoreError> {
     let n = values.len();
     if n <= 256 {
@@ -357,39 +360,40 @@ pub fn sort_bits<F: Float>(values: &[F], interrupt: &Interrupt) -> Result<Sorted
             highest = highest.max(bits);
         }
     }
+    // Indexes are u32, so index and cut pattern fit in 64 bits.
     let index_bits = u64::BITS - ((n - 1) as u64).leading_zeros();
     let range_bits = u64::BITS - (highest - lowest).leading_zeros();
-    let dropped = (range_bits + index_bits).saturating_sub(u64::BITS);
-    // Digit p covers key bits index_bits + DIGIT * p and up, all below bit 64: at most 5
-    // digits, since more than 256 items take 9 index bits or more.
+    let dropped = range_bits.saturating_sub(KEY_BITS);
     let passes = (range_bits - dropped).div_ceil(DIGIT) as usize;
-    let shifts: [u32; MAX_PASSES] = std::array::from_fn(|pass| index_bits + DIGIT * pass as u32);
     let mut keys = alloc::with_capacity(n, "sort keys")?;
-    let shape = KeyShape { lowest, dropped, index_bits };
-    let mut counts = [[0u32; 1 << DIGIT]; MAX_PASSES];
-    match passes {
-        0 => shape.keys_and_counts::<F, 0>(values, &mut keys, &mut counts, interrupt)?,
-        1 => shape.keys_and_counts::<F, 1>(values, &mut keys, &mut counts, interrupt)?,
-        2 => shape.keys_and_counts::<F, 2>(values, &mut keys, &mut counts, interrupt)?,
-        3 => shape.keys_and_counts::<F, 3>(values, &mut keys, &mut counts, interrupt)?,
-        4 => shape.keys_and_counts::<F, 4>(values, &mut keys, &mut counts, interrupt)?,
-        5 => shape.keys_and_counts::<F, 5>(values, &mut keys, &mut counts, interrupt)?,
-        6 => shape.keys_and_counts::<F, 6>(values, &mut keys, &mut counts, interrupt)?,
-        _ => shape.keys_and_counts::<F, MAX_PASSES>(values, &mut keys, &mut counts, interrupt)?,
+    let mut counts = [[0u32; 1 << DIGIT]; 3];
+    for (c, chunk) in values.chunks(CHUNK).enumerate() {
+        interrupt.check()?;
+        for (i, value) in chunk.iter().enumerate() {
+            let high = ((value.key_bits() - lowest) >> dropped) << index_bits;
+            let key = high | (c * CHUNK + i) as u64;
+            for (pass, count) in counts.iter_mut().enumerate() {
+                count[((key >> (index_bits + DIGIT * pass as u32)) & DIGIT_MASK) as usize] += 1;
+            }
+            keys.push(key);
+        }
     }
-    let moving = (0..passes).filter(|&pass| !counts[pass].contains(&(n as u32)));
     let mut scratch: Vec<u64> = Vec::new();
-    for pass in moving {
+    for (pass, count) in counts.iter().enumerate().take(passes) {
+        if count.contains(&(n as u32)) {
+            // Every key has this digit: the pass would move nothing.
+            continue;
+        }
         if scratch.is_empty() {
             scratch = alloc::zeroed(n, "sort buffer")?;
         }
         let mut start = [0u32; 1 << DIGIT];
         let mut running = 0;
-        for (slot, &count) in start.iter_mut().zip(&counts[pass]) {
+        for (slot, &count) in start.iter_mut().zip(count) {
             *slot = running;
             running += count;
         }
-        let shift = shifts[pass];
+        let shift = index_bits + DIGIT * pass as u32;
         for chunk in keys.chunks(CHUNK) {
             interrupt.check()?;
             for &key in chunk {
@@ -414,52 +418,14 @@ pub fn sort_bits<F: Float>(values: &[F], interrupt: &Interrupt) -> Result<Sorted
             interrupt.check()?;
             sorted.values.extend(chunk.iter().map(|&i| values[i as usize].key_bits()));
         }
-    }
-    if dropped > 0 {
         order_ties(&mut sorted, &keys, index_bits, interrupt)?;
     }
     Ok(sorted)
 }
 
-/// The most digits a [`sort_bits`] key has.
-const MAX_PASSES: usize = (64 - 9usize).div_ceil(DIGIT as usize);
-const DIGIT_MASK: u64 = (1 << DIGIT) - 1;
-
-/// How [`sort_bits`] makes a key of a value's pattern and its index.
-struct KeyShape {
-    lowest: u64,
-    dropped: u32,
-    index_bits: u32,
-}
-
-impl KeyShape {
-    /// The keys in index order, and the counts of the first `P` digits (a constant, so the loop
-    /// over them unrolls).
-    fn keys_and_counts<F: Float, const P: usize>(
-        &self,
-        values: &[F],
-        keys: &mut Vec<u64>,
-        counts: &mut [[u32; 1 << DIGIT]; MAX_PASSES],
-        interrupt: &Interrupt,
-    ) -> Result<(), CoreError> {
-        let shifts: [u32; P] = std::array::from_fn(|pass| self.index_bits + DIGIT * pass as u32);
-        for (c, chunk) in values.chunks(CHUNK).enumerate() {
-            interrupt.check()?;
-            for (i, value) in chunk.iter().enumerate() {
-                let high = ((value.key_bits() - self.lowest) >> self.dropped) << self.index_bits;
-                let key = high | (c * CHUNK + i) as u64;
-                for (count, shift) in counts.iter_mut().zip(shifts) {
-                    count[((key >> shift) & DIGIT_MASK) as usize] += 1;
-                }
-                keys.push(key);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Puts in `(value, index)` order each run of items whose sort keys (`keys >> index_bits`) tie:
-/// inside a run the items are in index order, and their values may not be (see [`sort_bits`]).
+/// Puts in `(value, index)` order each run of items whose cut patterns (`keys >> index_bits`)
+/// tie: inside a run the items are in index order, and their values may not be (see
+/// [`sort_bits`]).
 fn order_ties(
     sorted: &mut SortedItems,
     keys: &[u64],
@@ -468,19 +434,25 @@ fn order_ties(
 ) -> Result<(), CoreError> {
     let n = keys.len();
     let mut start = 0;
-    while start < n {
-        interrupt.every(start)?;
-        let high = keys[start] >> index_bits;
-        let end = start + keys[start..].iter().take_while(|&&key| key >> index_bits == high).count();
-        let run = start..end;
+    while start + 1 < n {
+        // The next tie (the common case is none for thousands of items).
+        let Some(offset) = keys[start..].windows(2).position(|w| (w[0] ^ w[1]) >> index_bits == 0) else {
+            break;
+        };
+        interrupt.check()?;
+        let first = start + offset;
+        let high = keys[first] >> index_bits;
+        let end = first + keys[first..].iter().take_while(|&&key| key >> index_bits == high).count();
         start = end;
+        let run = first..end;
         if sorted.values[run.clone()].is_sorted() {
             continue;
         }
         // `sort_items` orders the run by (value, position in the run), and positions follow the
         // indexes.
         let order = sort_items(&sorted.values[run.clone()], interrupt)?;
-        let indexes = alloc::collect(order.index.iter().map(|&p| sorted.index[run.start + p as usize]), "sort buffer")?;
+        let indexes =
+            alloc::collect(order.index.iter().map(|&p| sorted.index[run.start + p as usize]), "sort buffer")?;
         sorted.index[run.clone()].copy_from_slice(&indexes);
         sorted.values[run].copy_from_slice(&order.values);
     }
