@@ -33,7 +33,11 @@ fn stream_error(py: Python<'_>, error: StreamError, raised: Option<PyErr>) -> Py
 }
 
 /// Packs as a list of lists of ints (every index is below the packer's next index).
-fn packs_list<'py>(py: Python<'py>, packer: &StreamPacker, packs: &[Vec<u64>]) -> PyResult<Bound<'py, PyList>> {
+fn packs_list<'py>(
+    py: Python<'py>,
+    packer: &StreamPacker,
+    packs: &[Vec<u64>],
+) -> PyResult<Bound<'py, PyList>> {
     let below = usize::try_from(packer.next_index()).unwrap_or(usize::MAX);
     index_lists(py, below, packs.iter())
 }
@@ -47,7 +51,9 @@ fn unsigned(py: Python<'_>, array: &PyReadonlyArray1<'_, i64>, name: &str, least
         match u64::try_from(value) {
             Ok(value) => values.push(value),
             Err(_) => {
-                return Err(PyValueError::new_err(format!("{name}[{position}] must be >= {least}, got {value}")))
+                return Err(PyValueError::new_err(format!(
+                    "{name}[{position}] must be >= {least}, got {value}"
+                )))
             }
         }
     }
@@ -66,7 +72,12 @@ pub struct StreamCore {
 impl StreamCore {
     #[new]
     #[pyo3(signature = (pack_max_length, max_open, max_sequences, padded))]
-    fn new(pack_max_length: u64, max_open: usize, max_sequences: Option<u64>, padded: bool) -> PyResult<Self> {
+    fn new(
+        pack_max_length: u64,
+        max_open: usize,
+        max_sequences: Option<u64>,
+        padded: bool,
+    ) -> PyResult<Self> {
         let footprint = if padded { Footprint::Padded } else { Footprint::Sum };
         let config = StreamConfig { capacity: pack_max_length, max_open, max_sequences, footprint };
         let packer = StreamPacker::new(config).map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -94,9 +105,8 @@ impl StreamCore {
             let keys = keys.map(|keys| unsigned(py, &keys, "keys", 0)).transpose()?;
             let packer = &mut self.packer;
             let detach = values.len() >= DETACH_THRESHOLD;
-            let (closed, raised) = interruptible(py, detach, |interrupt| {
-                packer.add_many(&values, keys.as_deref(), interrupt)
-            });
+            let (closed, raised) =
+                interruptible(py, detach, |interrupt| packer.add_many(&values, keys.as_deref(), interrupt));
             let closed = closed.map_err(|e| stream_error(py, e, raised))?;
             packs_list(py, &self.packer, &closed)
         })
@@ -164,8 +174,10 @@ impl StreamCore {
     ) -> PyResult<Self> {
         let footprint = if padded { Footprint::Padded } else { Footprint::Sum };
         let config = StreamConfig { capacity: pack_max_length, max_open, max_sequences, footprint };
-        let packs =
-            packs.into_iter().map(|(key, sum, longest, items)| SavedPack { key, sum, longest, items }).collect();
+        let packs = packs
+            .into_iter()
+            .map(|(key, sum, longest, items)| SavedPack { key, sum, longest, items })
+            .collect();
         let packer = StreamPacker::from_state(StreamState { config, next_index, packs })
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(StreamCore { packer })

@@ -126,7 +126,8 @@ fn main() {
         } else {
             doubles(n, "f64").into_iter().map(|v| v.round() as u64).collect()
         };
-        let (sort_time, _) = timed(&mut || seqbalance_core::sort::sorted_order(&values).expect("sortable").len());
+        let (sort_time, _) =
+            timed(&mut || seqbalance_core::sort::sorted_order(&values).expect("sortable").len());
         (
             sort_time,
             timed(&mut || {
@@ -141,11 +142,13 @@ fn main() {
         )
     } else if weights.starts_with("f32") {
         let values: Vec<f32> = doubles(n, weights).into_iter().map(|v| v as f32).collect();
-        let (sort_time, _) = timed(&mut || float::sort_bits(&values, &interrupt).expect("sortable").index.len());
+        let (sort_time, _) =
+            timed(&mut || float::sort_bits(&values, &interrupt).expect("sortable").index.len());
         (sort_time, timed(&mut || run_float(&values, k, equal_size, ids)))
     } else {
         let values = doubles(n, weights);
-        let (sort_time, _) = timed(&mut || float::sort_bits(&values, &interrupt).expect("sortable").index.len());
+        let (sort_time, _) =
+            timed(&mut || float::sort_bits(&values, &interrupt).expect("sortable").index.len());
         (sort_time, timed(&mut || run_float(&values, k, equal_size, ids)))
     };
     println!(

@@ -621,6 +621,98 @@ pub fn greedy_partition_interruptible<F: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Adversarial doubles: zeros of both signs, subnormals, values straddling 2^53, one huge
+    /// value, ties, close neighbours (patterns a few units apart) and plain random floats.
+    fn double() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            2 => (0u32..4).prop_map(f64::from),
+            2 => (1u32..12).prop_map(|v| f64::from(v) * 0.1),
+            1 => Just(-0.0),
+            1 => (1u64..1000).prop_map(f64::from_bits),
+            1 => (0u64..8).prop_map(|d| f64::from_bits(9_007_199_254_740_992f64.to_bits() - 4 + d)),
+            1 => (0u64..1 << 30).prop_map(|d| f64::from_bits(1e12f64.to_bits() + d)),
+            1 => Just(1e300),
+            3 => 0.0f64..1e13,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The float sort is the wide sort on the patterns, on any input, including the cut
+        /// patterns' ties (close neighbours beside a huge value).
+        #[test]
+        fn sort_bits_is_sort_items(values in prop::collection::vec(double(), 0..3000)) {
+            let bits: Vec<u64> = values.iter().map(|v| v.key_bits()).collect();
+            let expected = sort_items(&bits, &Interrupt::NEVER).unwrap();
+            let got = sort_bits(&values, &Interrupt::NEVER).unwrap();
+            prop_assert_eq!(&got.index, &expected.index);
+            prop_assert_eq!(&got.values, &expected.values);
+            let singles: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            let bits: Vec<u64> = singles.iter().map(|v| v.key_bits()).collect();
+            let expected = sort_items(&bits, &Interrupt::NEVER).unwrap();
+            let got = sort_bits(&singles, &Interrupt::NEVER).unwrap();
+            prop_assert_eq!(got.index, expected.index);
+            prop_assert_eq!(got.values, expected.values);
+        }
+
+        /// The side-by-side walks give every sum bit for bit what one walk at a time gives.
+        #[test]
+        fn absorb_all_is_key_absorb(
+            values in prop::collection::vec(double(), 1..400),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..60),
+            starts in prop::collection::vec(double(), 60),
+        ) {
+            // Sets: the ranks cut into consecutive runs, each linked in a scrambled order.
+            let n = values.len();
+            let bits: Vec<u64> = values.iter().map(|v| v.key_bits()).collect();
+            let mut bounds: Vec<usize> = cuts.iter().map(|c| c.index(n)).collect();
+            bounds.extend([0, n]);
+            bounds.sort_unstable();
+            bounds.dedup();
+            let mut next = vec![u32::MAX; n];
+            let mut walks = Vec::new();
+            for (w, pair) in bounds.windows(2).enumerate() {
+                let ranks: Vec<u32> = (pair[0] as u32..pair[1] as u32).rev().collect();
+                for link in ranks.windows(2) {
+                    next[link[0] as usize] = link[1];
+                }
+                let start = starts[w % starts.len()].key_bits();
+                let key = Sum64::key(Sum64::from_u64(start), 3, w as u32);
+                let back = Sum64::key(Sum64::default(), ranks.len() as u32, 0);
+                walks.push(Walk { key, back, first: ranks[0] });
+            }
+            let one_by_one: Vec<Key128> =
+                walks.iter().map(|w| Sum64::key_absorb(w.key, w.back, w.first, &next, &bits)).collect();
+            Sum64::absorb_all(&mut walks, &next, &bits);
+            let side_by_side: Vec<Key128> = walks.iter().map(|w| w.key).collect();
+            prop_assert_eq!(side_by_side, one_by_one);
+        }
+
+        /// `partition_ids_owned` numbers the items as the partition does, in both precisions
+        /// and with k large enough that merges join many sets at once.
+        #[test]
+        fn ids_are_the_partitions(
+            values in prop::collection::vec(double(), 1..600),
+            k in 1usize..80,
+            equal_size in any::<bool>(),
+        ) {
+            let k = k.min(values.len());
+            let mut values = values;
+            if equal_size {
+                values.truncate(values.len() - values.len() % k);
+            }
+            let n = values.len();
+            let never = &Interrupt::NEVER;
+            let expected = karmarkar_karp(&values, k, equal_size).map(|p| p.ids(n, never).unwrap());
+            prop_assert_eq!(partition_ids_owned(values.clone(), k, equal_size, never), expected);
+            let singles: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            let expected = karmarkar_karp(&singles, k, equal_size).map(|p| p.ids(n, never).unwrap());
+            prop_assert_eq!(partition_ids_owned(singles, k, equal_size, never), expected);
+        }
+    }
 
     fn kk<F: Float>(values: &[F], k: usize, equal_size: bool) -> Vec<Vec<u32>> {
         karmarkar_karp(values, k, equal_size).unwrap().to_vecs()
