@@ -303,6 +303,15 @@ impl Weight for f64 {
     fn ldm(values: &[f64], k: usize, equal: bool, interrupt: &Interrupt) -> Result<Partition, CoreError> {
         float::karmarkar_karp_interruptible(values, k, equal, interrupt)
     }
+    /// Numbered straight from the merge lists, without the partition in between.
+    fn ldm_ids_owned(
+        values: Vec<f64>,
+        k: usize,
+        equal: bool,
+        interrupt: &Interrupt,
+    ) -> Result<Vec<i64>, CoreError> {
+        float::partition_ids_owned(values, k, equal, interrupt)
+    }
     fn ldm_owned(
         values: Vec<f64>,
         k: usize,
@@ -328,6 +337,15 @@ impl Weight for f64 {
 impl Weight for f32 {
     fn ldm(values: &[f32], k: usize, equal: bool, interrupt: &Interrupt) -> Result<Partition, CoreError> {
         float::karmarkar_karp_interruptible(values, k, equal, interrupt)
+    }
+    /// Numbered straight from the merge lists, without the partition in between.
+    fn ldm_ids_owned(
+        values: Vec<f32>,
+        k: usize,
+        equal: bool,
+        interrupt: &Interrupt,
+    ) -> Result<Vec<i64>, CoreError> {
+        float::partition_ids_owned(values, k, equal, interrupt)
     }
     fn ldm_owned(
         values: Vec<f32>,

@@ -162,6 +162,37 @@ proptest! {
     }
 }
 
+/// Many items into many sets: merges then join dozens of sets at once (their sums advanced side
+/// by side) and sort wide float sums through packed keys; the model does neither.
+fn wide_request() -> impl Strategy<Value = (Vec<f64>, usize, bool)> {
+    (prop::collection::vec(weight(), 40..240), 8usize..48, any::<bool>()).prop_map(
+        |(mut values, k, equal_size)| {
+            if equal_size {
+                values.truncate(values.len() - values.len() % k);
+            }
+            (values, k, equal_size)
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    #[test]
+    fn many_sets_match_the_model((values, k, equal_size) in wide_request(), single in any::<bool>()) {
+        if single {
+            let singles: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            let widened: Vec<f64> = singles.iter().map(|&v| v as f64).collect();
+            prop_assume!(widened.iter().sum::<f64>() <= f32::MAX as f64 / 2.0);
+            let got = karmarkar_karp(&singles, k, equal_size).unwrap().to_vecs();
+            prop_assert_eq!(as_usize(got), spec_model(&widened, k, equal_size, SINGLE));
+        } else {
+            let got = karmarkar_karp(&values, k, equal_size).unwrap().to_vecs();
+            prop_assert_eq!(as_usize(got), spec_model(&values, k, equal_size, DOUBLE));
+        }
+    }
+}
+
 #[test]
 fn rounding_order_is_the_insertion_order() {
     // Inputs where adding an absorbed set's total instead of its items, one by one, changes the

@@ -35,6 +35,27 @@ pub trait SumInt:
     ) -> Self::Key {
         Self::key_join(front, back)
     }
+    /// Whether [`SumInt::key_absorb`] walks the absorbed set's items (float sums). Merges that
+    /// join many pairs of sets at once then hand them to [`SumInt::absorb_all`] together.
+    const WALKS: bool = false;
+    /// Every `walk.key` becomes [`SumInt::key_absorb`]`(walk.key, walk.back, walk.first, ..)`.
+    /// The walks are independent (disjoint sets), so float sums advance them side by side.
+    #[inline]
+    fn absorb_all(walks: &mut [Walk<Self::Key>], next: &[u32], values: &[u64]) {
+        for walk in walks {
+            walk.key = Self::key_absorb(walk.key, walk.back, walk.first, next, values);
+        }
+    }
+}
+
+/// One set absorbing another, for [`SumInt::absorb_all`]: the absorbing set's key (replaced by
+/// the result), the absorbed set's key and the rank of its first item.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Walk<K> {
+    pub key: K,
+    pub back: K,
+    pub first: u32,
 }
 
 /// A `u128` kept as two `u64` halves, for set keys and priorities.
@@ -186,5 +207,34 @@ pub(super) fn join<S: SumInt>(front: Set<S>, back: Set<S>, next: &mut [u32], val
         key: S::key_absorb(front.key, back.key, back.first, next, values),
         first: front.first,
         last: back.last,
+    }
+}
+
+/// [`join`] for many pairs at once: each `sets[i]` becomes `others[i]` followed by `sets[i]`
+/// (`others_first`) or `sets[i]` followed by `others[i]`. The lists are linked first, then every
+/// sum is advanced by [`SumInt::absorb_all`]: no walk reads a link another pair changes, since
+/// a walk takes exactly its set's count of steps through its own, disjoint, items.
+///
+/// `walks` is scratch space, with room for `sets.len()` walks (nothing is allocated here).
+#[inline]
+pub(super) fn join_all<S: SumInt>(
+    sets: &mut [Set<S>],
+    others: impl Iterator<Item = Set<S>>,
+    others_first: bool,
+    walks: &mut Vec<Walk<SetKey<S>>>,
+    next: &mut [u32],
+    values: &[u64],
+) {
+    walks.clear();
+    for (set, other) in sets.iter_mut().zip(others) {
+        let (front, back) = if others_first { (other, *set) } else { (*set, other) };
+        next[front.last as usize] = back.first;
+        debug_assert!(walks.len() < walks.capacity(), "join_all: scratch without room");
+        walks.push(Walk { key: front.key, back: back.key, first: back.first });
+        *set = Set { key: front.key, first: front.first, last: back.last };
+    }
+    S::absorb_all(walks, next, values);
+    for (set, walk) in sets.iter_mut().zip(walks.iter()) {
+        set.key = walk.key;
     }
 }

@@ -32,9 +32,9 @@ use crate::error::{check_shape, CoreError};
 use crate::interrupt::Interrupt;
 use crate::parts::Partition;
 use crate::sort::{sort_items, SortedItems};
-pub use keys::{Key128, SumInt};
+pub use keys::{Key128, SumInt, Walk};
 use queue::Run;
-use read::write_ids;
+use read::{read_lists, write_ids};
 
 /// [`karmarkar_karp_owned`]`(..).ids(..)`, without the partition in between: for every item,
 /// the number of its partition (heaviest first). Besides skipping the partition's `order`, the
@@ -112,14 +112,35 @@ fn run_exact(
 }
 
 /// The method on items already in `(value, index)` order, with sums of type `S`; `sorted.values`
-/// hold what [`SumInt::from_u64`] reads (float sums: the values' bit patterns).
+/// hold what [`SumInt::from_u64`] reads (float sums: the values' bit patterns). Also returns the
+/// largest sum of the final sets (float sums check it for an overflow).
 pub(crate) fn run_sorted<S: SumInt>(
     sorted: &SortedItems,
     k: usize,
     equal_size: bool,
     interrupt: &Interrupt,
-) -> Result<Partition, CoreError> {
-    Run::<S>::new(sorted, k, equal_size, interrupt)?.finish(interrupt)
+) -> Result<(Partition, S), CoreError> {
+    let (sets, next) = Run::<S>::new(sorted, k, equal_size, interrupt)?.run_to_end(interrupt)?;
+    let largest = largest_sum(&sets);
+    Ok((read_lists(&sets, k, &next, &sorted.index, interrupt)?, largest))
+}
+
+/// [`run_sorted`] answering with [`partition_ids_owned`]'s numbers instead of a partition: the
+/// sorted values are freed before the numbers are allocated.
+pub(crate) fn ids_sorted<S: SumInt>(
+    mut sorted: SortedItems,
+    k: usize,
+    equal_size: bool,
+    interrupt: &Interrupt,
+) -> Result<(Vec<i64>, S), CoreError> {
+    let (sets, next) = Run::<S>::new(&sorted, k, equal_size, interrupt)?.run_to_end(interrupt)?;
+    let largest = largest_sum(&sets);
+    sorted.values = Vec::new();
+    Ok((write_ids(&sets, next, &sorted.index, interrupt)?, largest))
+}
+
+fn largest_sum<S: SumInt>(sets: &[keys::Set<S>]) -> S {
+    sets.iter().map(keys::Set::sum).max().unwrap_or_default()
 }
 
 /// [`karmarkar_karp`] with each partition's indexes sorted ascending (partition order kept).

@@ -182,6 +182,10 @@ impl<'a, S: SumInt> Run<'a, S> {
             singles: n,
             sorter: RunSorter::new(),
         };
+        if S::WALKS {
+            // Float sums: room for the joins of any merge (`join_all`).
+            alloc::room_for(&mut run.sorter.walks, k, "merge scratch")?;
+        }
         // With k = 1 a chunk of one is a one-item state, which the single queue already models.
         if equal_size && k > 1 {
             run.singles = 0;
@@ -344,6 +348,7 @@ impl<'a, S: SumInt> Run<'a, S> {
                     &mut self.next,
                     &self.sorted.values,
                     &mut self.smallest,
+                    &mut self.sorter.walks,
                 );
                 (first_id, second_id, other)
             } else if second_full && !first_full {
@@ -354,6 +359,7 @@ impl<'a, S: SumInt> Run<'a, S> {
                     &mut self.next,
                     &self.sorted.values,
                     &mut self.smallest,
+                    &mut self.sorter.walks,
                 );
                 (second_id, first_id, other)
             } else {

@@ -1,6 +1,6 @@
 //! States and their sets: priorities, the merges of rule 5, and the sorts of the merged runs.
 
-use super::keys::{join, Set, SetKey, SumInt};
+use super::keys::{join, join_all, Set, SetKey, SumInt, Walk};
 use crate::alloc;
 use crate::error::CoreError;
 
@@ -92,7 +92,7 @@ impl<S: SumInt> State<S> {
     /// O(m log k) instead of re-sorting all k sets (measured: a 7x speed-up at k = n/2, where
     /// full states keep absorbing two- and three-set states).
     ///
-    /// `smallest` is scratch space with room for `others.len()` sets.
+    /// `smallest` is scratch space with room for `others.len()` sets, `walks` too (float sums).
     pub(super) fn absorb_into_smallest(
         &mut self,
         others: &[Set<S>],
@@ -100,6 +100,7 @@ impl<S: SumInt> State<S> {
         next: &mut [u32],
         values: &[u64],
         smallest: &mut Vec<Set<S>>,
+        walks: &mut Vec<Walk<SetKey<S>>>,
     ) {
         if !self.heap_mode {
             self.heap_mode = true;
@@ -115,8 +116,15 @@ impl<S: SumInt> State<S> {
             region[size - 1] = region[0];
             sift_down_backwards(&mut self.sets[k - size + 1..]);
         }
+        if S::WALKS {
+            // The m joins first, their item-by-item sums side by side (see `join_all`); the heap
+            // then takes the grown sets in the same order as below.
+            join_all(smallest, others.iter().copied(), others_first, walks, next, values);
+        }
         for (size, (&small, &other)) in (k - m..k).zip(smallest.iter().zip(others)) {
-            let grown = if others_first {
+            let grown = if S::WALKS {
+                small
+            } else if others_first {
                 join(other, small, next, values)
             } else {
                 join(small, other, next, values)
@@ -140,11 +148,19 @@ pub(super) struct RunSorter<S: SumInt> {
     pub(super) bounds: Vec<usize>,
     pub(super) next_bounds: Vec<usize>,
     pub(super) packed: Vec<u64>,
+    /// The pending joins of a merge, for float sums ([`join_all`]).
+    pub(super) walks: Vec<Walk<SetKey<S>>>,
 }
 
 impl<S: SumInt> RunSorter<S> {
     pub(super) fn new() -> Self {
-        RunSorter { buffer: Vec::new(), bounds: Vec::new(), next_bounds: Vec::new(), packed: Vec::new() }
+        RunSorter {
+            buffer: Vec::new(),
+            bounds: Vec::new(),
+            next_bounds: Vec::new(),
+            packed: Vec::new(),
+            walks: Vec::new(),
+        }
     }
 
     /// Room to sort `k` sets without allocating (a no-op once there).
@@ -152,7 +168,11 @@ impl<S: SumInt> RunSorter<S> {
         alloc::room_for(&mut self.buffer, k, "merge scratch")?;
         alloc::room_for(&mut self.bounds, k + 1, "merge scratch")?;
         alloc::room_for(&mut self.next_bounds, k + 1, "merge scratch")?;
-        alloc::room_for(&mut self.packed, k, "merge scratch")
+        alloc::room_for(&mut self.packed, k, "merge scratch")?;
+        if S::WALKS {
+            alloc::room_for(&mut self.walks, k, "merge scratch")?;
+        }
+        Ok(())
     }
 }
 
@@ -161,11 +181,11 @@ pub(super) fn bits_for(value: u128) -> u32 {
 }
 
 /// Sort `sets` descending through one `u64` per set, when `(sum, count, head)` relative to the
-/// smallest sum and count, plus the set's position, fit in 64 bits (they do in practice: the sums
-/// of one state lie close together). Sorting 8-byte integers and then moving each set once is
-/// several times cheaper than sorting the 32-byte sets by their wide keys. Returns false (and
-/// leaves `sets` alone) when they do not fit.
-pub(super) fn sort_packed_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mut RunSorter<S>) -> bool {
+/// smallest sum and count, plus the set's position, fit in 64 bits (they do in practice for
+/// integer lengths: the sums of one state lie close together). Sorting 8-byte integers and then
+/// moving each set once is several times cheaper than sorting the 32-byte sets by their wide keys.
+/// When they do not fit, see [`sort_packed_wide`].
+pub(super) fn sort_packed_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mut RunSorter<S>) {
     let first = sets[0].key();
     let (mut min_sum, mut max_sum) = (S::key_sum(first), S::key_sum(first));
     let (mut min_count, mut max_count) = (S::key_count(first), S::key_count(first));
@@ -187,7 +207,8 @@ pub(super) fn sort_packed_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mu
     // images (bit patterns) subtract exactly and order as the sums do.
     let sum_bits = bits_for(max_sum.to_u128() - min_sum.to_u128());
     if position_bits + head_bits + count_bits + sum_bits > 64 {
-        return false;
+        sort_packed_wide(sets, sorter, min_sum.to_u128(), sum_bits, position_bits);
+        return;
     }
     let head_shift = position_bits;
     let count_shift = head_shift + head_bits;
@@ -211,7 +232,51 @@ pub(super) fn sort_packed_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mu
     let position_mask = (1u64 << position_bits) - 1;
     buffer.extend(packed.iter().rev().map(|&p| sets[(p & position_mask) as usize]));
     sets.copy_from_slice(buffer);
-    true
+}
+
+/// [`sort_packed_descending`] when the fields do not fit in 64 bits: wide sums (float sums, whose
+/// bit patterns lie some 2^40 units in the last place apart in one state of real costs, or
+/// integer costs near 10^12). The packed integer is the sum's offset from the smallest, cut to
+/// the bits left beside the position, and the position: sets whose cut sums differ are then in
+/// order, and each group whose cut sums tie (equal sums ordered by count and first index, or
+/// sums closer than the cut) is sorted by its keys afterwards. Measured at 2^20 lognormal float
+/// costs, k = 1024, equal counts: the unstable sort of whole merged states that this replaces
+/// was more instructions than the rest of the merges.
+fn sort_packed_wide<S: SumInt>(
+    sets: &mut [Set<S>],
+    sorter: &mut RunSorter<S>,
+    min_sum: u128,
+    sum_bits: u32,
+    position_bits: u32,
+) {
+    let dropped = (sum_bits + position_bits).saturating_sub(64);
+    let packed = &mut sorter.packed;
+    packed.clear();
+    packed.extend(sets.iter().enumerate().map(|(position, set)| {
+        let cut = ((S::key_sum(set.key()).to_u128() - min_sum) >> dropped) as u64;
+        // The cut sum has at most 64 - position_bits bits; an empty position field (one set)
+        // leaves a shift by 0.
+        (cut << position_bits) | position as u64
+    }));
+    packed.sort_unstable();
+    let buffer = &mut sorter.buffer;
+    buffer.clear();
+    let position_mask = (1u64 << position_bits) - 1;
+    buffer.extend(packed.iter().rev().map(|&p| sets[(p & position_mask) as usize]));
+    let mut start = 0;
+    while start < packed.len() {
+        // `buffer[i]` is `packed[len - 1 - i]`.
+        let cut = packed[packed.len() - 1 - start] >> position_bits;
+        let mut end = start + 1;
+        while end < packed.len() && packed[packed.len() - 1 - end] >> position_bits == cut {
+            end += 1;
+        }
+        if end - start > 1 {
+            sort_descending(&mut buffer[start..end]);
+        }
+        start = end;
+    }
+    sets.copy_from_slice(buffer);
 }
 
 /// [`sort_descending`] for the sets of two full states just joined position by position.
@@ -221,8 +286,9 @@ pub(super) fn sort_packed_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mu
 /// the state with the larger spread took set k−1−i of the other, and the sums move little, so
 /// they form a few long descending runs (about 18 per 1024 sets in that case, measured). A natural
 /// merge sort finds the runs and merges neighbours pairwise, O(k log runs), ping-ponging between
-/// `sets` and a reused buffer. Many short runs (inputs where sums do jump) fall back to the
-/// unstable sort. Keys are unique, so both give the one descending order.
+/// `sets` and a reused buffer. More than four runs take [`sort_packed_descending`] (and very
+/// short states with more runs than an eighth of their sets the unstable sort). Keys are unique,
+/// so all give the one descending order.
 pub(super) fn sort_runs_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mut RunSorter<S>) {
     let len = sets.len();
     let bounds = &mut sorter.bounds;
@@ -238,7 +304,8 @@ pub(super) fn sort_runs_descending<S: SumInt>(sets: &mut [Set<S>], sorter: &mut 
     if runs == 1 {
         return;
     }
-    if runs > 4 && sort_packed_descending(sets, sorter) {
+    if runs > 4 {
+        sort_packed_descending(sets, sorter);
         return;
     }
     if runs > len / 8 {
@@ -370,10 +437,14 @@ pub(super) fn merge_overlapping<S: SumInt>(
     let (own, theirs) = (sets.len(), other.len());
     if own == k && theirs == k {
         // Two full states (every merge with `equal_size`): pair position i with k−1−i directly.
-        for (slot, &back) in sets.iter_mut().zip(other.iter().rev()) {
-            *slot = join(*slot, back, next, values);
-        }
         sorter.reserve(k)?;
+        if S::WALKS {
+            join_all(sets, other.iter().rev().copied(), false, &mut sorter.walks, next, values);
+        } else {
+            for (slot, &back) in sets.iter_mut().zip(other.iter().rev()) {
+                *slot = join(*slot, back, next, values);
+            }
+        }
         sort_runs_descending(sets, sorter);
         return Ok(());
     }
