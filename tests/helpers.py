@@ -4,9 +4,11 @@ Python child process (for promises a crash would break: memory limits, signals, 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,3 +50,37 @@ def run_child(
         env=os.environ.copy(),
         check=False,
     )
+
+
+def interrupt_child(
+    code: str, *, delay: float, timeout: float = 120
+) -> tuple[float, list[str], list[str]]:
+    """Run ``code`` in a child, send it SIGINT ``delay`` seconds after it prints ``started``.
+
+    ``code`` prints ``started``, runs the long call, and on ``KeyboardInterrupt`` prints
+    ``interrupted <time.monotonic()> [more words]``, then whatever the test checks next (that the
+    process still works). Returns the latency from the signal to that line, its other words and
+    the lines after it. The child exiting with an error fails the test.
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(delay)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=timeout)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 0, err
+    first, *rest = out.splitlines()
+    word, when, *words = first.split()
+    assert word == "interrupted", out
+    return float(when) - sent, words, rest

@@ -19,11 +19,9 @@ dtype and byte offset a tensor library could hand over, so CI checks them withou
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -32,6 +30,7 @@ from hypothesis import strategies as st
 
 import seqbalance
 from seqbalance import _arrays, _native, reference
+from tests import helpers
 
 from .dlpack_producers import KDLBFLOAT, FakeTensor, bfloat16_bits, laid_out, widened
 
@@ -182,13 +181,10 @@ def test_bfloat16_too_large_for_memory_is_a_memory_error_and_the_next_call_works
 @linux_only
 @pytest.mark.parametrize("shape", ["(2**29,), (0,)", "(2**14, 2**15), (0, 0)"])
 def test_ctrl_c_stops_a_long_bfloat16_widening_promptly(shape):
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            CHILD_PRELUDE
-            + textwrap.dedent(
-                f"""
+    latency, _, rest = helpers.interrupt_child(
+        CHILD_PRELUDE
+        + textwrap.dedent(
+            f"""
                 shape, strides = {shape}
                 t = FakeTensor(np.ones(1, np.uint16), shape, strides, code=KDLBFLOAT, bits=16)
                 print("started", flush=True)
@@ -200,28 +196,11 @@ def test_ctrl_c_stops_a_long_bfloat16_widening_promptly(shape):
                     print("interrupted", time.monotonic(), flush=True)
                 print(_native.partition_ids([5, 4, 3, 2], 2, True).tolist(), flush=True)
                 """
-            ),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
+        ),
+        delay=0.5,
+        timeout=120,
     )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "started"
-        time.sleep(0.5)
-        sent = time.monotonic()
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=120)
-    finally:
-        child.kill()
-        child.wait()
-    assert child.returncode == 0, err
-    first, second = out.splitlines()
-    word, when = first.split()
-    assert word == "interrupted"
-    latency = float(when) - sent
+    (second,) = rest
     # ~50 ms on an idle machine; the bound leaves room for a shared test machine and still
     # fails a widening deaf to signals (5 s per call at this size).
     assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
