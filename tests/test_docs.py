@@ -89,7 +89,8 @@ def _expected_output(block: Block) -> list[str] | None:
     shown = re.match(r"prints\s*\n\s*\n```\w*\n(.*?)```", after, flags=re.S)
     if shown:
         return shown.group(1).strip().splitlines()
-    sentence = after.split("\n\n")[0]
+    # The sentence that starts with "prints" (up to its first full stop outside backticks).
+    sentence = re.match(r"(?:[^`.]|`[^`]*`)*", after.split("\n\n")[0]).group(0)
     return re.findall(r"`([^`]+)`", sentence)
 
 
@@ -166,6 +167,6 @@ def test_doctest_sessions_of_a_page(page: Path):
 def test_expected_output_reading():
     shown = Block("p", 1, "python", "", None, "\nprints\n\n```\na\nb\n```\n")
     assert _expected_output(shown) == ["a", "b"]
-    inline = Block("p", 1, "python", "", None, "\nprints `0 [1]` and `1 [2]`.\nThe rest")
-    assert _expected_output(inline) == ["0 [1]", "1 [2]"]
+    inline = Block("p", 1, "python", "", None, "\nprints `0 [1]` and `1 [2.5]`.\nThe `rest`")
+    assert _expected_output(inline) == ["0 [1]", "1 [2.5]"]
     assert _expected_output(Block("p", 1, "python", "", None, "\nSome prose.\n")) is None
