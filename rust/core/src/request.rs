@@ -23,6 +23,8 @@
 //! assert_eq!(partition.to_vecs(), vec![vec![0, 3, 2], vec![4, 1]]);
 //! ```
 
+use std::borrow::Cow;
+
 use crate::alloc;
 use crate::error::CoreError;
 use crate::float;
@@ -299,77 +301,70 @@ impl Weight for u64 {
     }
 }
 
-impl Weight for f64 {
-    fn ldm(values: &[f64], k: usize, equal: bool, interrupt: &Interrupt) -> Result<Partition, CoreError> {
-        float::karmarkar_karp_interruptible(values, k, equal, interrupt)
-    }
-    /// Numbered straight from the merge lists, without the partition in between.
-    fn ldm_ids_owned(
-        values: Vec<f64>,
-        k: usize,
-        equal: bool,
-        interrupt: &Interrupt,
-    ) -> Result<Vec<i64>, CoreError> {
-        float::partition_ids_owned(values, k, equal, interrupt)
-    }
-    fn ldm_owned(
-        values: Vec<f64>,
-        k: usize,
-        equal: bool,
-        interrupt: &Interrupt,
-    ) -> Result<Partition, CoreError> {
-        float::karmarkar_karp_owned(values, k, equal, interrupt)
-    }
-    fn greedy(values: &[f64], k: usize, equal: bool, interrupt: &Interrupt) -> Result<Partition, CoreError> {
-        float::greedy_partition_interruptible(values, k, equal, interrupt)
-    }
-    fn refine(
-        values: &[f64],
-        parts: Vec<Vec<u32>>,
-        keep_counts: bool,
-        mode: Mode,
-        interrupt: &Interrupt,
-    ) -> Result<Vec<Vec<u32>>, RefineError> {
-        refine::refine_floats_interruptible(values, parts, keep_counts, mode, None, interrupt)
-    }
+/// Refinement judges loads exactly, in `f64`: `f64` weights as they are...
+fn as_f64(values: &[f64]) -> Result<Cow<'_, [f64]>, CoreError> {
+    Ok(Cow::Borrowed(values))
 }
 
-impl Weight for f32 {
-    fn ldm(values: &[f32], k: usize, equal: bool, interrupt: &Interrupt) -> Result<Partition, CoreError> {
-        float::karmarkar_karp_interruptible(values, k, equal, interrupt)
-    }
-    /// Numbered straight from the merge lists, without the partition in between.
-    fn ldm_ids_owned(
-        values: Vec<f32>,
-        k: usize,
-        equal: bool,
-        interrupt: &Interrupt,
-    ) -> Result<Vec<i64>, CoreError> {
-        float::partition_ids_owned(values, k, equal, interrupt)
-    }
-    fn ldm_owned(
-        values: Vec<f32>,
-        k: usize,
-        equal: bool,
-        interrupt: &Interrupt,
-    ) -> Result<Partition, CoreError> {
-        float::karmarkar_karp_owned(values, k, equal, interrupt)
-    }
-    fn greedy(values: &[f32], k: usize, equal: bool, interrupt: &Interrupt) -> Result<Partition, CoreError> {
-        float::greedy_partition_interruptible(values, k, equal, interrupt)
-    }
-    /// Refinement judges loads exactly, so `f32` weights widen to `f64` (exactly) for it.
-    fn refine(
-        values: &[f32],
-        parts: Vec<Vec<u32>>,
-        keep_counts: bool,
-        mode: Mode,
-        interrupt: &Interrupt,
-    ) -> Result<Vec<Vec<u32>>, RefineError> {
-        let wide = alloc::collect(values.iter().map(|&v| f64::from(v)), "the widened weights")?;
-        refine::refine_floats_interruptible(&wide, parts, keep_counts, mode, None, interrupt)
-    }
+/// ...and `f32` weights widened (exactly).
+fn widened(values: &[f32]) -> Result<Cow<'static, [f64]>, CoreError> {
+    Ok(Cow::Owned(alloc::collect(values.iter().map(|&v| f64::from(v)), "the widened weights")?))
 }
+
+/// The float precisions run the same float partitioners; they differ only in how refinement
+/// reads their weights (`$exact`).
+macro_rules! float_weight {
+    ($float:ty, $exact:ident) => {
+        impl Weight for $float {
+            fn ldm(
+                values: &[$float],
+                k: usize,
+                equal: bool,
+                interrupt: &Interrupt,
+            ) -> Result<Partition, CoreError> {
+                float::karmarkar_karp_interruptible(values, k, equal, interrupt)
+            }
+            /// Numbered straight from the merge lists, without the partition in between.
+            fn ldm_ids_owned(
+                values: Vec<$float>,
+                k: usize,
+                equal: bool,
+                interrupt: &Interrupt,
+            ) -> Result<Vec<i64>, CoreError> {
+                float::partition_ids_owned(values, k, equal, interrupt)
+            }
+            fn ldm_owned(
+                values: Vec<$float>,
+                k: usize,
+                equal: bool,
+                interrupt: &Interrupt,
+            ) -> Result<Partition, CoreError> {
+                float::karmarkar_karp_owned(values, k, equal, interrupt)
+            }
+            fn greedy(
+                values: &[$float],
+                k: usize,
+                equal: bool,
+                interrupt: &Interrupt,
+            ) -> Result<Partition, CoreError> {
+                float::greedy_partition_interruptible(values, k, equal, interrupt)
+            }
+            fn refine(
+                values: &[$float],
+                parts: Vec<Vec<u32>>,
+                keep_counts: bool,
+                mode: Mode,
+                interrupt: &Interrupt,
+            ) -> Result<Vec<Vec<u32>>, RefineError> {
+                let exact = $exact(values)?;
+                refine::refine_floats_interruptible(&exact, parts, keep_counts, mode, None, interrupt)
+            }
+        }
+    };
+}
+
+float_weight!(f64, as_f64);
+float_weight!(f32, widened);
 
 #[cfg(test)]
 mod tests {
