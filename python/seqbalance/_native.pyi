@@ -109,10 +109,6 @@ def _dlpack_bfloat16(
     capsule: Any,
 ) -> tuple[npt.NDArray[np.float32], list[int]] | None: ...
 def _internal_error_check(detached: bool) -> None: ...
-def _own_count(
-    tokens: npt.NDArray[np.int64], costs: npt.NDArray[np.int64], cap: int, multiple: int
-) -> int: ...
-
 class _PlanRequest(TypedDict):
     n_ranks: int
     cap: int
@@ -120,17 +116,29 @@ class _PlanRequest(TypedDict):
     minimum: int
     order: str
     as_ids: bool
+    max_sequences: int | None
+    padded: bool
 
+_Costs = npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.float32]
+
+def _own_count(
+    tokens: npt.NDArray[np.int64],
+    costs: _Costs,
+    request: _PlanRequest,
+    sizes: npt.NDArray[np.int64] | None = None,
+    longest: npt.NDArray[np.int64] | None = None,
+    keys: npt.NDArray[np.int64] | None = None,
+) -> int: ...
 def _plan_ranks(
     tokens: npt.NDArray[np.int64],
-    costs: npt.NDArray[np.int64],
+    costs: _Costs,
     starts: npt.NDArray[np.int64],
     sizes: npt.NDArray[np.int64],
     candidates: Sequence[npt.NDArray[np.int64]],
     request: _PlanRequest,
+    longest: npt.NDArray[np.int64] | None = None,
+    keys: npt.NDArray[np.int64] | None = None,
 ) -> tuple[
-    int,
-    int,
     int,
     int,
     list[list[list[int]]] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
@@ -139,7 +147,7 @@ def _refine_candidate(
     weights: npt.NDArray[np.int64], ids: npt.NDArray[np.int64], k: int, equal_size: bool
 ) -> npt.NDArray[np.int64] | None: ...
 def _order_micro_batches(
-    costs: npt.NDArray[np.int64],
+    costs: _Costs,
     firsts: npt.NDArray[np.int64],
     sizes: npt.NDArray[np.int64],
     order: str,

@@ -1,21 +1,26 @@
 //! Python binding of the micro-batch planner core (`planner/`): private functions that
 //! `seqbalance.micro_batches` calls after validating and normalising the arguments.
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use seqbalance_core::alloc;
-use seqbalance_core::planner::{order_parts, plan_best, plan_ids, Items, Order, PlanOptions, Problem};
+use seqbalance_core::error::CoreError;
+use seqbalance_core::interrupt::Interrupt;
+use seqbalance_core::planner::{
+    order_parts, plan_best, plan_ids, Items, Order, PlanCost, PlanOptions, Problem, Shape, ShapeRule,
+};
 use seqbalance_core::refine::{refine_if_moved, RefineError};
+use seqbalance_core::request::Weights;
 
-use crate::convert::{index_lists, unsigned_array};
+use crate::convert::{index_lists, normalised_weights, unsigned_array};
 use crate::errors::{core_error, core_result, guard, interruptible};
 
 /// Check what the core relies on: one token and cost per item, every item within the cap, and
 /// a cap below 2**63 (so a part's fill plus an item never wraps around).
-fn check(tokens: &[u64], costs: &[u64], cap: u64, multiple: usize) -> PyResult<()> {
-    if costs.len() != tokens.len() {
+fn check(n_tokens: usize, n_costs: usize, tokens: &[u64], cap: u64, multiple: usize) -> PyResult<()> {
+    if n_costs != n_tokens {
         return Err(PyValueError::new_err("tokens and costs differ in length"));
     }
     if cap == 0 || cap > i64::MAX as u64 {
@@ -30,8 +35,8 @@ fn check(tokens: &[u64], costs: &[u64], cap: u64, multiple: usize) -> PyResult<(
     Ok(())
 }
 
-/// What `_plan_ranks` plans besides the items and candidates: one dict from Python, its keys
-/// the field names (`seqbalance.planning.micro_batches._plan_ranks` builds it).
+/// What `_plan_ranks` and `_own_count` plan besides the items and candidates: one dict from
+/// Python, its keys the field names (`seqbalance.planning.micro_batches` builds it).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
 struct PlanRequest {
@@ -43,6 +48,24 @@ struct PlanRequest {
     order: String,
     /// The plan as `(rank_ids, micro_batch_ids)` int64 arrays per sample instead of lists.
     as_ids: bool,
+    /// The most samples a micro-batch may hold, or `None`.
+    max_sequences: Option<u64>,
+    /// Charge a micro-batch `samples * longest` against the cap.
+    padded: bool,
+}
+
+impl PlanRequest {
+    /// The shape limits, or `None` when there are none to keep (no key numbers either).
+    fn shape(&self, keyed: bool) -> PyResult<Option<ShapeRule>> {
+        if self.max_sequences == Some(0) {
+            return Err(PyValueError::new_err("max_sequences must be >= 1"));
+        }
+        let limited = self.max_sequences.is_some() || self.padded || keyed;
+        Ok(limited.then(|| ShapeRule {
+            max_sequences: self.max_sequences.unwrap_or(u64::MAX),
+            padded: self.padded,
+        }))
+    }
 }
 
 fn order_of(name: &str) -> PyResult<Order> {
@@ -56,62 +79,145 @@ fn order_of(name: &str) -> PyResult<Order> {
     }
 }
 
-/// `(candidate kept, count, heaviest micro-batch cost, heaviest rank cost, plan)`: the plan as
-/// `[rank][micro_batch] -> samples` lists, or as `(rank_ids, micro_batch_ids)` arrays.
-type RanksPlan<'py> = (usize, usize, u64, u64, Bound<'py, PyAny>);
+/// The items' longest samples and key numbers, when given: one per item, each item fitting a
+/// micro-batch of its own.
+struct ShapeItems {
+    longest: Option<Vec<u64>>,
+    keys: Option<Vec<u32>>,
+}
 
-/// The micro-batch count the planner settles on for these items on its own.
+fn shape_items(
+    py: Python<'_>,
+    longest: Option<PyReadonlyArray1<'_, i64>>,
+    keys: Option<PyReadonlyArray1<'_, i64>>,
+    n_items: usize,
+) -> PyResult<ShapeItems> {
+    let longest = longest.map(|longest| unsigned_array(py, longest.as_array(), "longest")).transpose()?;
+    let keys = match keys {
+        Some(keys) => {
+            let keys = unsigned_array(py, keys.as_array(), "keys")?;
+            if let Some(i) = keys.iter().position(|&k| k > u32::MAX as u64) {
+                return Err(PyValueError::new_err(format!("keys[{i}] is not below 2**32")));
+            }
+            Some(
+                alloc::collect(keys.iter().map(|&k| k as u32), "the key numbers")
+                    .map_err(|e| core_error(py, e))?,
+            )
+        }
+        None => None,
+    };
+    let lengths = [longest.as_ref().map(Vec::len), keys.as_ref().map(Vec::len)];
+    if lengths.iter().flatten().any(|&len| len != n_items) {
+        return Err(PyValueError::new_err("longest and keys must hold one value per item"));
+    }
+    Ok(ShapeItems { longest, keys })
+}
+
+/// The costs as the planner balances them: integers, or floats (validated by the caller) with
+/// `-0.0` read as `0.0`.
+fn plan_costs(py: Python<'_>, costs: &Bound<'_, PyAny>) -> PyResult<Weights> {
+    match normalised_weights(py, costs)? {
+        Some(Weights::Double(mut values)) => {
+            values.iter_mut().for_each(|v| *v += 0.0);
+            Ok(Weights::Double(values))
+        }
+        Some(Weights::Single(mut values)) => {
+            values.iter_mut().for_each(|v| *v += 0.0);
+            Ok(Weights::Single(values))
+        }
+        Some(weights) => Ok(weights),
+        None => Err(PyTypeError::new_err("costs must be a 1-D int64, float64 or float32 array")),
+    }
+}
+
+/// `(candidate kept, count, plan)`: the plan as `[rank][micro_batch] -> samples` lists, or as
+/// `(rank_ids, micro_batch_ids)` arrays.
+type RanksPlan<'py> = (usize, usize, Bound<'py, PyAny>);
+
+/// The micro-batch count the planner settles on for these items on its own (what
+/// `min_num_micro_batches_for` returns): `sizes` are the items' sample counts (for the shape
+/// limits of `request`; `None`: one each).
 #[pyfunction]
-#[pyo3(name = "_own_count", signature = (tokens, costs, cap, multiple))]
+#[pyo3(name = "_own_count", signature = (tokens, costs, request, sizes=None, longest=None, keys=None))]
 fn own_count_py(
     py: Python<'_>,
     tokens: PyReadonlyArray1<'_, i64>,
-    costs: PyReadonlyArray1<'_, i64>,
-    cap: u64,
-    multiple: usize,
+    costs: &Bound<'_, PyAny>,
+    request: PlanRequest,
+    sizes: Option<PyReadonlyArray1<'_, i64>>,
+    longest: Option<PyReadonlyArray1<'_, i64>>,
+    keys: Option<PyReadonlyArray1<'_, i64>>,
 ) -> PyResult<usize> {
     guard("_own_count", || {
-        let (tokens, costs) = (
-            unsigned_array(py, tokens.as_array(), "tokens")?,
-            unsigned_array(py, costs.as_array(), "costs")?,
-        );
-        check(&tokens, &costs, cap, multiple)?;
-        let problem = Problem { tokens: &tokens, costs: &costs, cap, multiple };
-        let own = core_result(py, interruptible(py, true, |interrupt| problem.own_plan(interrupt)))?;
-        Ok(own.0)
+        let tokens = unsigned_array(py, tokens.as_array(), "tokens")?;
+        let costs = plan_costs(py, costs)?;
+        check(tokens.len(), costs.len(), &tokens, request.cap, request.multiple)?;
+        let sizes = match sizes {
+            Some(sizes) => unsigned_array(py, sizes.as_array(), "sizes")?,
+            None => alloc::filled(tokens.len(), 1u64, "the sample counts").map_err(|e| core_error(py, e))?,
+        };
+        let items = shape_items(py, longest, keys, tokens.len())?;
+        let rule = request.shape(items.keys.is_some())?;
+        let shape = rule.map(|rule| Shape {
+            rule,
+            samples: &sizes,
+            longest: items.longest.as_deref().unwrap_or(&tokens),
+            keys: items.keys.as_deref(),
+        });
+        let (cap, multiple) = (request.cap, request.multiple);
+        fn count<C: PlanCost>(problem: Problem<'_, C>, interrupt: &Interrupt) -> Result<usize, CoreError> {
+            problem.own_count(interrupt)
+        }
+        core_result(
+            py,
+            interruptible(py, true, |interrupt| match &costs {
+                Weights::Exact(costs) => {
+                    count(Problem { tokens: &tokens, costs, cap, multiple, shape }, interrupt)
+                }
+                Weights::Double(costs) => {
+                    count(Problem { tokens: &tokens, costs, cap, multiple, shape }, interrupt)
+                }
+                Weights::Single(costs) => {
+                    count(Problem { tokens: &tokens, costs, cap, multiple, shape }, interrupt)
+                }
+            }),
+        )
     })
 }
 
 /// Plan every rank with one common count, for each candidate assignment of items to ranks, and
-/// keep the best (see `seqbalance_core::planner::plan_best`): `(candidate kept, count, heaviest
-/// micro-batch cost, heaviest rank cost, plan)`, the plan indexed `[rank][micro_batch] -> sample
-/// indexes`, or with `as_ids` the rank and the micro-batch of every sample (int64 arrays). The
-/// costs must sum to at most 2**63 - 1 (the caller checks).
+/// keep the best (see `seqbalance_core::planner::plan_best`): `(candidate kept, count, plan)`,
+/// the plan indexed `[rank][micro_batch] -> sample indexes`, or with `as_ids` the rank and the
+/// micro-batch of every sample (int64 arrays). Integer costs must sum to at most 2**63 - 1 (the
+/// caller checks). `longest` and `keys` (one per item) serve the shape limits of `request`.
 #[pyfunction]
-#[pyo3(name = "_plan_ranks", signature = (tokens, costs, starts, sizes, candidates, request))]
+#[pyo3(name = "_plan_ranks", signature = (tokens, costs, starts, sizes, candidates, request, longest=None, keys=None))]
+#[allow(clippy::too_many_arguments)] // the items' arrays, each one a column of the same table
 fn plan_ranks_py<'py>(
     py: Python<'py>,
     tokens: PyReadonlyArray1<'_, i64>,
-    costs: PyReadonlyArray1<'_, i64>,
+    costs: &Bound<'_, PyAny>,
     starts: PyReadonlyArray1<'_, i64>,
     sizes: PyReadonlyArray1<'_, i64>,
     candidates: Vec<PyReadonlyArray1<'_, i64>>,
     request: PlanRequest,
+    longest: Option<PyReadonlyArray1<'_, i64>>,
+    keys: Option<PyReadonlyArray1<'_, i64>>,
 ) -> PyResult<RanksPlan<'py>> {
     guard("_plan_ranks", || {
-        let PlanRequest { n_ranks, cap, multiple, minimum, ref order, as_ids } = request;
-        let order = order_of(order)?;
-        let (tokens, costs) = (
-            unsigned_array(py, tokens.as_array(), "tokens")?,
-            unsigned_array(py, costs.as_array(), "costs")?,
-        );
+        let order = order_of(&request.order)?;
+        let (n_ranks, as_ids) = (request.n_ranks, request.as_ids);
+        let tokens = unsigned_array(py, tokens.as_array(), "tokens")?;
+        let costs = plan_costs(py, costs)?;
         let (starts, sizes) = (
             unsigned_array(py, starts.as_array(), "starts")?,
             unsigned_array(py, sizes.as_array(), "sizes")?,
         );
-        check(&tokens, &costs, cap, multiple)?;
-        if costs.iter().try_fold(0u64, |total, &c| total.checked_add(c)).is_none() {
-            return Err(PyValueError::new_err("costs sum above 2**64 - 1"));
+        check(tokens.len(), costs.len(), &tokens, request.cap, request.multiple)?;
+        if let Weights::Exact(costs) = &costs {
+            if costs.iter().try_fold(0u64, |total, &c| total.checked_add(c)).is_none() {
+                return Err(PyValueError::new_err("costs sum above 2**64 - 1"));
+            }
         }
         if candidates.is_empty() {
             return Err(PyValueError::new_err("candidates must not be empty"));
@@ -123,6 +229,8 @@ fn plan_ranks_py<'py>(
         {
             return Err(PyValueError::new_err("sample indexes must be below 2**32"));
         }
+        let items = shape_items(py, longest, keys, tokens.len())?;
+        let shape = request.shape(items.keys.is_some())?;
         let n_samples = starts.iter().zip(&sizes).map(|(&s, &z)| (s + z) as usize).max().unwrap_or(0);
         let mut assignments = Vec::with_capacity(candidates.len());
         for (c, candidate) in candidates.iter().enumerate() {
@@ -142,15 +250,45 @@ fn plan_ranks_py<'py>(
                 .map_err(|e| core_error(py, e))?;
             assignments.push(ranks);
         }
-        let items = Items { tokens: &tokens, costs: &costs, starts: &starts, sizes: &sizes };
-        let options = PlanOptions { n_ranks, cap, multiple, minimum, order };
-        let (kept, count, heaviest_micro_batch, heaviest_rank, plan, ids) = core_result(
+        let options = PlanOptions {
+            n_ranks,
+            cap: request.cap,
+            multiple: request.multiple,
+            minimum: request.minimum,
+            order,
+            shape,
+        };
+        let (longest, keys) = (items.longest.as_deref(), items.keys.as_deref());
+        fn best<C: PlanCost>(
+            items: &Items<'_, C>,
+            assignments: &[Vec<usize>],
+            options: &PlanOptions,
+            n_samples: usize,
+            as_ids: bool,
+            interrupt: &Interrupt,
+        ) -> Result<(usize, usize, Vec<Vec<Vec<u32>>>, Option<(Vec<i64>, Vec<i64>)>), CoreError> {
+            let (kept, count, plan) = plan_best(items, assignments, options, interrupt)?;
+            let ids = if as_ids { Some(plan_ids(&plan, n_samples)?) } else { None };
+            Ok((kept, count, plan, ids))
+        }
+        let (kept, count, plan, ids) = core_result(
             py,
             interruptible(py, true, |interrupt| {
-                let (kept, count, heaviest_micro_batch, heaviest_rank, plan) =
-                    plan_best(&items, &assignments, &options, interrupt)?;
-                let ids = if as_ids { Some(plan_ids(&plan, n_samples)?) } else { None };
-                Ok((kept, count, heaviest_micro_batch, heaviest_rank, plan, ids))
+                let (starts, sizes) = (&starts[..], &sizes[..]);
+                match &costs {
+                    Weights::Exact(costs) => {
+                        let items = Items { tokens: &tokens, costs, starts, sizes, longest, keys };
+                        best(&items, &assignments, &options, n_samples, as_ids, interrupt)
+                    }
+                    Weights::Double(costs) => {
+                        let items = Items { tokens: &tokens, costs, starts, sizes, longest, keys };
+                        best(&items, &assignments, &options, n_samples, as_ids, interrupt)
+                    }
+                    Weights::Single(costs) => {
+                        let items = Items { tokens: &tokens, costs, starts, sizes, longest, keys };
+                        best(&items, &assignments, &options, n_samples, as_ids, interrupt)
+                    }
+                }
             }),
         )?;
         let answer = match ids {
@@ -166,7 +304,7 @@ fn plan_ranks_py<'py>(
                 ranks.into_any()
             }
         };
-        Ok((kept, count, heaviest_micro_batch, heaviest_rank, answer))
+        Ok((kept, count, answer))
     })
 }
 
@@ -221,20 +359,24 @@ fn refine_candidate_py<'py>(
 }
 
 /// The order of micro-batches by `order` (`"none"`, `"bubble"`, `"largest_first"`), each given
-/// by its cost, its first sample and its sample count (0: empty): the micro-batch numbers in
+/// by its cost (int64, float64 or float32), its first sample and its sample count (0: empty): the micro-batch numbers in
 /// their new order, the empty ones last (in their own order).
 #[pyfunction]
 #[pyo3(name = "_order_micro_batches", signature = (costs, firsts, sizes, order))]
 fn order_micro_batches_py(
     py: Python<'_>,
-    costs: PyReadonlyArray1<'_, i64>,
+    costs: &Bound<'_, PyAny>,
     firsts: PyReadonlyArray1<'_, i64>,
     sizes: PyReadonlyArray1<'_, i64>,
     order: &str,
 ) -> PyResult<Vec<usize>> {
     guard("_order_micro_batches", || {
         let order = order_of(order)?;
-        let costs = unsigned_array(py, costs.as_array(), "costs")?;
+        let costs: Vec<u64> = match plan_costs(py, costs)? {
+            Weights::Exact(costs) => costs,
+            Weights::Double(costs) => costs.iter().map(|c| c.bits()).collect(),
+            Weights::Single(costs) => costs.iter().map(|c| c.bits()).collect(),
+        };
         let (firsts, sizes) = (
             unsigned_array(py, firsts.as_array(), "firsts")?,
             unsigned_array(py, sizes.as_array(), "sizes")?,

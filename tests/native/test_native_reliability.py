@@ -49,6 +49,8 @@ PRELUDE = textwrap.dedent(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     values = np.random.default_rng(0).integers(1, 32768, {N_LARGE}, dtype=np.int64)
     _native.partition_ids([3, 2, 1], 2, False)
+    REQUEST = dict(n_ranks=1, cap=65536, multiple=1, minimum=0, order="none", as_ids=False,
+                   max_sequences=None, padded=False)
 
     def limit_memory(extra_mb):
         limit = address_space() + extra_mb * 2**20
@@ -155,8 +157,10 @@ def test_result_lists_too_large_for_memory_are_a_memory_error():
         ("_native.partition_ids(fvalues, 7, 'nearly')", 1.5),
         ("_native.greedy_partition(fvalues, 3, False)", 1.0),
         # The micro-batch planner: its sort, then the splits of the counting search.
-        ("_native._own_count(values, values, 65536, 1)", 0.5),
-        ("_native._own_count(values, values, 65536, 1)", 3.0),
+        ("_native._own_count(values, values, REQUEST)", 0.5),
+        ("_native._own_count(values, values, REQUEST)", 3.0),
+        # Under shape limits: the plain plan, then the shaped search.
+        ("_native._own_count(values, values, dict(REQUEST, max_sequences=3))", 2.0),
     ],
 )
 def test_ctrl_c_interrupts_a_long_native_call_promptly(call, delay):

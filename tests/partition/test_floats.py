@@ -270,9 +270,9 @@ def test_planner_float_cost_errors_name_the_cost():
         seqbalance.group_balanced_partitions([1] * 4, uids, 2, cost=[1.0, math.nan, 2.0, 3.0])
     with pytest.raises(TypeError, match=r"^cost mixes float32 items"):
         seqbalance.group_balanced_partitions([1] * 4, uids, 2, cost=[np.float32(1), 1.0, 2, 3])
-    # Planners that cap integer counts still refuse floats, without rounding them.
-    with pytest.raises(TypeError, match="float weights are not supported yet"):
-        seqbalance.plan_micro_batches([1, 2], 5, cost=[1.5, 2.0])
+    # The micro-batch planners take floats too, with the same errors.
+    with pytest.raises(ValueError, match=r"^cost\[1\] must be finite and >= 0, got nan$"):
+        seqbalance.plan_micro_batches([1, 2], 5, cost=[1.5, math.nan])
 
 
 def test_lists_of_zero_d_arrays_count_by_their_dtype():

@@ -141,11 +141,11 @@ def test_cost_errors():
         [np.float32(1), np.float32(2)],
     ],
 )
-def test_float_weights_are_a_type_error_never_rounded(weights):
-    with pytest.raises(TypeError, match="float weights are not supported yet"):
-        plan_micro_batches([1, 2], 5, cost=weights)
-    with pytest.raises(TypeError, match="float weights are not supported yet"):
-        plan_micro_batches([1, 2], 5, cost=lambda s: weights)
+def test_float_weights_are_planned_in_their_precision_never_rounded(weights):
+    # Float costs are planned as given: integral ones exactly as the same ints would be.
+    plan = plan_micro_batches([1, 2], 5, cost=weights)
+    assert plan == plan_micro_batches([1, 2], 5, cost=lambda s: weights)
+    assert sorted(i for mb in plan for i in mb) == [0, 1]
 
 
 class _Meta:

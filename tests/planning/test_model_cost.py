@@ -984,12 +984,6 @@ def test_integer_planners_take_its_exact_flops():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="float costs in the micro-batch planners are issue 21 item 2 (another branch): "
-    "remove this mark when they land",
-)
 @pytest.mark.parametrize(
     "planner",
     [

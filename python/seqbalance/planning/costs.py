@@ -9,11 +9,10 @@ A planner's ``cost=`` is one of
 - a callable taking the lengths as a 1-D ``int64`` array and returning such weights, called
   once per plan; :class:`TransformerCost` is a named one for dense transformers.
 
-Float weights (costs, FLOPs estimates) are taken by the planners that balance with the
-partitioners (:func:`seqbalance.group_balanced_partitions`, :class:`SeqlenBalancedSampler`), in
-the precision of their kind as the partitioners compute (partition spec, "Float weights"). The
-planners that cap integer token counts (micro-batches, packing) refuse them with a
-``TypeError``; a float weight is never rounded silently.
+Float weights (costs, FLOPs estimates) are taken by every planner, in the precision of their
+kind as the partitioners compute (partition spec, "Float weights"): a group's weight is its
+members' sum left to right, a micro-batch's cost the fold of its members' in placement order.
+The token caps always count integer tokens.
 """
 
 from __future__ import annotations
@@ -235,14 +234,35 @@ def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np
     """Sum ``values`` over the groups beginning at ``starts`` (ascending, ``starts[0] == 0``).
 
     Raises the ``OverflowError`` of :func:`check_total`. Float weights are summed in their own
-    precision (the partitioner then checks the group sums as its input).
+    precision, each group left to right in member order (``np.add.reduceat`` sums long groups
+    pairwise, which rounds differently); the partitioner then checks the group sums as its
+    input.
     """
     if values.size == 0:
         return values[:0].copy()
     if values.dtype.kind == "f":
-        return np.add.reduceat(values, starts)
+        return _sequential_group_sums(values, starts)
     check_total(values, name)
     return np.add.reduceat(values, starts)
+
+
+#: Groups up to this size are summed by a loop over member positions, the others one by one.
+_SHORT_GROUP = 64
+
+
+def _sequential_group_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each group's left-to-right sum in the values' precision: the j-th members of all short
+    groups are added at once, j = 0, 1, ...; a long group is one sequential accumulate."""
+    sizes = np.diff(np.append(starts, values.size))
+    sums = np.zeros(starts.size, dtype=values.dtype)
+    short = np.flatnonzero(sizes <= _SHORT_GROUP)
+    for j in range(int(sizes[short].max(initial=0))):
+        members = short[sizes[short] > j]
+        sums[members] += values[starts[members] + j]
+    for group in np.flatnonzero(sizes > _SHORT_GROUP).tolist():
+        start = int(starts[group])
+        sums[group] = np.add.accumulate(values[start : start + int(sizes[group])])[-1]
+    return sums
 
 
 class TransformerCost:

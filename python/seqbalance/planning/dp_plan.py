@@ -78,6 +78,9 @@ def plan_dp_micro_batches(
     order: str = "bubble",
     refine: bool | str = False,
     as_ids: Literal[False] = ...,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
 ) -> list[list[list[int]]]: ...
 
 
@@ -97,6 +100,9 @@ def plan_dp_micro_batches(
     order: str = "bubble",
     refine: bool | str = False,
     as_ids: Literal[True],
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]: ...
 
 
@@ -115,6 +121,9 @@ def plan_dp_micro_batches(
     order: str = "bubble",
     refine: bool | str = False,
     as_ids: bool = False,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
 ) -> list[list[list[int]]] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """One plan for every data-parallel rank: ``plan[rank][micro_batch] -> sample indexes``.
 
@@ -143,8 +152,15 @@ def plan_dp_micro_batches(
     usually makes it lighter), plans the micro-batches of both knowing the cap, and keeps the
     refined one when it is at least as good on both the heaviest rank and the count (then on
     the heaviest micro-batch). The refined candidate is skipped when the recipe's heaviest rank
-    already weighs ``ceil(total cost / dp_size)``, the least any split can reach. Every rank is planned with the common count directly, so no
-    all-reduce round trip is needed.
+    already weighs ``ceil(total cost / dp_size)``, the least any split can reach, and for float
+    costs (the refinement of the rank split weighs integers). Every rank is planned with the
+    common count directly, so no all-reduce round trip is needed.
+
+    Shape limits (``max_sequences``, ``footprint="padded"``, ``keys``): the plan made without
+    them is returned when every micro-batch keeps them; otherwise each rank of each candidate is
+    planned under them as :func:`plan_micro_batches` does, so the common count is at most the
+    largest of the ranks' first-fit-decreasing counts under the limits (raised to
+    ``min_num_micro_batches``, rounded up to the multiple).
 
     Args:
         lengths: per-sample token counts (ints or a 1-D integer array).
@@ -161,6 +177,11 @@ def plan_dp_micro_batches(
         refine: as in :func:`plan_micro_batches`.
         uid_list: per-sample group ids (consecutive equal ids form a group), an alternative to
             ``force_group_size``.
+        max_sequences: the most samples a micro-batch may hold, as in
+            :func:`plan_micro_batches`.
+        footprint: ``"sum"`` or ``"padded"``, as in :func:`plan_micro_batches`.
+        keys: one hashable per sample, as in :func:`plan_micro_batches`; the rank split ignores
+            them, micro-batches never mix them.
         as_ids: return ``(rank_ids, micro_batch_ids, num_micro_batches)`` instead of lists:
             the rank and the micro-batch (its place in the rank's order) of every sample as
             int64 arrays, and the common count, so empty micro-batches survive (as
@@ -177,8 +198,8 @@ def plan_dp_micro_batches(
             :class:`~seqbalance.PartitionError`), a group count ``equal_size=True`` cannot split
             evenly, groups of different sizes with ``equal_size``, an argument < 1, a count
             above ``MAX_MICRO_BATCHES``.
-        TypeError: non-integer arguments, float cost weights, both ``uid_list`` and
-            ``force_group_size``.
+        TypeError: non-integer arguments, non-numeric costs, unhashable keys, both
+            ``uid_list`` and ``force_group_size``.
 
     Example:
         >>> plan_dp_micro_batches([300, 200, 100, 400, 50, 250], 2, 500, cost="tokens")
@@ -202,6 +223,9 @@ def plan_dp_micro_batches(
         pad_to_multiple_of,
         refine,
         uid_list,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
     )
     minimum = _round_up(check_min_count(min_num_micro_batches), problem.multiple)
     if problem.n_groups < ranks_count:
@@ -228,6 +252,7 @@ def plan_dp_micro_batches(
     if (
         problem.refine is False
         and ranks_count > 1
+        and problem.weights.dtype.kind != "f"
         and not _heaviest_at_bound(problem.weights, recipe_ids, ranks_count)
     ):
         # The local search of refine=True, started from the recipe's own split; None when it

@@ -21,6 +21,7 @@ from .._inputs import (
     check_refine,
 )
 from ..refine import refine_partitions
+from ._limits import Limits, group_limits, keeps_limits
 from .costs import (
     check_total,
     group_sums,
@@ -52,11 +53,12 @@ class _Problem:
     starts: np.ndarray  # group -> first sample (int64, ascending, starts[0] == 0)
     sizes: np.ndarray  # group -> number of samples
     tokens: np.ndarray  # group -> padded token sum (int64)
-    weights: np.ndarray  # group -> balancing weight: the sum of its members' costs (int64)
-    sample_weights: np.ndarray  # sample -> cost (int64), for the bubble order
+    weights: np.ndarray  # group -> balancing weight: the sum of its members' costs (int64 or float)
+    sample_weights: np.ndarray  # sample -> cost (int64, float64 or float32)
     cap: int
     multiple: int
     refine: bool | str
+    limits: Limits
 
     @property
     def n_groups(self) -> int:
@@ -94,6 +96,9 @@ def _prepare(
     pad_to_multiple_of: Any = 1,
     refine: Any = False,
     uid_list: Any = None,
+    max_sequences: Any = None,
+    footprint: Any = "sum",
+    keys: Any = None,
 ) -> _Problem:
     refine = check_refine(refine)
     values = as_int64_array(lengths, "lengths")
@@ -126,22 +131,31 @@ def _prepare(
             f"group {group} (lengths[{start}:{stop}]) holds {int(tokens[group])} tokens"
             f"{padding}, more than max_token_len ({cap})"
         )
-    sample_weights = sample_costs(cost, padded)
+    limits = group_limits(max_sequences, footprint, keys, padded, starts, sizes, cap)
+    sample_weights = sample_costs(cost, padded, floats=True)
     if single:
-        check_total(sample_weights)
+        if sample_weights.dtype.kind != "f":
+            check_total(sample_weights)
         weights = sample_weights
     else:
         weights = group_sums(sample_weights, starts)
-    return _Problem(starts, sizes, tokens, weights, sample_weights, cap, multiple, refine)
+    return _Problem(starts, sizes, tokens, weights, sample_weights, cap, multiple, refine, limits)
 
 
 def _core_cap(problem: _Problem) -> int:
-    """The cap as the core takes it: a cap above the total token count acts as that total.
+    """The cap as the core takes it: a cap above the largest footprint any micro-batch can
+    have (the token total; with a padded footprint, every sample padded to the longest) acts as
+    that footprint.
 
     Both hold every group in one micro-batch, so the plan is the same; the core needs a cap
     below 2**63.
     """
-    return max(1, min(problem.cap, int(problem.tokens.sum())))
+    largest = int(problem.tokens.sum())
+    if problem.limits.longest is not None:
+        # A padded footprint can pass the token total: the largest is every sample padded to
+        # the longest.
+        largest = max(largest, int(problem.sizes.sum()) * int(problem.limits.longest.max()))
+    return max(1, min(problem.cap, largest))
 
 
 def _plan_ranks(
@@ -160,23 +174,44 @@ def _plan_ranks(
     micro-batch); only the kept plan is built, as lists ``[rank][micro_batch] -> samples`` or,
     with ``as_ids``, as ``(rank_ids, micro_batch_ids)`` int64 arrays per sample.
     """
-    request: _native._PlanRequest = {
+    kept, count, plan = _native._plan_ranks(
+        problem.tokens,
+        problem.weights,
+        problem.starts,
+        problem.sizes,
+        [np.ascontiguousarray(ranks, dtype=np.int64) for ranks in candidates],
+        _request(problem, n_ranks, minimum, order, as_ids),
+        problem.limits.longest,
+        problem.limits.keys,
+    )
+    return kept, count, plan
+
+
+def _request(
+    problem: _Problem, n_ranks: int, minimum: int, order: str, as_ids: bool
+) -> _native._PlanRequest:
+    return {
         "n_ranks": n_ranks,
         "cap": _core_cap(problem),
         "multiple": problem.multiple,
         "minimum": minimum,
         "order": order,
         "as_ids": as_ids,
+        "max_sequences": problem.limits.max_sequences,
+        "padded": problem.limits.padded,
     }
-    kept, count, _, _, plan = _native._plan_ranks(
-        problem.tokens,
-        problem.weights,
-        problem.starts,
-        problem.sizes,
-        [np.ascontiguousarray(ranks, dtype=np.int64) for ranks in candidates],
-        request,
-    )
-    return kept, count, plan
+
+
+def _part_cost(weights: np.ndarray, part: list[int]) -> Any:
+    """A part's cost: the sum of its members' weights; for floats the left fold in placement
+    order (weight descending, ties by group number), in the weights' precision."""
+    if not part:
+        return weights.dtype.type(0)
+    members = np.asarray(part, dtype=np.int64)
+    if weights.dtype.kind != "f":
+        return int(weights[members].sum())
+    placed = members[np.lexsort((members, -weights[members]))]
+    return np.add.accumulate(weights[placed])[-1]
 
 
 def _ordered(parts: list[list[int]], problem: _Problem, order: str) -> list[list[int]]:
@@ -185,7 +220,7 @@ def _ordered(parts: list[list[int]], problem: _Problem, order: str) -> list[list
     last.
     """
     weights, starts = problem.weights, problem.starts
-    costs = np.array([int(weights[part].sum()) if part else 0 for part in parts], dtype=np.int64)
+    costs = np.array([_part_cost(weights, part) for part in parts], dtype=weights.dtype)
     firsts = np.array([int(starts[min(part)]) if part else 0 for part in parts], dtype=np.int64)
     sizes = np.array([len(part) for part in parts], dtype=np.int64)
     return [parts[m] for m in _native._order_micro_batches(costs, firsts, sizes, order)]
@@ -197,14 +232,15 @@ def _refined_micro_batches(
     """``refine=True``/``"exact"``: refine the micro-batches' split by cost, kept if it fits.
 
     :func:`refine_partitions` never makes the heaviest micro-batch heavier by cost; the refined
-    split replaces the planner's only when every micro-batch still fits the cap.
+    split replaces the planner's only when every micro-batch still fits the cap and the shape
+    limits.
     """
     group_of_sample = np.repeat(np.arange(problem.n_groups, dtype=np.int64), problem.sizes)
     parts = [np.unique(group_of_sample[batch]).tolist() for batch in batches if batch]
     empty = len(batches) - len(parts)
     if parts:
         refined = refine_partitions(problem.weights, parts, refine=problem.refine)
-        if all(int(problem.tokens[part].sum()) <= problem.cap for part in refined):
+        if keeps_limits(problem.limits, problem.tokens, problem.sizes, refined, problem.cap):
             parts = refined
     parts = _ordered(parts, problem, order)
     starts, sizes = problem.starts.tolist(), problem.sizes.tolist()
@@ -225,6 +261,9 @@ def plan_micro_batches(
     order: str = "bubble",
     refine: bool | str = False,
     balance_workload: bool | None = None,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
 ) -> list[list[int]]:
     """Split one rank's samples into micro-batches of at most ``max_token_len`` tokens each.
 
@@ -246,7 +285,8 @@ def plan_micro_batches(
         micro_batches = plan_micro_batches(lengths, cap, min_num_micro_batches=agreed)
 
     Pass the same keywords (``force_group_size``, ``num_micro_batches_multiple``, ``cost``,
-    ``pad_to_multiple_of``, ``refine``) to both calls. Every rank then gets exactly ``agreed``
+    ``pad_to_multiple_of``, ``refine``, ``max_sequences``, ``footprint``, ``keys``) to both
+    calls. Every rank then gets exactly ``agreed``
     (rounded up to the multiple) micro-batches: a count at least a rank's own is always
     reachable under the cap. A single controller holding every rank's samples can call
     :func:`plan_dp_micro_batches` instead.
@@ -259,8 +299,11 @@ def plan_micro_batches(
         force_group_size: this many consecutive samples always share a micro-batch; the sample
             count must be divisible by it.
         cost: what balancing weighs (default ``"workload"``): ``"tokens"``, ``"workload"``,
-            per-sample integer weights, or a callable on the (padded) lengths; see
-            :mod:`seqbalance.costs`. The cap always counts tokens.
+            per-sample integer or float weights, or a callable on the (padded) lengths; see
+            :mod:`seqbalance.planning.costs`. The cap always counts tokens. Float weights are
+            summed in their own precision: a forced group's weight left to right, a
+            micro-batch's cost as the fold of its members' in placement order (cost
+            descending, ties by index).
         pad_to_multiple_of: count every length rounded up to a multiple of this (tensor or
             context parallelism pads sequences), against the cap and in the cost, so the plan
             still fits after padding.
@@ -275,6 +318,20 @@ def plan_micro_batches(
             count is the unrefined one.
         balance_workload: deprecated alias of ``cost`` (``True`` = ``"workload"``, ``False`` =
             ``"tokens"``); a ``DeprecationWarning``, and a ``TypeError`` beside ``cost``.
+        max_sequences: the most samples a micro-batch may hold (static shapes, CUDA graphs),
+            or None for no limit.
+        footprint: what a micro-batch is charged against the cap: ``"sum"`` (its tokens) or
+            ``"padded"`` (its sample count times its longest sample, as non-varlen attention
+            pads them); the cost balanced is unchanged.
+        keys: one hashable per sample (a modality, a policy version): samples of different
+            keys never share a micro-batch; a forced group must not mix keys.
+
+    Shape limits (``max_sequences``, ``footprint="padded"``, ``keys``): when the plan made
+    without them already keeps them, it is returned exactly; otherwise the count is searched
+    again with "fits" extended by them, and is never above the count of first-fit decreasing
+    (by padded tokens, ties by index) under the same limits, raised to
+    ``min_num_micro_batches`` and rounded up to the multiple. With every limit at its default
+    the plan is the same as without them.
 
     Returns:
         A list of micro-batches, each an ascending list of sample indexes; every index appears
@@ -282,11 +339,13 @@ def plan_micro_batches(
         micro-batches than there are samples (groups); they come last, for the caller to pad.
 
     Raises:
-        ValueError: a sample or forced group longer than the cap, a sample count not divisible
-            by ``force_group_size``, an unknown ``order`` or cost name, an argument < 1, a
-            count or multiple above ``MAX_MICRO_BATCHES`` (``2**24``).
-        TypeError: a non-integer argument, float cost weights (not supported yet).
-        OverflowError: costs summing above 2**63 - 1.
+        ValueError: a sample or forced group longer than the cap (padded to its longest sample
+            with ``footprint="padded"``), a forced group of more than ``max_sequences`` samples
+            or of mixed keys, a sample count not divisible by ``force_group_size``, an unknown
+            ``order``, ``footprint`` or cost name, an argument < 1, a count or multiple above
+            ``MAX_MICRO_BATCHES`` (``2**24``).
+        TypeError: a non-integer argument, non-numeric costs, unhashable keys.
+        OverflowError: integer costs summing above 2**63 - 1.
 
     Example:
         >>> plan_micro_batches([300, 200, 100, 400], 500, cost="tokens")
@@ -301,6 +360,9 @@ def plan_micro_batches(
         resolve_cost(cost, balance_workload, "workload"),
         pad_to_multiple_of,
         refine,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
     )
     minimum = _round_up(check_min_count(min_num_micro_batches), problem.multiple)
     one_rank = np.zeros(problem.n_groups, dtype=np.int64)
@@ -320,6 +382,9 @@ def min_num_micro_batches_for(
     pad_to_multiple_of: int = 1,
     refine: bool | str = False,
     balance_workload: bool | None = None,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
 ) -> int:
     """The micro-batch count :func:`plan_micro_batches` would choose on its own for this rank.
 
@@ -346,9 +411,19 @@ def min_num_micro_batches_for(
         resolve_cost(cost, balance_workload, "workload"),
         pad_to_multiple_of,
         refine,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
     )
     if not problem.n_groups:
         return 0
     return int(
-        _native._own_count(problem.tokens, problem.weights, _core_cap(problem), problem.multiple)
+        _native._own_count(
+            problem.tokens,
+            problem.weights,
+            _request(problem, 1, 0, "none", False),
+            problem.sizes,
+            problem.limits.longest,
+            problem.limits.keys,
+        )
     )

@@ -258,7 +258,8 @@ def plan_packed_steps(
         pack_max_length: the cap on a pack's total length, an int >= 1 (as in
             :func:`pack_sequences`, 2**64 or more is no cap).
         cost: what balancing weighs: ``"tokens"`` (default), ``"workload"``, per-sample integer
-            weights or a callable on the (padded) lengths (see :mod:`seqbalance.costs`); packing
+            or float weights (in their own precision, as the partitioners take them) or a
+            callable on the (padded) lengths (see :mod:`seqbalance.planning.costs`); packing
             always counts tokens.
         pad_to_multiple_of: count every length rounded up to a multiple of this, in the packs
             (and in the cost), so they still fit after padding.
@@ -298,8 +299,8 @@ def plan_packed_steps(
     _check_cap(values, cap, pad)
     # Every bucket's largest footprint is at most the whole batch's, so one check covers all.
     cap = _native_cap(values, cap, "padded" if padded else "sum")
-    weights = sample_costs(cost, values)
-    if weights is not values:
+    weights = sample_costs(cost, values, floats=True)
+    if weights is not values and weights.dtype.kind != "f":
         check_total(weights)
     plan: list[list[list[list[int]]]] = []
     for rank_part in get_seqlen_balanced_partitions(weights, ranks, False, refine=refine):

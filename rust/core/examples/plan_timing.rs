@@ -39,14 +39,16 @@ fn main() {
         })
     );
     println!("bound {:?} ms", best(&|| lower_bound(&tokens, cap).unwrap()));
-    let problem = Problem { tokens: &tokens, costs: &costs, cap, multiple: 1 };
+    let problem = Problem { tokens: &tokens, costs: &costs, cap, multiple: 1, shape: None };
     println!("own plan {:?} ms", best(&|| problem.own_plan(never).unwrap().0));
     let starts: Vec<u64> = (0..n as u64).collect();
     let sizes = vec![1u64; n];
     let rank_of_item: Vec<usize> = (0..n).map(|i| i % ranks).collect();
     let candidates = [rank_of_item];
-    let items = Items { tokens: &tokens, costs: &costs, starts: &starts, sizes: &sizes };
-    let options = PlanOptions { n_ranks: ranks, cap, multiple: 1, minimum: 0, order: Order::Bubble };
+    let items =
+        Items { tokens: &tokens, costs: &costs, starts: &starts, sizes: &sizes, longest: None, keys: None };
+    let options =
+        PlanOptions { n_ranks: ranks, cap, multiple: 1, minimum: 0, order: Order::Bubble, shape: None };
     let plan = || plan_best(&items, &candidates, &options, never);
     println!("plan over {ranks} ranks {:?} ms", best(&|| plan().unwrap().1));
 }

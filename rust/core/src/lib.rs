@@ -28,6 +28,7 @@
 //! ```
 pub mod alloc;
 pub mod error;
+pub mod exact;
 pub mod float;
 pub mod greedy;
 pub mod interrupt;

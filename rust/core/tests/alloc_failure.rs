@@ -167,7 +167,7 @@ fn the_core_survives_the_failure_of_any_large_allocation() {
     let tokens: Vec<u64> = short.iter().map(|&t| t + 1).collect();
     for minimum in [1, 60_000] {
         survives_every_failure(&format!("planner(minimum {minimum})"), &none, &|()| {
-            let problem = Problem { tokens: &tokens, costs: &tokens, cap: 1 << 22, multiple: 1 };
+            let problem = Problem { tokens: &tokens, costs: &tokens, cap: 1 << 22, multiple: 1, shape: None };
             plain(problem.plan(minimum, &stop))
         });
     }

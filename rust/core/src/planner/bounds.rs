@@ -8,7 +8,7 @@ pub(super) const DFF_MAX: u64 = 16;
 
 /// A count below which no split of `tokens` into parts of at most `cap` tokens exists: the
 /// largest of `ceil(total / cap)`, the Martello–Toth bound L2 and the Fekete–Schepers bounds
-/// `u_k` for `k = 2..=16` (see `seqbalance._plan_reference.bin_lower_bound`, the same formulas).
+/// `u_k` for `k = 2..=16` (see `bin_lower_bound` in `tests/planning/plan_oracle.py`, the same formulas).
 /// At least 1; every item must be at most `cap`.
 pub fn lower_bound(tokens: &[u64], cap: u64) -> Result<usize> {
     let mut sizes = alloc::collect(tokens.iter().copied(), "the sorted sizes")?;

@@ -1,6 +1,8 @@
 //! The count search and the cap-aware balanced split of one problem (one rank's items).
 
 use super::bounds::lower_bound_sorted;
+use super::cost::{part_cost, PlanCost};
+use super::shape::Shape;
 use super::Result;
 use crate::alloc;
 use crate::interrupt::Interrupt;
@@ -8,21 +10,23 @@ use crate::sort;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// One micro-batch planning problem: items (groups) with tokens and costs, a cap, a multiple.
-pub struct Problem<'a> {
+/// One micro-batch planning problem: items (groups) with tokens and costs, a cap, a multiple,
+/// and the shape limits when there are any.
+pub struct Problem<'a, C: PlanCost = u64> {
     pub tokens: &'a [u64],
-    pub costs: &'a [u64],
+    pub costs: &'a [C],
     pub cap: u64,
     pub multiple: usize,
+    pub shape: Option<Shape<'a>>,
 }
 
-impl Problem<'_> {
+impl<C: PlanCost> Problem<'_, C> {
     /// The items in the greedy's order (cost descending, ties by position ascending), with
     /// their tokens and costs gathered in it.
-    pub(super) fn ordered(&self, interrupt: &Interrupt) -> Result<Ordered> {
-        // The core's radix sort (stable, interruptible) of the costs turned upside down.
-        let most = self.costs.iter().copied().max().unwrap_or(0);
-        let flipped = alloc::collect(self.costs.iter().map(|&c| most - c), "the planner's sort keys")?;
+    pub(super) fn ordered(&self, interrupt: &Interrupt) -> Result<Ordered<C>> {
+        // The core's radix sort (stable, interruptible) of the costs' bits turned upside down.
+        let most = self.costs.iter().map(|c| c.bits()).max().unwrap_or(0);
+        let flipped = alloc::collect(self.costs.iter().map(|c| most - c.bits()), "the planner's sort keys")?;
         let sorted = sort::sort_items(&flipped, interrupt)?;
         drop(flipped);
         let order = sorted.index;
@@ -32,10 +36,10 @@ impl Problem<'_> {
             interrupt.every(step)?;
             tokens.push(self.tokens[i as usize]);
         }
-        let mut costs = sorted.values;
-        for cost in &mut costs {
-            *cost = most - *cost;
-        }
+        let costs = alloc::collect(
+            sorted.values.into_iter().map(|bits| C::from_bits(most - bits)),
+            "the planner's costs",
+        )?;
         Ok(Ordered { order, tokens, costs })
     }
 
@@ -51,14 +55,14 @@ impl Problem<'_> {
     /// packed integer keys in [`MinHeap`] (see there why not `BinaryHeap` of tuples).
     pub(super) fn split(
         &self,
-        ordered: &Ordered,
+        ordered: &Ordered<C>,
         count: usize,
         interrupt: &Interrupt,
     ) -> Result<Option<Vec<u32>>> {
         // Keys are (cost so far, non-empty, part) and (fill, part), packed into one integer:
         // u64 when the largest possible cost and the cap leave room for the part's bits.
         let part_bits = usize::BITS - count.saturating_sub(1).leading_zeros();
-        let most = self.costs.iter().try_fold(0u64, |total, &c| total.checked_add(c));
+        let most = C::key_bound(self.costs);
         let fits = |value: Option<u64>, shift: u32| value.is_some_and(|v| v.leading_zeros() >= shift);
         if fits(most, part_bits + 1) && fits(Some(self.cap), part_bits) {
             self.split_with::<u64>(ordered, count, part_bits, interrupt)
@@ -69,14 +73,14 @@ impl Problem<'_> {
 
     pub(super) fn split_with<K: Key>(
         &self,
-        ordered: &Ordered,
+        ordered: &Ordered<C>,
         count: usize,
         part_bits: u32,
         interrupt: &Interrupt,
     ) -> Result<Option<Vec<u32>>> {
         let mut part = alloc::with_capacity(ordered.order.len(), "the split")?;
         let mut filled: Vec<u64> = alloc::zeroed(count, "the micro-batch fills")?;
-        let mut load: Vec<u64> = alloc::zeroed(count, "the micro-batch costs")?;
+        let mut load: Vec<C> = alloc::filled(count, C::default(), "the micro-batch costs")?;
         let open_shift = part_bits + 1; // the non-empty flag sits just above the part
         let nonempty = 1u64 << part_bits;
         // The first `count` items go to the empty parts 0, 1, 2, ... in turn (an empty part is
@@ -99,7 +103,7 @@ impl Problem<'_> {
             while p > 0 && load[p - 1] == load[run_end - 1] {
                 p -= 1;
             }
-            open_keys.extend((p..run_end).map(|q| K::pack(load[q], nonempty | q as u64, open_shift)));
+            open_keys.extend((p..run_end).map(|q| K::pack(load[q].bits(), nonempty | q as u64, open_shift)));
         }
         let mut open = MinHeap { keys: open_keys };
         let mut full = MinHeap::<K> { keys: alloc::with_capacity(count, "the micro-batch heap")? };
@@ -116,7 +120,7 @@ impl Problem<'_> {
                 full.pop();
                 // A part that could not take an item holds tokens, so it is not empty.
                 let p = key.part(part_bits);
-                open.push(K::pack(load[p as usize], nonempty | p as u64, open_shift));
+                open.push(K::pack(load[p as usize].bits(), nonempty | p as u64, open_shift));
             }
             // The cheapest part with room takes the item; its key is replaced in place.
             loop {
@@ -126,9 +130,9 @@ impl Problem<'_> {
                 let p = key.part(part_bits) as usize;
                 if filled[p] <= room {
                     filled[p] += tokens;
-                    load[p] += cost;
+                    load[p] = load[p].plus(cost);
                     part.push(p as u32);
-                    open.replace_top(K::pack(load[p], nonempty | p as u64, open_shift));
+                    open.replace_top(K::pack(load[p].bits(), nonempty | p as u64, open_shift));
                     break;
                 }
                 open.pop();
@@ -147,7 +151,11 @@ impl Problem<'_> {
 
     /// [`Problem::own_plan`] with the items in the greedy's order already; the split by position
     /// in `ordered`.
-    pub(super) fn own_plan_in(&self, ordered: &Ordered, interrupt: &Interrupt) -> Result<(usize, Vec<u32>)> {
+    pub(super) fn own_plan_in(
+        &self,
+        ordered: &Ordered<C>,
+        interrupt: &Interrupt,
+    ) -> Result<(usize, Vec<u32>)> {
         let n = self.tokens.len();
         if n == 0 {
             return Ok((0, Vec::new()));
@@ -202,30 +210,42 @@ impl Problem<'_> {
 
     /// Item positions per micro-batch: the own plan, or `minimum` micro-batches when that is
     /// more (the split at `minimum` when it fits, else the own plan's heaviest divisible part
-    /// halved until there are enough). Empty parts only when `minimum` exceeds the items.
+    /// halved until there are enough). Empty parts only when `minimum` exceeds the items. With
+    /// shape limits that plan breaks, the shaped plan instead (see the `shape` module).
     pub fn plan(&self, minimum: usize, interrupt: &Interrupt) -> Result<Vec<Vec<u32>>> {
         let ordered = self.ordered(interrupt)?;
         let own = self.own_plan_in(&ordered, interrupt)?;
-        let parts = self.plan_from(&ordered, &own, minimum, interrupt)?;
+        let mut parts = self.plan_from(&ordered, &own, minimum, interrupt)?;
+        if !self.satisfies(parts.iter().map(|(part, _)| part.as_slice())) {
+            let shaped_own = self.shaped_own_from(&ordered, &own, interrupt)?;
+            let count = shaped_own.len().max(minimum);
+            parts = self.plan_shaped(&ordered, &own, &shaped_own, count, interrupt)?;
+        }
         alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")
     }
 
     /// Item positions per part, ascending, and each part's cost, for a split into `count`
     /// parts: one pass in item order (summing costs through the parts' items afterwards missed
     /// the cache on every item).
-    pub(super) fn costed_parts(&self, part: &[u32], count: usize) -> Result<Vec<(Vec<u32>, u64)>> {
+    pub(super) fn costed_parts(&self, part: &[u32], count: usize) -> Result<Vec<(Vec<u32>, C)>> {
         let mut sizes: Vec<usize> = alloc::zeroed(count, "the micro-batch sizes")?;
         for &p in part {
             sizes[p as usize] += 1;
         }
         let mut parts = alloc::with_capacity(count, "the micro-batches")?;
         for &size in &sizes {
-            parts.push((alloc::with_capacity(size, "a micro-batch")?, 0u64));
+            parts.push((alloc::with_capacity(size, "a micro-batch")?, C::default()));
         }
         for (item, (&p, &cost)) in part.iter().zip(self.costs).enumerate() {
             let (items, total) = &mut parts[p as usize];
             items.push(item as u32);
-            *total += cost;
+            *total = total.plus(cost);
+        }
+        if !C::EXACT {
+            // Float costs: each part's left fold in placement order, not in item order.
+            for (items, total) in &mut parts {
+                *total = part_cost(self.costs, items);
+            }
         }
         Ok(parts)
     }
@@ -234,11 +254,11 @@ impl Problem<'_> {
     /// by position in `ordered`), with each micro-batch's cost.
     pub(super) fn plan_from(
         &self,
-        ordered: &Ordered,
+        ordered: &Ordered<C>,
         own: &(usize, Vec<u32>),
         minimum: usize,
         interrupt: &Interrupt,
-    ) -> Result<Vec<(Vec<u32>, u64)>> {
+    ) -> Result<Vec<(Vec<u32>, C)>> {
         let (own_count, own_part) = (own.0, ordered.by_item(&own.1, interrupt)?);
         if minimum <= own_count {
             return self.costed_parts(&own_part, own_count);
@@ -249,7 +269,7 @@ impl Problem<'_> {
             if let Some(part) = self.split(ordered, filled, interrupt)? {
                 let mut parts = self.costed_parts(&ordered.by_item(&part, interrupt)?, filled)?;
                 alloc::room_for(&mut parts, minimum, "the micro-batches")?;
-                parts.resize(minimum, (Vec::new(), 0));
+                parts.resize(minimum, (Vec::new(), C::default()));
                 return Ok(parts);
             }
         }
@@ -260,7 +280,7 @@ impl Problem<'_> {
             let cost = self.cost_of(&part);
             (part, cost)
         }));
-        costed.resize(minimum, (Vec::new(), 0));
+        costed.resize(minimum, (Vec::new(), C::default()));
         Ok(costed)
     }
 
@@ -290,7 +310,8 @@ impl Problem<'_> {
         let mut depths: Vec<u32> = alloc::filled(parts.len(), 0, "the micro-batch places")?;
         alloc::room_for(&mut depths, wanted, "the micro-batch places")?;
         let mut costs: Vec<u64> = alloc::with_capacity(wanted, "the micro-batch costs")?;
-        costs.extend(parts.iter().map(|part| self.cost_of(part)));
+        // Costs as their bits, which order them as numbers.
+        costs.extend(parts.iter().map(|part| self.cost_of(part).bits()));
         let mut heap = BinaryHeap::new();
         let divisible = |parts: &[Vec<u32>], slot: usize| parts[slot].len() >= 2;
         heap.extend(
@@ -325,8 +346,8 @@ impl Problem<'_> {
             places.push((root, second_path));
             depths[slot] = depth;
             depths.push(depth);
-            costs[slot] = self.cost_of(&parts[slot]);
-            costs.push(self.cost_of(&parts[new]));
+            costs[slot] = self.cost_of(&parts[slot]).bits();
+            costs.push(self.cost_of(&parts[new]).bits());
             for s in [slot, new] {
                 if divisible(&parts, s) {
                     heap.push((costs[s], Reverse(places[s]), s));
@@ -347,7 +368,7 @@ impl Problem<'_> {
     pub(super) fn halves(&self, members: &[u32], interrupt: &Interrupt) -> Result<[Vec<u32>; 2]> {
         let sub_tokens = alloc::collect(members.iter().map(|&i| self.tokens[i as usize]), "a halved part")?;
         let sub_costs = alloc::collect(members.iter().map(|&i| self.costs[i as usize]), "a halved part")?;
-        let sub = Problem { tokens: &sub_tokens, costs: &sub_costs, cap: u64::MAX, multiple: 1 };
+        let sub = Problem { tokens: &sub_tokens, costs: &sub_costs, cap: u64::MAX, multiple: 1, shape: None };
         let sub_ordered = sub.ordered(interrupt)?;
         let sub_part = sub.split(&sub_ordered, 2, interrupt)?.expect("an uncapped split always fits");
         let halves = Self::parts(&sub_ordered.by_item(&sub_part, interrupt)?, 2)?;
@@ -356,20 +377,20 @@ impl Problem<'_> {
         Ok([mapped.next().expect("two halves"), mapped.next().expect("two halves")])
     }
 
-    pub(super) fn cost_of(&self, items: &[u32]) -> u64 {
-        items.iter().map(|&i| self.costs[i as usize]).sum()
+    pub(super) fn cost_of(&self, items: &[u32]) -> C {
+        part_cost(self.costs, items)
     }
 }
 
 /// The items of a [`Problem`] in the greedy's order (cost descending, ties by position), with
 /// their tokens and costs in that order.
-pub(super) struct Ordered {
+pub(super) struct Ordered<C> {
     pub(super) order: Vec<u32>,
     pub(super) tokens: Vec<u64>,
-    pub(super) costs: Vec<u64>,
+    pub(super) costs: Vec<C>,
 }
 
-impl Ordered {
+impl<C> Ordered<C> {
     /// A split by position in the order, as the part of every item.
     pub(super) fn by_item(&self, part: &[u32], interrupt: &Interrupt) -> Result<Vec<u32>> {
         let mut by_item: Vec<u32> = alloc::zeroed(part.len(), "the split")?;

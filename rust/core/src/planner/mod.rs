@@ -3,7 +3,7 @@
 //!
 //! Items are groups (a sample, or samples kept together): each has a token count (what the cap
 //! limits) and a cost (what balancing weighs). The pure-Python oracle of the same rules is
-//! `seqbalance._plan_reference`; the tests compare the two on random inputs.
+//! `tests/planning/plan_oracle.py`; the tests compare the two on random inputs.
 //!
 //! * The balanced split into `count` parts is a cap-aware greedy: items by cost descending (ties
 //!   by index ascending), each into the part of least cost, ties to an empty part, then to the
@@ -18,19 +18,24 @@
 //!   tokens to a part.
 
 //!
-//! The files: [`bounds`] (lower bounds on the count), [`count`] (one problem's count search and
-//! split), [`ranks`] (every rank with one common count).
+//! The files: [`bounds`] (lower bounds on the count), [`cost`] (integer and float costs),
+//! [`count`] (one problem's count search and split), [`shape`] (limits beyond the cap: samples
+//! per micro-batch, padded footprint, keys), [`ranks`] (every rank with one common count).
 
 mod bounds;
+mod cost;
 mod count;
 mod ranks;
+mod shape;
 
 pub use bounds::lower_bound;
+pub use cost::{part_cost, Exact, PlanCost};
 pub use count::Problem;
 pub use ranks::{
     bubble_order, bucket_ranks, expand_ranks, order_parts, plan_best, plan_ids, BestPlan, Items, Order,
     PlanOptions, RankItems, RankPlans,
 };
+pub use shape::{Shape, ShapeRule};
 
 type Result<T> = std::result::Result<T, crate::error::CoreError>;
 

@@ -1,7 +1,9 @@
 //! Rank plans: every rank of a data-parallel plan with one common count, the best candidate
 //! kept, expanded to samples and bubble-ordered.
 
+use super::cost::{Exact, PlanCost};
 use super::count::{Ordered, Problem};
+use super::shape::{Shape, ShapeRule};
 use super::Result;
 use crate::alloc;
 use crate::interrupt::Interrupt;
@@ -73,37 +75,51 @@ pub struct PlanOptions {
     pub minimum: usize,
     /// How each rank's micro-batches are ordered.
     pub order: Order,
+    /// Limits beyond the cap (the items' longest samples and keys come in [`Items`]).
+    pub shape: Option<ShapeRule>,
 }
 
-/// The items (groups) of a plan, in item order: tokens, costs, first sample and sample count.
+/// The items (groups) of a plan, in item order: tokens, costs, first sample and sample count,
+/// and for shape limits each item's longest sample and its key.
 #[derive(Clone, Copy)]
-pub struct Items<'a> {
+pub struct Items<'a, C = u64> {
     pub tokens: &'a [u64],
-    pub costs: &'a [u64],
+    pub costs: &'a [C],
     pub starts: &'a [u64],
     pub sizes: &'a [u64],
+    /// Each item's longest (padded) sample: needed with a padded footprint.
+    pub longest: Option<&'a [u64]>,
+    /// Each item's key number: items of different keys never share a micro-batch.
+    pub keys: Option<&'a [u32]>,
 }
 
-/// One rank's items (groups): tokens, costs, first sample and sample count, in item order.
+/// One rank's items (groups): tokens, costs, first sample and sample count, in item order
+/// (longest samples and keys only when the plan has them).
 #[derive(Default)]
-pub struct RankItems {
+pub struct RankItems<C = u64> {
     pub tokens: Vec<u64>,
-    pub costs: Vec<u64>,
+    pub costs: Vec<C>,
     pub starts: Vec<u64>,
     pub sizes: Vec<u64>,
+    pub longest: Vec<u64>,
+    pub keys: Vec<u32>,
 }
 
 /// The items of each rank, in one pass over the items: `rank_of_item[i] < n_ranks`.
 ///
 /// One sequential read of the global arrays: gathering each rank's items through its item list
 /// missed the cache on nearly every item at n = 2^20 (the items of a rank are spread over it).
-pub fn bucket_ranks(items: &Items<'_>, rank_of_item: &[usize], n_ranks: usize) -> Result<Vec<RankItems>> {
-    let Items { tokens, costs, starts, sizes } = *items;
+pub fn bucket_ranks<C: PlanCost>(
+    items: &Items<'_, C>,
+    rank_of_item: &[usize],
+    n_ranks: usize,
+) -> Result<Vec<RankItems<C>>> {
+    let Items { tokens, costs, starts, sizes, longest, keys } = *items;
     let mut counts: Vec<usize> = alloc::zeroed(n_ranks, "the rank sizes")?;
     for &r in rank_of_item {
         counts[r] += 1;
     }
-    let mut ranks: Vec<RankItems> = alloc::with_capacity(n_ranks, "the ranks")?;
+    let mut ranks: Vec<RankItems<C>> = alloc::with_capacity(n_ranks, "the ranks")?;
     for &c in &counts {
         let what = "a rank's items";
         ranks.push(RankItems {
@@ -111,6 +127,8 @@ pub fn bucket_ranks(items: &Items<'_>, rank_of_item: &[usize], n_ranks: usize) -
             costs: alloc::with_capacity(c, what)?,
             starts: alloc::with_capacity(c, what)?,
             sizes: alloc::with_capacity(c, what)?,
+            longest: alloc::with_capacity(if longest.is_some() { c } else { 0 }, what)?,
+            keys: alloc::with_capacity(if keys.is_some() { c } else { 0 }, what)?,
         });
     }
     for (i, &r) in rank_of_item.iter().enumerate() {
@@ -120,33 +138,47 @@ pub fn bucket_ranks(items: &Items<'_>, rank_of_item: &[usize], n_ranks: usize) -
         rank.starts.push(starts[i]);
         rank.sizes.push(sizes[i]);
     }
+    if let Some(longest) = longest {
+        for (i, &r) in rank_of_item.iter().enumerate() {
+            ranks[r].longest.push(longest[i]);
+        }
+    }
+    if let Some(keys) = keys {
+        for (i, &r) in rank_of_item.iter().enumerate() {
+            ranks[r].keys.push(keys[i]);
+        }
+    }
     Ok(ranks)
 }
 
 /// The micro-batches of every rank with one common count, before ordering and expansion.
-pub struct RankPlans {
+pub struct RankPlans<C = u64> {
     /// Micro-batches per rank.
     pub count: usize,
-    /// The heaviest micro-batch's cost.
+    /// The heaviest micro-batch's cost (its bits: see [`PlanCost::bits`]).
     pub heaviest_micro_batch: u64,
-    /// The heaviest rank's cost.
-    pub heaviest_rank: u64,
+    /// The heaviest rank's cost, summed exactly.
+    pub heaviest_rank: Exact,
     /// Per rank, the item positions (into that rank's items, ascending) of every micro-batch,
     /// and the micro-batch's cost.
-    pub(super) parts: Vec<Vec<(Vec<u32>, u64)>>,
+    pub(super) parts: Vec<Vec<(Vec<u32>, C)>>,
 }
 
-impl RankPlans {
+impl<C> RankPlans<C> {
     /// (heaviest rank, count, heaviest micro-batch): smaller is better, in that order.
-    pub fn score(&self) -> (u64, usize, u64) {
-        (self.heaviest_rank, self.count, self.heaviest_micro_batch)
+    pub fn score(&self) -> (&Exact, usize, u64) {
+        (&self.heaviest_rank, self.count, self.heaviest_micro_batch)
     }
 }
 
 /// Per rank, the sample indexes of every micro-batch of `plans` (ascending; bubble-ordered by
 /// (cost, first sample) as `order` says; empty ones last); `ranks` as given to [`plan_best`],
 /// each rank's starts ascending.
-pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], order: Order) -> Result<Vec<Vec<Vec<u32>>>> {
+pub fn expand_ranks<C: PlanCost>(
+    plans: RankPlans<C>,
+    ranks: &[RankItems<C>],
+    order: Order,
+) -> Result<Vec<Vec<Vec<u32>>>> {
     let mut plan = alloc::with_capacity(ranks.len(), "the plan")?;
     for (parts, rank) in plans.parts.into_iter().zip(ranks) {
         // Positions ascend in a part and starts ascend in a rank, so the first position is the
@@ -155,7 +187,7 @@ pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], order: Order) -> Resu
         let parts: Vec<Vec<u32>> = if order == Order::None {
             alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")?
         } else {
-            let keyed = parts.into_iter().map(|(part, cost)| ((cost, first(&part)), part));
+            let keyed = parts.into_iter().map(|(part, cost)| ((cost.bits(), first(&part)), part));
             order_parts(alloc::collect(keyed, "the micro-batch order")?, order)?
         };
         // Groups of one sample (the usual case) need no sizes, and when the rank's items are
@@ -189,15 +221,14 @@ pub fn expand_ranks(plans: RankPlans, ranks: &[RankItems], order: Order) -> Resu
 }
 
 /// A plan of every rank with one common count: which candidate it came from (see
-/// [`plan_best`]), the count, the heaviest micro-batch's cost, the heaviest rank's cost and, per
-/// rank, the sample indexes of every micro-batch.
-pub type BestPlan = (usize, usize, u64, u64, Vec<Vec<Vec<u32>>>);
+/// [`plan_best`]), the count and, per rank, the sample indexes of every micro-batch.
+pub type BestPlan = (usize, usize, Vec<Vec<Vec<u32>>>);
 
 /// A rank's own plan: the items in the greedy's order and the own count with its split.
-pub(super) type Own = (Ordered, (usize, Vec<u32>));
+pub(super) type Own<C> = (Ordered<C>, (usize, Vec<u32>));
 
 /// Micro-batches with their costs, copied with fallible allocation.
-pub(super) fn copy_parts(parts: &[(Vec<u32>, u64)]) -> Result<Vec<(Vec<u32>, u64)>> {
+pub(super) fn copy_parts<C: Copy>(parts: &[(Vec<u32>, C)]) -> Result<Vec<(Vec<u32>, C)>> {
     let mut copy = alloc::with_capacity(parts.len(), "the micro-batches")?;
     for (part, cost) in parts {
         let mut items = alloc::with_capacity(part.len(), "a micro-batch")?;
@@ -207,30 +238,56 @@ pub(super) fn copy_parts(parts: &[(Vec<u32>, u64)]) -> Result<Vec<(Vec<u32>, u64
     Ok(copy)
 }
 
+/// A rank's planning problem.
+fn problem<'a, C: PlanCost>(rank: &'a RankItems<C>, options: &PlanOptions, shaped: bool) -> Problem<'a, C> {
+    let shape = options.shape.filter(|_| shaped).map(|rule| Shape {
+        rule,
+        samples: &rank.sizes,
+        longest: if rank.longest.is_empty() { &rank.tokens } else { &rank.longest },
+        keys: if rank.keys.is_empty() { None } else { Some(&rank.keys) },
+    });
+    Problem { tokens: &rank.tokens, costs: &rank.costs, cap: options.cap, multiple: options.multiple, shape }
+}
+
+/// The index of the best plan: a later one replaces the kept one when it is no worse on the
+/// heaviest rank and on the count, and better on (heaviest rank, count, heaviest micro-batch).
+fn best_of<C>(plans: &[RankPlans<C>]) -> usize {
+    let mut kept = 0;
+    for (c, plan) in plans.iter().enumerate().skip(1) {
+        let best = &plans[kept];
+        if plan.heaviest_rank <= best.heaviest_rank && plan.count <= best.count && plan.score() < best.score()
+        {
+            kept = c;
+        }
+    }
+    kept
+}
+
 /// Plan every rank with one common count (the largest of the ranks' own counts and `minimum`)
 /// for each candidate assignment of items to ranks, and keep the best. Items are groups starting
 /// at `starts` (ascending) with `sizes` samples; a candidate gives each item its rank
 /// (`< n_ranks`). A later candidate replaces the kept one when it is no worse on the heaviest
 /// rank and on the count, and better on (heaviest rank, count, heaviest micro-batch). Only the
 /// kept plan is expanded to samples (ascending in each micro-batch; ordered by `options.order`;
-/// empty micro-batches last). Costs must sum to at most `u64::MAX`; at least one
+/// empty micro-batches last). Integer costs must sum to at most `u64::MAX`; at least one
 /// candidate.
+///
+/// With shape limits (`options.shape`), the plan made without them is kept when every
+/// micro-batch of it keeps them; otherwise every candidate is planned again under them, each
+/// rank from its shaped own plan (see the `shape` module), and the best of those is kept.
 ///
 /// A rank that holds exactly the items of a rank in an earlier candidate reuses that rank's
 /// plans: the refined candidate of `plan_dp_micro_batches` renumbers the ranks and moves items
 /// between a few of them only, and planning every rank again doubled the call's time.
-pub fn plan_best(
-    items: &Items<'_>,
+pub fn plan_best<C: PlanCost>(
+    items: &Items<'_, C>,
     candidates: &[Vec<usize>],
     options: &PlanOptions,
     interrupt: &Interrupt,
 ) -> Result<BestPlan> {
-    fn problem(rank: &RankItems, cap: u64, multiple: usize) -> Problem<'_> {
-        Problem { tokens: &rank.tokens, costs: &rank.costs, cap, multiple }
-    }
-    let PlanOptions { n_ranks, cap, multiple, minimum, order } = *options;
+    let PlanOptions { n_ranks, minimum, order, .. } = *options;
     let n_candidates = candidates.len();
-    let mut bucketed: Vec<Vec<RankItems>> = alloc::with_capacity(n_candidates, "the ranks")?;
+    let mut bucketed: Vec<Vec<RankItems<C>>> = alloc::with_capacity(n_candidates, "the ranks")?;
     for rank_of_item in candidates {
         bucketed.push(bucket_ranks(items, rank_of_item, n_ranks)?);
     }
@@ -241,7 +298,7 @@ pub fn plan_best(
     // in full: hashing every rank's starts cost as much as bucketing them.
     let mut first_with: HashMap<Option<u64>, Vec<(usize, usize)>> = HashMap::new();
     let mut source: Vec<Vec<(usize, usize)>> = alloc::with_capacity(n_candidates, "the rank plans")?;
-    let mut owns: Vec<Vec<Option<Own>>> = alloc::with_capacity(n_candidates, "the rank plans")?;
+    let mut owns: Vec<Vec<Option<Own<C>>>> = alloc::with_capacity(n_candidates, "the rank plans")?;
     for (c, ranks) in bucketed.iter().enumerate() {
         let mut sources = alloc::with_capacity(n_ranks, "the rank plans")?;
         let mut candidate_owns = alloc::with_capacity(n_ranks, "the rank plans")?;
@@ -257,8 +314,9 @@ pub fn plan_best(
                     candidate_owns.push(None);
                 }
                 None => {
-                    let ordered = problem(rank, cap, multiple).ordered(interrupt)?;
-                    let own = problem(rank, cap, multiple).own_plan_in(&ordered, interrupt)?;
+                    let plain = problem(rank, options, false);
+                    let ordered = plain.ordered(interrupt)?;
+                    let own = plain.own_plan_in(&ordered, interrupt)?;
                     first_with.entry(key).or_default().push((c, r));
                     sources.push((c, r));
                     candidate_owns.push(Some((ordered, own)));
@@ -268,41 +326,78 @@ pub fn plan_best(
         source.push(sources);
         owns.push(candidate_owns);
     }
-    let own_of = |c: usize, r: usize| -> &Own {
+    let own_of = |c: usize, r: usize| -> &Own<C> {
         let (e, q) = source[c][r];
         owns[e][q].as_ref().expect("a source has its own plan")
     };
-    let mut plans: Vec<RankPlans> = alloc::with_capacity(n_candidates, "the rank plans")?;
-    for c in 0..n_candidates {
-        let count = (0..n_ranks).map(|r| own_of(c, r).1 .0).fold(minimum, usize::max);
-        let ranks = &bucketed[c];
-        let heaviest_rank = ranks.iter().map(|rank| rank.costs.iter().sum::<u64>()).max().unwrap_or(0);
-        let mut parts: Vec<Vec<(Vec<u32>, u64)>> = alloc::with_capacity(n_ranks, "the rank plans")?;
-        for (r, rank) in ranks.iter().enumerate() {
-            let (e, q) = source[c][r];
-            if e < c && plans[e].count == count {
-                parts.push(copy_parts(&plans[e].parts[q])?);
-                continue;
+    // Plans of every candidate, given each rank's own count and its plan at a count.
+    let plan_candidates = |own_count: &dyn Fn(usize, usize) -> usize,
+                           plan_at: &dyn Fn(usize, usize, usize) -> Result<Vec<(Vec<u32>, C)>>|
+     -> Result<Vec<RankPlans<C>>> {
+        let mut plans: Vec<RankPlans<C>> = alloc::with_capacity(n_candidates, "the rank plans")?;
+        for c in 0..n_candidates {
+            let count = (0..n_ranks).map(|r| own_count(c, r)).fold(minimum, usize::max);
+            let ranks = &bucketed[c];
+            let heaviest_rank = ranks
+                .iter()
+                .map(|rank| C::exact_sum(rank.costs.iter().copied()))
+                .max()
+                .unwrap_or(Exact::Int(0));
+            let mut parts: Vec<Vec<(Vec<u32>, C)>> = alloc::with_capacity(n_ranks, "the rank plans")?;
+            for r in 0..n_ranks {
+                let (e, q) = source[c][r];
+                if e < c && plans[e].count == count {
+                    parts.push(copy_parts(&plans[e].parts[q])?);
+                    continue;
+                }
+                parts.push(plan_at(c, r, count)?);
             }
+            let heaviest_micro_batch = parts.iter().flatten().map(|(_, cost)| cost.bits()).max().unwrap_or(0);
+            plans.push(RankPlans { count, heaviest_micro_batch, heaviest_rank, parts });
+        }
+        Ok(plans)
+    };
+    let mut plans = plan_candidates(&|c, r| own_of(c, r).1 .0, &|c, r, count| {
+        let (ordered, own) = own_of(c, r);
+        problem(&bucketed[c][r], options, false).plan_from(ordered, own, count, interrupt)
+    })?;
+    let mut kept = best_of(&plans);
+    let keeps_shape = |plans: &RankPlans<C>, ranks: &[RankItems<C>]| {
+        plans.parts.iter().zip(ranks).all(|(parts, rank)| {
+            problem(rank, options, true).satisfies(parts.iter().map(|(part, _)| part.as_slice()))
+        })
+    };
+    if options.shape.is_some() && !keeps_shape(&plans[kept], &bucketed[kept]) {
+        // Every source rank's shaped own plan, then every candidate planned under the limits.
+        let mut shaped_owns: Vec<Vec<Option<Vec<Vec<u32>>>>> =
+            alloc::with_capacity(n_candidates, "the rank plans")?;
+        for (c, ranks) in bucketed.iter().enumerate() {
+            let mut candidate_owns = alloc::with_capacity(n_ranks, "the rank plans")?;
+            for (r, rank) in ranks.iter().enumerate() {
+                candidate_owns.push(match &owns[c][r] {
+                    Some((ordered, own)) => {
+                        Some(problem(rank, options, true).shaped_own_from(ordered, own, interrupt)?)
+                    }
+                    None => None,
+                });
+            }
+            shaped_owns.push(candidate_owns);
+        }
+        let shaped_own_of = |c: usize, r: usize| -> &Vec<Vec<u32>> {
+            let (e, q) = source[c][r];
+            shaped_owns[e][q].as_ref().expect("a source has its own plan")
+        };
+        plans = plan_candidates(&|c, r| shaped_own_of(c, r).len(), &|c, r, count| {
             let (ordered, own) = own_of(c, r);
-            parts.push(problem(rank, cap, multiple).plan_from(ordered, own, count, interrupt)?);
-        }
-        let heaviest_micro_batch = parts.iter().flatten().map(|(_, cost)| *cost).max().unwrap_or(0);
-        plans.push(RankPlans { count, heaviest_micro_batch, heaviest_rank, parts });
-    }
-    let mut kept = 0;
-    for (c, plan) in plans.iter().enumerate().skip(1) {
-        let best = &plans[kept];
-        if plan.heaviest_rank <= best.heaviest_rank && plan.count <= best.count && plan.score() < best.score()
-        {
-            kept = c;
-        }
+            let shaped = problem(&bucketed[c][r], options, true);
+            shaped.plan_shaped(ordered, own, shaped_own_of(c, r), count, interrupt)
+        })?;
+        kept = best_of(&plans);
     }
     let plan = plans.swap_remove(kept);
-    let (count, heaviest_micro_batch, heaviest_rank) =
-        (plan.count, plan.heaviest_micro_batch, plan.heaviest_rank);
+    let count = plan.count;
     let plan = expand_ranks(plan, &bucketed[kept], order)?;
-    Ok((kept, count, heaviest_micro_batch, heaviest_rank, plan))
+    Ok((kept, count, plan))
 }
 
 /// The plan as two numbers per sample: its rank and its micro-batch within the rank (`-1` for a

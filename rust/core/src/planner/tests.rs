@@ -83,7 +83,7 @@ fn bound_counts_items_just_over_half() {
 #[test]
 fn plan_keeps_the_cap_and_every_item() {
     let tokens = [6u64, 15, 17, 16, 18, 20];
-    let problem = Problem { tokens: &tokens, costs: &tokens, cap: 27, multiple: 1 };
+    let problem = Problem { tokens: &tokens, costs: &tokens, cap: 27, multiple: 1, shape: None };
     let parts = problem.plan(0, &Interrupt::NEVER).unwrap();
     let mut seen: Vec<u32> = parts.iter().flatten().copied().collect();
     seen.sort_unstable();
@@ -119,7 +119,7 @@ proptest! {
         extra in 0usize..60,
     ) {
         let tokens = costs.clone();
-        let problem = Problem { tokens: &tokens, costs: &costs, cap: u64::MAX, multiple: 1 };
+        let problem = Problem { tokens: &tokens, costs: &costs, cap: u64::MAX, multiple: 1, shape: None };
         let n = costs.len();
         let parts: Vec<Vec<u32>> =
             (0..n_parts).map(|p| (0..n as u32).filter(|&i| i as usize % n_parts == p).collect()).collect();
@@ -136,7 +136,7 @@ fn halving_past_128_levels_renumbers_the_places() {
     // one level deeper each time, far past 128 levels.
     let costs = vec![0u64; 300];
     let tokens = vec![1u64; costs.len()];
-    let problem = Problem { tokens: &tokens, costs: &costs, cap: u64::MAX, multiple: 1 };
+    let problem = Problem { tokens: &tokens, costs: &costs, cap: u64::MAX, multiple: 1, shape: None };
     let parts = vec![(0..costs.len() as u32).collect::<Vec<u32>>()];
     let fast = problem.halve_until(parts.clone(), 290, &Interrupt::NEVER).unwrap();
     assert_eq!(fast, halve_by_scanning(&problem, parts, 290));

@@ -7,11 +7,11 @@
 //! values; the search's answer is then checked on exact loads (a fixed-point accumulator covering
 //! every double) and kept only when its maximum load is not above the given partition's, and the
 //! partitions are put in the output order by their exact loads.
-use std::cmp::Ordering;
 
 use super::{refine_interruptible, validate, Mode, RefineError};
 use crate::alloc;
 use crate::error::CoreError;
+use crate::exact::ExactSum;
 use crate::float::decompose;
 use crate::interrupt::Interrupt;
 
@@ -48,45 +48,6 @@ fn integer_image(values: &[f64]) -> Result<(Vec<u64>, bool), CoreError> {
         "the weights' integer image",
     )?;
     Ok((image, exact))
-}
-
-/// An exact sum of non-negative doubles: fixed point with 2^-1074 as its unit, in 64-bit limbs
-/// (2^1024 times 2^32 items needs 2130 bits).
-#[derive(Clone, PartialEq, Eq)]
-struct ExactSum([u64; 34]);
-
-impl ExactSum {
-    fn new() -> Self {
-        ExactSum([0; 34])
-    }
-
-    fn add(&mut self, value: f64) {
-        let (mantissa, exponent) = decompose(value);
-        let position = (exponent + 1074) as usize;
-        let (limb, shift) = (position / 64, position % 64);
-        let wide = (mantissa as u128) << shift;
-        let mut carry;
-        (self.0[limb], carry) = self.0[limb].overflowing_add(wide as u64);
-        let high = (wide >> 64) as u64 + carry as u64;
-        let mut at = limb + 1;
-        (self.0[at], carry) = self.0[at].overflowing_add(high);
-        while carry {
-            at += 1;
-            (self.0[at], carry) = self.0[at].overflowing_add(1);
-        }
-    }
-}
-
-impl Ord for ExactSum {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.iter().rev().cmp(other.0.iter().rev())
-    }
-}
-
-impl PartialOrd for ExactSum {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 fn exact_load(values: &[f64], part: &[u32]) -> ExactSum {
