@@ -109,6 +109,7 @@ def _dlpack_bfloat16(
     capsule: Any,
 ) -> tuple[npt.NDArray[np.float32], list[int]] | None: ...
 def _internal_error_check(detached: bool) -> None: ...
+
 class _PlanRequest(TypedDict):
     n_ranks: int
     cap: int

@@ -33,7 +33,10 @@ def fits(members: Sequence[int], item: int, lengths, keys, max_sequences, padded
 
 def keeps(parts, lengths, keys, max_sequences, padded, cap) -> bool:
     def ok(part):
-        return all(fits(part[:j], part[j], lengths, keys, max_sequences, padded, cap) for j in range(len(part)))
+        return all(
+            fits(part[:j], part[j], lengths, keys, max_sequences, padded, cap)
+            for j in range(len(part))
+        )
 
     return all(ok(part) for part in parts)
 

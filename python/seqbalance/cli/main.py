@@ -101,6 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
         "small ones at both ends, for pipeline bubbles; largest_first: by cost, descending)",
     )
     partition.add_argument(
+        "--max-sequences",
+        type=_int_at_least(1),
+        metavar="N",
+        help="with --max-token-len: at most N samples per micro-batch (static shapes, CUDA graphs)",
+    )
+    partition.add_argument(
+        "--footprint",
+        choices=("sum", "padded"),
+        help="with --max-token-len: what a micro-batch is charged against the cap: its tokens "
+        "(sum, the default) or its samples times its longest (padded, non-varlen attention)",
+    )
+    partition.add_argument(
+        "--key-field",
+        metavar="NAME",
+        help="with --max-token-len: JSON Lines field holding each sample's key (a modality, a "
+        "policy version); samples of different keys never share a micro-batch",
+    )
+    partition.add_argument(
         "--dp",
         type=_int_at_least(1),
         metavar="N",

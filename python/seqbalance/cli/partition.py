@@ -105,30 +105,39 @@ def _unit(unit: str, count: int) -> str:
     return unit[:-1] if count == 1 and unit.endswith("s") else unit
 
 
-def _read_input(args: argparse.Namespace) -> tuple[np.ndarray, list[Any] | None, str]:
-    """Lengths, the group id of each (``--uid-field``, else ``None``) and where they came from."""
-    if args.uid_field is not None:
+def _read_input(
+    args: argparse.Namespace,
+) -> tuple[np.ndarray, list[Any] | None, list[Any] | None, str]:
+    """Lengths, the group id of each (``--uid-field``, else ``None``), the key of each
+    (``--key-field``, else ``None``) and where they came from."""
+    labelled = args.uid_field is not None or args.key_field is not None
+    if labelled:
+        flag = "--uid-field" if args.uid_field is not None else "--key-field"
         if args.file is None or args.field is None:
             raise InputError(
-                "--uid-field reads JSON Lines: give a FILE ('-' for stdin) and --field NAME"
+                f"{flag} reads JSON Lines: give a FILE ('-' for stdin) and --field NAME"
             )
-        if args.group_size != 1:
+        if args.uid_field is not None and args.group_size != 1:
             raise InputError("pass either --group-size or --uid-field, not both")
-        lengths, uids = read_grouped_lengths(args.file, args.field, args.uid_field)
-        source = f"{args.file}: {lengths.size:,} lengths in {len(uid_runs(uids)):,} uid groups"
-        return lengths, uids, source
+        lengths, uids, keys = read_grouped_lengths(
+            args.file, args.field, args.uid_field, args.key_field
+        )
+        source = f"{args.file}: {lengths.size:,} lengths"
+        if uids is not None:
+            source += f" in {len(uid_runs(uids)):,} uid groups"
+        return lengths, uids, keys, source
     if args.file is None:
         if args.field is not None:
             raise InputError(
                 "--field reads JSON Lines: give a FILE ('-' for stdin) to read it from"
             )
-        return synthetic_rl_batch(), None, SYNTHETIC_DESCRIPTION
+        return synthetic_rl_batch(), None, None, SYNTHETIC_DESCRIPTION
     lengths = read_lengths(args.file, args.field)
-    return lengths, None, f"{args.file}: {lengths.size:,} lengths"
+    return lengths, None, None, f"{args.file}: {lengths.size:,} lengths"
 
 
 def _run_partition(args: argparse.Namespace) -> int:
-    lengths, uids, source = _read_input(args)
+    lengths, uids, keys, source = _read_input(args)
     group_size = args.group_size
     if lengths.size % group_size:
         raise InputError(
@@ -136,9 +145,16 @@ def _run_partition(args: argparse.Namespace) -> int:
         )
     equal_size = _equal_size(args)
     if args.dp is not None or args.max_token_len is not None:
-        return _run_plan(args, lengths, uids, source)
-    if args.order is not None:
-        raise InputError("--order orders micro-batches: it needs --max-token-len")
+        return _run_plan(args, lengths, uids, keys, source)
+    for flag, value in (
+        ("--order", args.order),
+        ("--max-sequences", args.max_sequences),
+        ("--footprint", args.footprint),
+        ("--key-field", args.key_field),
+    ):
+        if value is not None:
+            what = "orders" if flag == "--order" else "shapes"
+            raise InputError(f"{flag} {what} micro-batches: it needs --max-token-len")
     # What a sample weighs (--cost); the report shows the same quantity.
     lengths = sample_costs(args.cost, lengths)
     # Groups of consecutive samples (--group-size, or runs of equal --uid-field) are balanced as

@@ -23,7 +23,11 @@ from .readers import (
 
 
 def _run_plan(
-    args: argparse.Namespace, lengths: np.ndarray, uids: list[Any] | None, source: str
+    args: argparse.Namespace,
+    lengths: np.ndarray,
+    uids: list[Any] | None,
+    keys: list[Any] | None,
+    source: str,
 ) -> int:
     """``--max-token-len`` (with ``-k`` or ``--dp``): micro-batches under the cap, summarised."""
     cap = args.max_token_len
@@ -36,12 +40,15 @@ def _run_plan(
             "--uid-field with --max-token-len needs --dp (the DP-wide plan keeps uid groups whole)"
         )
     equal_size = _equal_size(args)
-    keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=args.group_size)
+    limits: dict[str, Any] = dict(
+        max_sequences=args.max_sequences, footprint=args.footprint or "sum", keys=keys
+    )
+    keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=args.group_size, **limits)
     start = time.perf_counter()
     if args.dp is not None:
         function = "plan_dp_micro_batches"
         if uids is not None:
-            keywords = dict(cost=args.cost, uid_list=uids)
+            keywords = dict(cost=args.cost, uid_list=uids, **limits)
         plan = plan_dp_micro_batches(
             lengths,
             args.dp,
@@ -65,7 +72,13 @@ def _run_plan(
                 group_costs, args.k, equal_size, refine=args.refine
             )
         ]
-        agreed = max(min_num_micro_batches_for(lengths[rank], cap, **keywords) for rank in ranks)
+
+        def on_rank(rank: list[int]) -> dict[str, Any]:
+            return {**keywords, "keys": None if keys is None else [keys[i] for i in rank]}
+
+        agreed = max(
+            min_num_micro_batches_for(lengths[rank], cap, **on_rank(rank)) for rank in ranks
+        )
         plan = [
             [
                 [rank[i] for i in batch]
@@ -74,7 +87,7 @@ def _run_plan(
                     cap,
                     min_num_micro_batches=agreed,
                     order=args.order or "bubble",
-                    **keywords,
+                    **on_rank(rank),
                 )
             ]
             for rank in ranks
@@ -89,6 +102,7 @@ def _run_plan(
             "tokens": sum(tokens[i] for batch in rank for i in batch),
             "cost": sum(costs[i] for batch in rank for i in batch),
             "fullest_micro_batch": max(sum(tokens[i] for i in batch) for batch in rank),
+            "most_samples": max(len(batch) for batch in rank),
         }
         for rank in plan
     ]
@@ -101,6 +115,9 @@ def _run_plan(
             "max_token_len": cap,
             "cost": str(args.cost),
             "group_size": args.group_size,
+            "max_sequences": args.max_sequences,
+            "footprint": args.footprint or "sum",
+            "key_field": args.key_field,
             "micro_batches_per_rank": count,
             "seconds": seconds,
             "ranks_summary": rows,
@@ -112,7 +129,7 @@ def _run_plan(
     mean = sum(row["cost"] for row in rows) / len(rows)
     print(
         f"{source}\n{function}: ranks={len(plan)}, max_token_len={cap:,}, cost={args.cost}, "
-        f"group_size={args.group_size}\n"
+        f"group_size={args.group_size}{_limits_text(args)}\n"
     )
     print(
         f"{'rank':>4} {'samples':>8} {'micro-batches':>14} {'tokens':>12} {'cost':>16} "
@@ -128,6 +145,19 @@ def _run_plan(
         f"\nevery rank runs {count} micro-batches of at most {cap:,} tokens "
         f"(fullest {fullest:,}; empty ones, if any, come last for padding)"
     )
+    if args.max_sequences is not None or args.footprint == "padded" or keys is not None:
+        most = max(row["most_samples"] for row in rows)
+        print(f"shape limits kept: at most {most} samples in a micro-batch{_limits_text(args)}")
     print(f"heaviest rank by {args.cost}: max/mean {heaviest / max(mean, 1e-9):.4f}")
     print(f"time: {_format_seconds(seconds)}")
     return 0
+
+
+def _limits_text(args: argparse.Namespace) -> str:
+    """The shape limits asked for, as ``, name=value`` pairs (empty when none)."""
+    pairs = [
+        ("max_sequences", args.max_sequences),
+        ("footprint", args.footprint),
+        ("key_field", args.key_field),
+    ]
+    return "".join(f", {name}={value}" for name, value in pairs if value is not None)

@@ -205,14 +205,14 @@ def _json_value(line: str, where: str, field: str) -> int:
     return _json_length(_json_record(line, where), where, field)
 
 
-def _json_uid(record: dict[str, Any], where: str, uid_field: str) -> Any:
-    """A record's group id: a string, number, bool or null (compared with ``==``)."""
+def _json_uid(record: dict[str, Any], where: str, uid_field: str, flag: str = "--uid-field") -> Any:
+    """The scalar id in ``uid_field`` of a record (a group id, or with ``--key-field`` a key)."""
     if uid_field not in record:
-        raise InputError(f"{where}: no field {uid_field!r} (--uid-field)")
+        raise InputError(f"{where}: no field {uid_field!r} ({flag})")
     uid = record[uid_field]
     if isinstance(uid, (list, dict)):
         raise InputError(
-            f"{where}: field {uid_field!r} must be a string or a number (a group id), "
+            f"{where}: field {uid_field!r} must be a string or a number ({flag}), "
             f"got a JSON {'array' if isinstance(uid, list) else 'object'}"
         )
     return uid
@@ -239,11 +239,12 @@ def _json_length(record: dict[str, Any], where: str, field: str) -> int:
 
 
 def _read_jsonl_groups(
-    stream: IO[bytes], path: Path, field: str, uid_field: str
-) -> tuple[np.ndarray, list[Any]]:
-    """Lengths (as :func:`_read_jsonl`) and every record's group id, in file order."""
+    stream: IO[bytes], path: Path, field: str, uid_field: str | None, key_field: str | None
+) -> tuple[np.ndarray, list[Any] | None, list[Any] | None]:
+    """Lengths (as :func:`_read_jsonl`) and every record's group id and key, in file order."""
     parts = []
-    uids: list[Any] = []
+    uids: list[Any] | None = [] if uid_field is not None else None
+    keys: list[Any] | None = [] if key_field is not None else None
     for first_line, chunk in _chunks(stream, path):
         values = []
         for offset, line in enumerate(_decode(chunk, path).split("\n")):
@@ -251,9 +252,12 @@ def _read_jsonl_groups(
                 where = f"{path}:{first_line + offset}"
                 record = _json_record(line, where)
                 values.append(_json_length(record, where, field))
-                uids.append(_json_uid(record, where, uid_field))
+                if uids is not None and uid_field is not None:
+                    uids.append(_json_uid(record, where, uid_field))
+                if keys is not None and key_field is not None:
+                    keys.append(_json_uid(record, where, key_field, "--key-field"))
         parts.append(np.array(values, dtype=np.int64))
-    return (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)), uids
+    return (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)), uids, keys
 
 
 def _read_jsonl(stream: IO[bytes], path: Path, field: str) -> np.ndarray:
@@ -328,22 +332,26 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     return values
 
 
-def read_grouped_lengths(file: str, field: str, uid_field: str) -> tuple[np.ndarray, list[Any]]:
-    """Lengths and group ids from a JSON Lines ``file`` (``-``: stdin): ``field`` holds each
-    record's length (or a list counted by its length), ``uid_field`` its group id.
+def read_grouped_lengths(
+    file: str, field: str, uid_field: str | None, key_field: str | None = None
+) -> tuple[np.ndarray, list[Any] | None, list[Any] | None]:
+    """Lengths, group ids and keys from a JSON Lines ``file`` (``-``: stdin): ``field`` holds
+    each record's length (or a list counted by its length), ``uid_field`` its group id and
+    ``key_field`` its key (each ``None`` when not asked for).
 
     Consecutive records with equal ids form one group. Raises :class:`InputError` (one line,
-    naming the file and line) for a ``.npy`` file, a missing field or a non-scalar id.
+    naming the file and line) for a ``.npy`` file, a missing field or a non-scalar id or key.
     """
     path = Path(file)
     if file != "-" and path.suffix == ".npy":
-        raise InputError(f"{path}: --uid-field reads JSON Lines, not .npy")
-    values, uids = _read_text_input(
-        file, lambda stream: _read_jsonl_groups(stream, path, field, uid_field)
+        flag = "--uid-field" if uid_field is not None else "--key-field"
+        raise InputError(f"{path}: {flag} reads JSON Lines, not .npy")
+    values, uids, keys = _read_text_input(
+        file, lambda stream: _read_jsonl_groups(stream, path, field, uid_field, key_field)
     )
     if values.size == 0:
         raise InputError(f"{path}: no lengths found")
-    return values, uids
+    return values, uids, keys
 
 
 _Read = TypeVar("_Read")

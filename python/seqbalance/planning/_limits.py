@@ -77,7 +77,9 @@ def group_limits(
     if numbers is not None and numbers.size:
         group_keys = numbers[starts]
         ends = starts + sizes
-        mixed = np.flatnonzero(np.maximum.reduceat(numbers, starts) != np.minimum.reduceat(numbers, starts))
+        mixed = np.flatnonzero(
+            np.maximum.reduceat(numbers, starts) != np.minimum.reduceat(numbers, starts)
+        )
         if mixed.size:
             group = int(mixed[0])
             raise ValueError(
