@@ -130,6 +130,12 @@ fn plan_costs(py: Python<'_>, costs: &Bound<'_, PyAny>) -> PyResult<Weights> {
     }
 }
 
+/// The rank and the micro-batch of every sample.
+type PlanIds = (Vec<i64>, Vec<i64>);
+
+/// Per rank, the sample indexes of every micro-batch.
+type Plan = Vec<Vec<Vec<u32>>>;
+
 /// `(candidate kept, count, plan)`: the plan as `[rank][micro_batch] -> samples` lists, or as
 /// `(rank_ids, micro_batch_ids)` arrays.
 type RanksPlan<'py> = (usize, usize, Bound<'py, PyAny>);
@@ -266,7 +272,7 @@ fn plan_ranks_py<'py>(
             n_samples: usize,
             as_ids: bool,
             interrupt: &Interrupt,
-        ) -> Result<(usize, usize, Vec<Vec<Vec<u32>>>, Option<(Vec<i64>, Vec<i64>)>), CoreError> {
+        ) -> Result<(usize, usize, Plan, Option<PlanIds>), CoreError> {
             let (kept, count, plan) = plan_best(items, assignments, options, interrupt)?;
             let ids = if as_ids { Some(plan_ids(&plan, n_samples)?) } else { None };
             Ok((kept, count, plan, ids))

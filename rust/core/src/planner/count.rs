@@ -447,6 +447,7 @@ pub(super) const ARITY: usize = 8;
 /// branching on it, so the top is replaced in about 4 levels: the hole goes down to a leaf
 /// along the smallest child and the key sifts up from there, which is short because a part
 /// that just took an item usually ranks near the bottom.
+#[derive(Clone)]
 pub(super) struct MinHeap<K> {
     pub(super) keys: Vec<K>,
 }

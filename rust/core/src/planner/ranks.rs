@@ -227,6 +227,9 @@ pub type BestPlan = (usize, usize, Vec<Vec<Vec<u32>>>);
 /// A rank's own plan: the items in the greedy's order and the own count with its split.
 pub(super) type Own<C> = (Ordered<C>, (usize, Vec<u32>));
 
+/// A rank's micro-batches at a count: `(candidate, rank, count)` to the parts with their costs.
+type PlanAt<'a, C> = dyn Fn(usize, usize, usize) -> Result<Vec<(Vec<u32>, C)>> + 'a;
+
 /// Micro-batches with their costs, copied with fallible allocation.
 pub(super) fn copy_parts<C: Copy>(parts: &[(Vec<u32>, C)]) -> Result<Vec<(Vec<u32>, C)>> {
     let mut copy = alloc::with_capacity(parts.len(), "the micro-batches")?;
@@ -332,7 +335,7 @@ pub fn plan_best<C: PlanCost>(
     };
     // Plans of every candidate, given each rank's own count and its plan at a count.
     let plan_candidates = |own_count: &dyn Fn(usize, usize) -> usize,
-                           plan_at: &dyn Fn(usize, usize, usize) -> Result<Vec<(Vec<u32>, C)>>|
+                           plan_at: &PlanAt<'_, C>|
      -> Result<Vec<RankPlans<C>>> {
         let mut plans: Vec<RankPlans<C>> = alloc::with_capacity(n_candidates, "the rank plans")?;
         for c in 0..n_candidates {
@@ -344,8 +347,7 @@ pub fn plan_best<C: PlanCost>(
                 .max()
                 .unwrap_or(Exact::Int(0));
             let mut parts: Vec<Vec<(Vec<u32>, C)>> = alloc::with_capacity(n_ranks, "the rank plans")?;
-            for r in 0..n_ranks {
-                let (e, q) = source[c][r];
+            for (r, &(e, q)) in source[c].iter().enumerate() {
                 if e < c && plans[e].count == count {
                     parts.push(copy_parts(&plans[e].parts[q])?);
                     continue;
