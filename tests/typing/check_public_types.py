@@ -14,7 +14,10 @@ from seqbalance import (
     get_seqlen_balanced_partitions,
     greedy_partition,
     karmarkar_karp,
+    pack_sequences,
     partition_ids,
+    plan_dp_micro_batches,
+    plan_micro_batches,
 )
 
 
@@ -25,6 +28,13 @@ def accepted() -> None:
     parts = get_seqlen_balanced_partitions((np.int64(3), np.int64(4)), 2, "nearly")
     ids: npt.NDArray[np.int64] = partition_ids(np.arange(8), 2, equal_size=True)
     assert parts and ids.size
+    micro_batches: list[list[int]] = plan_micro_batches(
+        [3, 4, 5], 8, max_sequences=2, footprint="padded", keys=["a", "b", "a"]
+    )
+    plan: list[list[list[int]]] = plan_dp_micro_batches([3, 4, 5, 6], 2, 8, max_sequences=2)
+    ranks, batches, count = plan_dp_micro_batches([3, 4, 5, 6], 2, 8, as_ids=True)
+    packs: npt.NDArray[np.int64] = pack_sequences([3, 4, 5], 8, as_ids=True)
+    assert micro_batches and plan and ranks.size and batches.size and count and packs.size
 
 
 def refused() -> None:
@@ -34,3 +44,5 @@ def refused() -> None:
     get_seqlen_balanced_partitions([1, 2], 2, "yes")  # type: ignore[arg-type]
     ids: npt.NDArray[np.float64] = partition_ids([1, 2], 2)  # type: ignore[assignment]
     assert ids is not None
+    lists: list[list[int]] = pack_sequences([3, 4], 8, as_ids=True)  # type: ignore[assignment]
+    assert lists is not None
