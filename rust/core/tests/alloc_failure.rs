@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use seqbalance_core::error::CoreError;
 use seqbalance_core::interrupt::Interrupt;
 use seqbalance_core::packing::{pack, Algorithm};
-use seqbalance_core::planner::Problem;
+use seqbalance_core::planner::{Problem, Shape, ShapeRule};
 use seqbalance_core::refine::{refine, refine_floats, Mode};
 use seqbalance_core::request::{self, Counts, Output, Request, Weights};
 use seqbalance_core::{float, greedy, sort};
@@ -168,6 +168,25 @@ fn the_core_survives_the_failure_of_any_large_allocation() {
     for minimum in [1, 60_000] {
         survives_every_failure(&format!("planner(minimum {minimum})"), &none, &|()| {
             let problem = Problem { tokens: &tokens, costs: &tokens, cap: 1 << 22, multiple: 1, shape: None };
+            plain(problem.plan(minimum, &stop))
+        });
+    }
+    // Under shape limits: the plain plan breaks them, so the shaped search runs (first fit
+    // decreasing under the limits, the lower bound, the splits), with float costs too.
+    let ones = vec![1u64; tokens.len()];
+    let keys: Vec<u32> = (0..tokens.len() as u32).map(|i| i % 3).collect();
+    let rule = ShapeRule { max_sequences: 4, padded: true };
+    let shape = Shape { rule, samples: &ones, longest: &tokens, keys: Some(&keys) };
+    let float_costs: Vec<f64> = tokens.iter().map(|&t| t as f64 * 1.5).collect();
+    for minimum in [1, 60_000] {
+        survives_every_failure(&format!("shaped planner(minimum {minimum})"), &none, &|()| {
+            let problem = Problem {
+                tokens: &tokens,
+                costs: &float_costs,
+                cap: 1 << 22,
+                multiple: 1,
+                shape: Some(shape),
+            };
             plain(problem.plan(minimum, &stop))
         });
     }

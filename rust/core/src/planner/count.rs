@@ -457,6 +457,13 @@ impl<K: Key> MinHeap<K> {
         self.keys.first().copied()
     }
 
+    /// [`MinHeap::push`] that may grow the heap: a `MemoryError`, never an abort.
+    pub(super) fn try_push(&mut self, key: K, what: &'static str) -> Result<()> {
+        alloc::reserve(&mut self.keys, 1, what)?;
+        self.push(key);
+        Ok(())
+    }
+
     pub(super) fn push(&mut self, key: K) {
         self.keys.push(key);
         self.sift_up(self.keys.len() - 1, key);

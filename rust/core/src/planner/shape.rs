@@ -267,7 +267,7 @@ impl<C: PlanCost> Problem<'_, C> {
             fills[p] = placed.fills[p];
             load[p] = ordered.costs[p];
             part.push(p as u32);
-            open[fills[p].key as usize].push(open_key(load[p], p));
+            open[fills[p].key as usize].try_push(open_key(load[p], p), "the micro-batch heap")?;
         }
         for position in first..n {
             interrupt.every(position)?;
@@ -279,7 +279,7 @@ impl<C: PlanCost> Problem<'_, C> {
                 }
                 full[key].pop();
                 let p = part_of(waiting);
-                open[key].push(open_key(load[p], p));
+                open[key].try_push(open_key(load[p], p), "the micro-batch heap")?;
             }
             loop {
                 let Some(top) = open[key].peek() else {
@@ -296,7 +296,7 @@ impl<C: PlanCost> Problem<'_, C> {
                     }
                     Some(room) => {
                         open[key].pop();
-                        full[key].push(full_key(room, p));
+                        full[key].try_push(full_key(room, p), "the micro-batch heap")?;
                     }
                     None => open[key].pop(),
                 }
