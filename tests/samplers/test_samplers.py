@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seqbalance
-from seqbalance import BaseSampler, GRPOGroupNSampler, RankAwareSampler, SequentialSampler
+from seqbalance import (
+    BaseSampler,
+    GRPOGroupNSampler,
+    RankAwareSampler,
+    SeqlenBalancedSampler,
+    SequentialSampler,
+)
 from seqbalance.samplers import DEFAULT_MAX_CACHED_BATCHES
 from seqbalance.samplers.grpo import select_groups
 
@@ -30,12 +37,19 @@ def test_exported_from_package_top_level():
 
 
 def test_samplers_reuse_the_input_module_error_wording():
-    from seqbalance import _inputs
-    from seqbalance.samplers import _checks, checkpoint, weights
-
-    assert _checks._describe is _inputs._describe
-    assert checkpoint._describe is _inputs._describe
-    assert weights._describe is _inputs._describe
+    # docs/errors.md: a message names the argument and the value. The samplers' argument checks,
+    # checkpoint checks and weight checks show a value as the partitioners do: its repr (cut to
+    # 60 characters) and its type.
+    value = b"x" * 100
+    shown = re.escape(f"got {repr(value)[:57]}... (bytes)")
+    with pytest.raises(TypeError, match=f"k_partitions must be an int, {shown}$"):
+        seqbalance.get_seqlen_balanced_partitions([1, 2], value, equal_size=False)
+    with pytest.raises(TypeError, match=f"dp_rank must be an int, {shown}$"):
+        RankAwareSampler()([1, 2], 1, value, 0, "t", "p")
+    with pytest.raises(TypeError, match=f"must be a list of indexes, {shown}$"):
+        RankAwareSampler().load_checkpoint({"_states": {"p": {"t": {0: {0: value}}}}})
+    with pytest.raises(TypeError, match=f"uneven_groups must be 'free' or 'nearly', {shown}$"):
+        SeqlenBalancedSampler(2, 2, uneven_groups=value)
 
 
 def test_base_sampler_is_abstract():
@@ -51,12 +65,12 @@ class _Echo(BaseSampler):
 def test_call_forwards_to_sample_with_all_arguments():
     sampler = _Echo()
     assert sampler([1, 2], 5, "x", dp_rank=3) == ([1, 2], [5, ("x",), {"dp_rank": 3}])
-    assert sampler._states == {}
+    assert sampler.save_checkpoint()["_states"] == {}
 
 
 def test_has_cached_result_needs_dp_rank_and_matching_batch():
     sampler = _Echo()
-    sampler._states = {"p": {"t": {0: {7: ([1], [1])}}}}
+    sampler.load_checkpoint({"_states": {"p": {"t": {0: {7: ([1], [1])}}}}})
     assert sampler.has_cached_result("p", "t", {"dp_rank": 0, "batch_index": 7})
     assert not sampler.has_cached_result("p", "t", {"dp_rank": 0, "batch_index": 8})
     assert not sampler.has_cached_result("p", "t", {"dp_rank": 1, "batch_index": 7})
@@ -68,7 +82,7 @@ def test_has_cached_result_needs_dp_rank_and_matching_batch():
 
 def test_has_cached_result_missing_batch_index_means_none_key():
     sampler = _Echo()
-    sampler._states = {"p": {"t": {0: {None: ([1], [1])}}}}
+    sampler.load_checkpoint({"_states": {"p": {"t": {0: {None: ([1], [1])}}}}})
     assert sampler.has_cached_result("p", "t", {"dp_rank": 0})
 
 
@@ -77,9 +91,9 @@ def test_clear_cache_forgets_one_partition_and_ignores_unknown():
     sampler([0, 1], 1, "t", "p", dp_rank=0, batch_index=0)
     sampler([0, 1], 1, "t", "q", dp_rank=0, batch_index=0)
     sampler.clear_cache("unknown")
-    assert set(sampler._states) == {"p", "q"}
+    assert set(sampler.save_checkpoint()["_states"]) == {"p", "q"}
     sampler.clear_cache("p")
-    assert set(sampler._states) == {"q"}
+    assert set(sampler.save_checkpoint()["_states"]) == {"q"}
     assert sampler([5], 1, "t", "p", dp_rank=0, batch_index=0) == ([5], [5])
 
 
@@ -126,7 +140,7 @@ def test_sequential_is_a_plain_slice():
     assert sampler([9, 3, 3, 1], 3) == ([9, 3, 3], [9, 3, 3])
     assert sampler([4, 5], 5) == ([4, 5], [4, 5])
     assert sampler([], 2) == ([], [])
-    assert sampler._states == {}
+    assert sampler.save_checkpoint()["_states"] == {}
 
 
 def test_sequential_returns_independent_lists():
@@ -197,7 +211,7 @@ def test_grpo_rejects_negative_and_non_int_batch_size():
 def test_grpo_zero_batch_returns_empty_and_caches_nothing():
     sampler = GRPOGroupNSampler(2)
     assert sampler([0, 1], 0, dp_rank=0, batch_index=0) == ([], [])
-    assert sampler._states == {}
+    assert sampler.save_checkpoint()["_states"] == {}
 
 
 def test_grpo_negative_dp_rank_is_refused():
@@ -209,7 +223,7 @@ def test_grpo_caches_per_rank_and_batch_when_dp_rank_given():
     sampler = GRPOGroupNSampler(2)
     first = sampler([0, 1, 2, 3], 2, "t", "p", dp_rank=0, batch_index=0)
     assert first == ([0, 1], [0, 1])
-    assert sampler._states == {"p": {"t": {0: {0: ([0, 1], [0, 1])}}}}
+    assert sampler.save_checkpoint()["_states"] == {"p": {"t": {0: {0: ([0, 1], [0, 1])}}}}
     # cached: ready_indexes ignored, even the multiple check is skipped
     assert sampler([], 3, "t", "p", dp_rank=0, batch_index=0) == first
     assert sampler([2, 3], 2, "t", "p", dp_rank=1, batch_index=0) == ([2, 3], [2, 3])
@@ -219,7 +233,7 @@ def test_grpo_caches_per_rank_and_batch_when_dp_rank_given():
 def test_grpo_without_dp_rank_caches_nothing():
     sampler = GRPOGroupNSampler(2)
     sampler([0, 1], 2, "t", "p")
-    assert sampler._states == {}
+    assert sampler.save_checkpoint()["_states"] == {}
 
 
 def test_grpo_short_result_is_not_cached():
@@ -267,19 +281,19 @@ def test_grpo_bounded_cache_keeps_last_n_batches():
     for batch in range(5):
         sampler([batch], 1, "t", "p", dp_rank=0, batch_index=batch)
         sampler([batch + 100], 1, "t", "p", dp_rank=1, batch_index=batch)
-    assert sorted(sampler._states["p"]["t"][0]) == [2, 3, 4]
-    assert sorted(sampler._states["p"]["t"][1]) == [2, 3, 4]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][0]) == [2, 3, 4]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][1]) == [2, 3, 4]
     assert not sampler.has_cached_result("p", "t", {"dp_rank": 0, "batch_index": 1})
     # bound is per (partition, task)
     sampler([7], 1, "u", "p", dp_rank=0, batch_index=0)
-    assert sorted(sampler._states["p"]["t"][0]) == [2, 3, 4]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][0]) == [2, 3, 4]
 
 
 def test_grpo_unbounded_cache_keeps_everything():
     sampler = GRPOGroupNSampler(1, max_cached_batches=None)
     for batch in range(100):
         sampler([batch], 1, "t", "p", dp_rank=0, batch_index=batch)
-    assert len(sampler._states["p"]["t"][0]) == 100
+    assert len(sampler.save_checkpoint()["_states"]["p"]["t"][0]) == 100
 
 
 def test_grpo_checkpoint_round_trip_through_pickle():
@@ -294,7 +308,7 @@ def test_grpo_checkpoint_round_trip_through_pickle():
     # eviction order survives too: batch 0 is the oldest, so it goes first in both
     for s in (sampler, restored):
         s([8, 9], 2, "t", "p", dp_rank=0, batch_index=2)
-        assert sorted(s._states["p"]["t"][0]) == [1, 2]
+        assert sorted(s.save_checkpoint()["_states"]["p"]["t"][0]) == [1, 2]
 
 
 def test_checkpoint_is_a_snapshot():
@@ -309,7 +323,7 @@ def test_load_upstream_style_checkpoint_rebuilds_eviction_order():
     sampler.load_checkpoint({"_states": {"p": {"t": {0: {0: ([0], [0]), 1: ([1], [1])}}}}})
     assert sampler([], 1, "t", "p", dp_rank=0, batch_index=0) == ([0], [0])
     sampler([5], 1, "t", "p", dp_rank=0, batch_index=2)
-    assert sorted(sampler._states["p"]["t"][0]) == [1, 2]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][0]) == [1, 2]
 
 
 # ---------------------------------------------------------------- RankAwareSampler
@@ -318,7 +332,7 @@ def test_load_upstream_style_checkpoint_rebuilds_eviction_order():
 def test_rank_aware_first_call_caches_plain_list():
     sampler = RankAwareSampler()
     assert sampler([5, 6, 7], 2, 0, 0, "t", "p") == ([5, 6], [5, 6])
-    assert sampler._states == {"p": {"t": {0: {0: [5, 6]}}}}
+    assert sampler.save_checkpoint()["_states"] == {"p": {"t": {0: {0: [5, 6]}}}}
     assert sampler([9, 10], 2, dp_rank=0, batch_index=0, task_name="t", partition_id="p") == (
         [5, 6],
         [5, 6],
@@ -351,7 +365,7 @@ def test_rank_aware_bounded_and_checkpointed():
     sampler = RankAwareSampler(max_cached_batches=2)
     for batch in range(4):
         sampler([batch * 10, batch * 10 + 1], 2, 0, batch, "t", "p")
-    assert sorted(sampler._states["p"]["t"][0]) == [2, 3]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][0]) == [2, 3]
     restored = RankAwareSampler()
     restored.load_checkpoint(pickle.loads(pickle.dumps(sampler.save_checkpoint())))
     assert restored([], 2, 0, 3, "t", "p") == ([30, 31], [30, 31])

@@ -84,7 +84,7 @@ def test_balanced_cache_stays_bounded_after_a_refused_repeat():
         loop.fetch(0, 0)
     for batch in range(2, 8):
         assert loop.fetch(0, batch) and loop.fetch(1, batch)
-    assert sorted(loop.sampler._states["p"]["t"][0]) == [7]
+    assert sorted(loop.sampler.save_checkpoint()["_states"]["p"]["t"][0]) == [7]
     assert not any(loop.sampler.save_checkpoint()["_uncollected"].values())
 
 
@@ -164,7 +164,7 @@ def test_a_batch_held_back_by_an_uncollected_share_is_never_refused():
     for batch in range(1, 5):
         loop.fetch(0, batch)
         loop.fetch(1, batch)
-    share = loop.sampler._states["p"]["t"][1][0][0]
+    share = loop.sampler.save_checkpoint()["_states"]["p"]["t"][1][0][0]
     assert loop.fetch(1, 0) == share
     # collected now, so the next batch evicts it, and a repeat is refused
     loop.fetch(0, 5)
@@ -223,7 +223,7 @@ def test_property_a_repeat_gets_the_same_share_or_an_error(seed, bound, dp_size,
     # b + bound or later arrives after its last share was collected (a repeat of the newest)
     if newest >= 0:
         loop.fetch(next(r for r in range(dp_size) if (r, newest) in answers), newest, per_rank=n)
-    for cached in sampler._states["p"]["t"].get(0, {}):
+    for cached in sampler.save_checkpoint()["_states"]["p"]["t"].get(0, {}):
         owed = any((rank, cached) not in answers for rank in range(dp_size))
         assert owed or cached + bound > newest
 

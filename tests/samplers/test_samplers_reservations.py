@@ -152,7 +152,7 @@ def test_unbounded_sampler_never_raises_for_reservations():
     ready = list(range(1000))
     for b in range(200):
         call(s, ready, 0, b)  # rank 1 never collects; nothing is ever evicted
-    assert len(s._states["p"]["t"][1]) == 200
+    assert len(s.save_checkpoint()["_states"]["p"]["t"][1]) == 200
 
 
 @pytest.mark.parametrize("skipped", [False, True])

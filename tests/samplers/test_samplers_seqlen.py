@@ -98,7 +98,7 @@ def test_fills_states_for_every_rank_and_cache_ignores_ready():
     part = lengths_partition([5] * 12)
     sampler = SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=3)
     mine = call(sampler, list(range(12)), 4, 1, batch=7, partition=part)
-    states = sampler._states["p"]["t"]
+    states = sampler.save_checkpoint()["_states"]["p"]["t"]
     assert sorted(states) == [0, 1, 2]
     assert all(7 in states[r] for r in range(3))
     assert states[1][7] == tuple(mine)
@@ -110,6 +110,7 @@ def test_fills_states_for_every_rank_and_cache_ignores_ready():
     calls = part.calls
     assert call(sampler, [], 4, 1, batch=7, partition=part) == mine
     assert part.calls == calls
+    states = sampler.save_checkpoint()["_states"]["p"]["t"]
     assert sorted(i for r in range(3) for i in states[r][7][0]) == list(range(12))
 
 
@@ -118,19 +119,21 @@ def test_dp_rank_and_batch_index_default_to_zero():
     part = lengths_partition([1, 2, 3, 4])
     first = sampler(list(range(4)), 2, partition=part)
     assert sampler.save_checkpoint()["_balanced_cache"].keys() == {("", "", 0)}
-    assert first == tuple(sampler._states[""][""][0][0])
+    assert first == tuple(sampler.save_checkpoint()["_states"][""][""][0][0])
 
 
 def test_rank_beyond_dp_size_gets_nothing_and_computes_nothing():
     sampler = SeqlenBalancedSampler(1, 2)
     assert call(sampler, list(range(4)), 2, 2, partition=lengths_partition([1] * 4)) == ([], [])
-    assert sampler.save_checkpoint()["_balanced_cache"] == {} and sampler._states == {}
+    state = sampler.save_checkpoint()
+    assert state["_balanced_cache"] == {} and state["_states"] == {}
 
 
 def test_too_few_groups_returns_empty_and_caches_nothing():
     sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
     assert call(sampler, [0, 1, 3, 5, 7], 2, 0, partition=lengths_partition([1] * 8)) == ([], [])
-    assert sampler._states == {} and sampler.save_checkpoint()["_balanced_cache"] == {}
+    state = sampler.save_checkpoint()
+    assert state["_states"] == {} and state["_balanced_cache"] == {}
 
 
 def test_returned_lists_do_not_alias_the_cache():
@@ -239,7 +242,7 @@ def test_fewer_groups_than_ranks_waits_for_one_group_per_rank():
     sampler = SeqlenBalancedSampler(n_samples_per_prompt=4, dp_size=4)
     part = lengths_partition([1] * 16)
     assert call(sampler, list(range(12)), 2, 0, partition=part) == ([], [])
-    assert sampler._states == {}
+    assert sampler.save_checkpoint()["_states"] == {}
     shares = [call(sampler, list(range(16)), 2, r, partition=part)[0] for r in range(4)]
     assert sorted(shares) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
 
@@ -350,7 +353,7 @@ def test_negative_batch_size():
 def test_zero_batch_size_returns_empty():
     sampler = SeqlenBalancedSampler(1, 2)
     assert call(sampler, [0, 1], 0, 0) == ([], [])
-    assert sampler._states == {}
+    assert sampler.save_checkpoint()["_states"] == {}
 
 
 @pytest.mark.parametrize(
@@ -402,7 +405,8 @@ def test_group_sum_above_int64_names_the_group_indexes():
         r"above 2\*\*63 - 1",
     ):
         call(sampler, [4, 5, 6, 7], 4, 0, partition=Partition(meta))
-    assert sampler.save_checkpoint()["_balanced_cache"] == {} and sampler._states == {}
+    state = sampler.save_checkpoint()
+    assert state["_balanced_cache"] == {} and state["_states"] == {}
 
 
 class _MetaReturns:
@@ -516,8 +520,8 @@ def test_cache_keeps_last_n_batches_when_all_collected():
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=4)
     _run_batches(sampler, part, 10, collect_ranks=[0, 1])
     # batch b goes when a request for batch b + 4 arrives
-    assert sorted(sampler._states["p"]["t"][0]) == [6, 7, 8, 9]
-    assert sorted(sampler._states["p"]["t"][1]) == [6, 7, 8, 9]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][0]) == [6, 7, 8, 9]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][1]) == [6, 7, 8, 9]
     # each ready list omitted the batches before it, so only the last one stays reserved
     assert sampler.save_checkpoint()["_handed_out"] == {("p", "t"): [18, 19]}
 
@@ -527,22 +531,22 @@ def test_cache_never_evicts_a_batch_with_an_uncollected_share():
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=2)
     _run_batches(sampler, part, 1, collect_ranks=[0])  # batch 0: rank 1 never collects
     _run_batches(sampler, part, 5, collect_ranks=[0, 1], start=1)
-    assert sorted(sampler._states["p"]["t"][1]) == [0, 4, 5]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][1]) == [0, 4, 5]
     assert sampler.has_cached_result("p", "t", {"dp_rank": 1, "batch_index": 0})
-    rank1_share = sampler._states["p"]["t"][1][0][0]
+    rank1_share = sampler.save_checkpoint()["_states"]["p"]["t"][1][0][0]
     # now rank 1 collects; a peer repeating at once is still served from the cache
     assert call(sampler, [], 1, 1, batch=0, partition=part)[0] == rank1_share
     assert call(sampler, [], 1, 1, batch=0, partition=part)[0] == rank1_share
     # the next request for a batch >= 0 + 2 evicts it
     call(sampler, [], 1, 0, batch=5, partition=part)
-    assert sorted(sampler._states["p"]["t"][1]) == [4, 5]
+    assert sorted(sampler.save_checkpoint()["_states"]["p"]["t"][1]) == [4, 5]
 
 
 def test_unbounded_cache():
     part = lengths_partition([1] * 400)
     sampler = SeqlenBalancedSampler(1, 2, max_cached_batches=None)
     _run_batches(sampler, part, 100, collect_ranks=[0, 1])
-    assert len(sampler._states["p"]["t"][0]) == 100
+    assert len(sampler.save_checkpoint()["_states"]["p"]["t"][0]) == 100
 
 
 # ---------------------------------------------------------------- clear_cache and checkpoints
@@ -554,7 +558,7 @@ def test_clear_cache_drops_split_states_and_reservations():
     call(sampler, list(range(4)), 2, 0, pid="p", partition=part)
     call(sampler, list(range(4)), 2, 0, pid="q", partition=part)
     sampler.clear_cache("p")
-    assert set(sampler._states) == {"q"}
+    assert set(sampler.save_checkpoint()["_states"]) == {"q"}
     assert ("p", "t") not in sampler.save_checkpoint()["_handed_out"]
     # batch 0 of "p" is computed afresh from what is ready now
     assert call(sampler, [4, 5, 6, 7], 2, 1, pid="p", partition=part)[0] in (
