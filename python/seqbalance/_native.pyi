@@ -19,6 +19,7 @@ __all__ = [
     "_own_count",
     "_pack",
     "_plan_ranks",
+    "_purge_delay",
     "_refine",
     "_refine_candidate",
     "_refine_ids",
@@ -60,6 +61,7 @@ def partition_ids(
 def _set_partition_error(cls: type[ValueError]) -> None: ...
 def build_profile() -> str: ...
 def _input_reads() -> int: ...
+def _purge_delay() -> int: ...
 @overload
 def _pack(
     lengths: npt.NDArray[np.int64],
