@@ -7,7 +7,9 @@ cap 32,768; ``plan_dp_micro_batches`` at n = 2^17 over dp = 8 ranks. For each op
 ``max_sequences`` 16 and 8, ``footprint="padded"``, 4 keys drawn at random, a float64 cost) it
 prints the time as a ratio of ``numpy.sort`` of the same lengths, the micro-batch count beside
 first-fit decreasing's under the same limits (the most the planner may use once the plain plan
-breaks a limit), and the balance: the heaviest micro-batch's cost over the mean. Every plan is
+breaks a limit), and the balance: the heaviest micro-batch's cost over the mean (by verl's
+workload; by the float cost itself in its row). A second table packs the same batch with
+``pack_sequences`` ("ffd", "bfd") under each limit: pack counts and time against numpy.sort. Every plan is
 checked against its limits before it is timed. Under pytest (benchmarks disabled) each case runs
 once on a small batch and is checked.
 """
@@ -129,9 +131,36 @@ def report(repeat: int, cpu_time: bool) -> None:
         )
 
 
+def report_packers(repeat: int, cpu_time: bool) -> None:
+    """pack_sequences ("ffd", "bfd") under each limit on the same batch: packs and time."""
+    clock = time.process_time if cpu_time else time.perf_counter
+    lengths = workload(N)
+    sort = _best(lambda: np.sort(lengths), max(repeat, 5), clock)
+    print(
+        f"\n{'pack_sequences':<20} {'ffd packs':>10} {'x sort':>8} {'bfd packs':>10} {'x sort':>8}"
+    )
+    for name, options in cases(lengths).items():
+        if "cost" in options:
+            continue
+        row = []
+        for algorithm in ("ffd", "bfd"):
+            packs = seqbalance.pack_sequences(lengths, CAP, algorithm=algorithm, **options)
+            check(packs, lengths, options)
+            seconds = _best(
+                lambda a=algorithm, o=options: seqbalance.pack_sequences(
+                    lengths, CAP, algorithm=a, **o
+                ),
+                repeat,
+                clock,
+            )
+            row.append(f"{len(packs):>10,} {seconds / sort:>7.1f}x")
+        print(f"{name:<20} {' '.join(row)}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpu-time", action="store_true", help="time process CPU, not wall")
     args = parser.parse_args()
     report(args.rounds, args.cpu_time)
+    report_packers(args.rounds, args.cpu_time)
