@@ -298,7 +298,7 @@ def test_key_errors_change_nothing() -> None:
         ({"max_sequences": 0}, ValueError, "max_sequences must be >= 1, got 0"),
         ({"max_sequences": 1.0}, TypeError, "max_sequences must be an int"),
         ({"footprint": "max"}, ValueError, "footprint must be 'sum' or 'padded', got 'max'"),
-        ({"by_key": "yes"}, TypeError, "by_key must be a bool, got 'yes'"),
+        ({"by_key": "yes"}, TypeError, "by_key must be True or False, got 'yes' \\(str\\)"),
     ],
 )
 def test_bad_settings_name_the_argument(
