@@ -394,6 +394,30 @@ def test_a_corrupt_state_is_refused(corrupt: Any) -> None:
         fresh.__setstate__(state)
 
 
+def test_a_state_claiming_more_packs_than_max_open_is_refused_before_it_is_read() -> None:
+    # A pickled state may come from anywhere: a claimed size is checked before anything is
+    # allocated for it (a copy sized by the claim would abort the process), and nothing read.
+    child = helpers.run_child(
+        """
+        from seqbalance import _native
+
+        class Claims:
+            def __len__(self):
+                return 2**40
+
+            def __iter__(self):
+                raise AssertionError("read")
+
+        try:
+            _native._StreamCore.from_state(10, 64, None, False, 5, Claims())
+        except ValueError as error:
+            print(error)
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "not a StreamPacker state: more open packs than max_open"
+
+
 def test_the_docs_examples_run_and_print_what_they_say(capsys: pytest.CaptureFixture[str]) -> None:
     page = Path(__file__).resolve().parents[2] / "docs" / "shapes-and-streams.md"
     section = page.read_text().split("## Streaming packer")[1]
