@@ -69,15 +69,15 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
                 )));
             }
             // In range of a slice whose length fits u32 (checked by the caller).
-            indexes.push(index as u32);
+            alloc::push(&mut indexes, index as u32, "a partition").map_err(|e| core_error(py, e))?;
             total += 1;
             if total > n_values {
                 // More indexes than values, each of them in range: one is there twice.
-                parts.push(indexes);
+                alloc::push(&mut parts, indexes, "the partitions").map_err(|e| core_error(py, e))?;
                 return Err(too_many(&parts));
             }
         }
-        parts.push(indexes);
+        alloc::push(&mut parts, indexes, "the partitions").map_err(|e| core_error(py, e))?;
     }
     Ok(parts)
 }

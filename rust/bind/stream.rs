@@ -135,8 +135,11 @@ impl StreamCore {
     }
 
     /// The key ids of the open packs, in opening order.
-    fn open_keys(&self) -> Vec<u64> {
-        self.packer.open_keys().to_vec()
+    fn open_keys(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
+        guard("_StreamCore.open_keys", || {
+            alloc::collect(self.packer.open_keys().iter().copied(), "the open packs' keys")
+                .map_err(|e| core_error(py, e))
+        })
     }
 
     /// How many items were accepted so far (the next one's index).
@@ -148,40 +151,81 @@ impl StreamCore {
     /// `(pack_max_length, max_open, max_sequences, padded, next_index, packs)`, each pack
     /// `(key, sum, longest, indexes)`: what `from_state` takes.
     #[allow(clippy::type_complexity)]
-    fn state(&self) -> (u64, usize, Option<u64>, bool, u64, Vec<SavedPackTuple>) {
-        let state = self.packer.state();
-        let config = state.config;
-        let packs = state.packs.into_iter().map(|p| (p.key, p.sum, p.longest, p.items)).collect();
-        (
-            config.capacity,
-            config.max_open,
-            config.max_sequences,
-            config.footprint == Footprint::Padded,
-            state.next_index,
-            packs,
-        )
+    fn state(&self, py: Python<'_>) -> PyResult<(u64, usize, Option<u64>, bool, u64, Vec<SavedPackTuple>)> {
+        guard("_StreamCore.state", || {
+            let state = self.packer.state().map_err(|e| core_error(py, e))?;
+            let config = state.config;
+            let packs = alloc::collect(
+                state.packs.into_iter().map(|p| (p.key, p.sum, p.longest, p.items)),
+                "a StreamPacker state",
+            )
+            .map_err(|e| core_error(py, e))?;
+            Ok((
+                config.capacity,
+                config.max_open,
+                config.max_sequences,
+                config.footprint == Footprint::Padded,
+                state.next_index,
+                packs,
+            ))
+        })
     }
 
     /// A core that goes on from a `state()`; `ValueError` when no packer could have reached it.
+    ///
+    /// `packs` is read here, not by pyo3's conversion, so that its size is checked against
+    /// `max_open` before anything is allocated, and every buffer is allocated fallibly: a state
+    /// may come from an untrusted pickle.
     #[staticmethod]
     fn from_state(
+        py: Python<'_>,
         pack_max_length: u64,
         max_open: usize,
         max_sequences: Option<u64>,
         padded: bool,
         next_index: u64,
-        packs: Vec<SavedPackTuple>,
+        packs: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let footprint = if padded { Footprint::Padded } else { Footprint::Sum };
-        let config = StreamConfig { capacity: pack_max_length, max_open, max_sequences, footprint };
-        let packs = packs
-            .into_iter()
-            .map(|(key, sum, longest, items)| SavedPack { key, sum, longest, items })
-            .collect();
-        let packer = StreamPacker::from_state(StreamState { config, next_index, packs })
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(StreamCore { packer })
+        guard("_StreamCore.from_state", || {
+            let footprint = if padded { Footprint::Padded } else { Footprint::Sum };
+            let config = StreamConfig { capacity: pack_max_length, max_open, max_sequences, footprint };
+            let packs = saved_packs(py, packs, max_open)?;
+            let packer = StreamPacker::from_state(StreamState { config, next_index, packs })
+                .map_err(|e| stream_error(py, e, None))?;
+            Ok(StreamCore { packer })
+        })
     }
+}
+
+/// The open packs of a saved state: a sequence of at most `max_open` tuples `(key, sum, longest,
+/// indexes)`, each pack's indexes no more than the state could hold.
+fn saved_packs(py: Python<'_>, packs: &Bound<'_, PyAny>, max_open: usize) -> PyResult<Vec<SavedPack>> {
+    let what = "a StreamPacker state";
+    let count = packs.len()?;
+    if count > max_open {
+        return Err(PyValueError::new_err(
+            StreamError::BadState("more open packs than max_open").to_string(),
+        ));
+    }
+    let mut saved = alloc::with_capacity(count, what).map_err(|e| core_error(py, e))?;
+    for pack in packs.try_iter()? {
+        let pack = pack?;
+        let (key, sum, longest, items): (u64, u64, u64, Bound<'_, PyAny>) = pack.extract()?;
+        // A pack's items are distinct and each at least 1 long: no more of them than its sum.
+        let n_items = items.len()?;
+        if n_items as u64 > sum {
+            return Err(PyValueError::new_err(
+                StreamError::BadState("a pack's sum and longest length disagree with its count").to_string(),
+            ));
+        }
+        let mut indexes = alloc::with_capacity(n_items, what).map_err(|e| core_error(py, e))?;
+        for index in items.try_iter()? {
+            alloc::push(&mut indexes, index?.extract::<u64>()?, what).map_err(|e| core_error(py, e))?;
+        }
+        alloc::push(&mut saved, SavedPack { key, sum, longest, items: indexes }, what)
+            .map_err(|e| core_error(py, e))?;
+    }
+    Ok(saved)
 }
 
 /// Add the streaming packer's class to the `_native` module.

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import seqbalance
+from seqbalance import reference
 from seqbalance.__main__ import main
 from seqbalance.cli.readers import synthetic_rl_batch
-from tests.cli._cli_runs import assert_one_line_error, run
+from tests.cli._cli_runs import assert_one_line_error, run, run_json
 
 
 @pytest.fixture
@@ -98,6 +99,56 @@ def test_refine_is_passed_through(lengths_file: Path):
     lengths = [int(line) for line in lengths_file.read_text().split()]
     expected = seqbalance.get_seqlen_balanced_partitions(lengths, 2, False, refine=True)
     assert output["partitions"] == expected
+
+
+def test_compare_reference_runs_the_reference_on_the_same_call_and_compares(
+    lengths_file: Path, capsys, monkeypatch
+):
+    calls = []
+    real = reference.get_seqlen_balanced_partitions
+
+    def recording(weights, k, equal_size):
+        calls.append((list(weights), k, equal_size))
+        return real(weights, k, equal_size)
+
+    monkeypatch.setattr(reference, "get_seqlen_balanced_partitions", recording)
+    payload = run_json(capsys, str(lengths_file), "-k", "2", "--equal-size", "--compare-reference")
+    assert calls == [([10, 20, 30, 40], 2, True)]
+    assert payload["reference_seconds"] > 0 and payload["same_as_reference"] is True
+    assert main(["partition", str(lengths_file), "-k", "2", "--compare-reference"]) == 0
+    assert "same result: yes" in capsys.readouterr().out.splitlines()[-1]
+    # Without the flag the reference is not run, and the two fields say so.
+    calls.clear()
+    plain = run_json(capsys, str(lengths_file), "-k", "2")
+    assert calls == [] and plain["reference_seconds"] is None
+    assert plain["same_as_reference"] is None
+
+
+def test_compare_reference_says_no_when_the_reference_differs(
+    lengths_file: Path, capsys, monkeypatch
+):
+    monkeypatch.setattr(reference, "get_seqlen_balanced_partitions", lambda *args: [[0], [1, 2, 3]])
+    assert (
+        run_json(capsys, str(lengths_file), "-k", "2", "--compare-reference")["same_as_reference"]
+        is False
+    )
+    assert main(["partition", str(lengths_file), "-k", "2", "--compare-reference"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("pure-Python reference:") and "same result: NO" in last
+
+
+def test_compare_reference_with_refine_times_it_without_comparing(lengths_file: Path, capsys):
+    payload = run_json(capsys, str(lengths_file), "-k", "2", "--refine", "--compare-reference")
+    assert payload["reference_seconds"] > 0 and payload["same_as_reference"] is None
+    assert main(["partition", str(lengths_file), "-k", "2", "--refine", "--compare-reference"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("pure-Python reference:") and "same result" not in last
+
+
+def test_compare_reference_is_ignored_by_a_micro_batch_plan(capsys, monkeypatch):
+    monkeypatch.setattr(reference, "get_seqlen_balanced_partitions", None)  # never called
+    assert main(["partition", "-k", "4", "--max-token-len", "32768", "--compare-reference"]) == 0
+    assert "pure-Python reference" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

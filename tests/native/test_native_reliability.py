@@ -146,6 +146,31 @@ def test_result_lists_too_large_for_memory_are_a_memory_error():
     assert "PanicException" not in child.stderr
 
 
+@pytest.mark.parametrize("algorithm", ["ffd", "bfd"])
+def test_the_constrained_packer_out_of_memory_is_a_memory_error(algorithm):
+    # At most 8 per pack, the padded footprint and keys: the packer's own buffers (about 30 bytes
+    # an item beyond the input) do not fit in what is left after the input.
+    child = run_child(
+        f"""
+        keys = values % 1000
+        limit_memory(500)
+        try:
+            _native._pack(values, 65536, {algorithm!r}, True, 8, True, keys)
+        except MemoryError as error:
+            print("MemoryError:", error)
+        else:
+            print("no error")
+        del values, keys
+        print(_native._pack(np.array([5, 6, 2]), 8, {algorithm!r}, False, 2, True, np.array([0, 1, 0])))
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    first, second = child.stdout.splitlines()
+    assert OOM_MESSAGE.match(first), child.stdout
+    assert second == "[[1], [0], [2]]"  # 2 * 5 > 8: padded, 5 and 2 do not share a pack
+    assert "PanicException" not in child.stderr
+
+
 @pytest.mark.parametrize(
     ("call", "delay"),
     [
@@ -164,11 +189,41 @@ def test_result_lists_too_large_for_memory_are_a_memory_error():
     ],
 )
 def test_ctrl_c_interrupts_a_long_native_call_promptly(call, delay):
+    _assert_ctrl_c_stops(call, delay, setup="fvalues = values * 0.1")
+
+
+# What the constrained packer takes (pack_sequences with max_sequences=8, footprint="padded"
+# and keys hands it this: the keys numbered from 0), and the rank split plan_dp_micro_batches'
+# refine=True hands _refine_candidate. Each call takes seconds at this size.
+CONSTRAINED_AND_REFINED = "keys = values % 1000; ids = np.arange(values.size) % 8"
+
+
+@pytest.mark.parametrize(
+    ("call", "delay"),
+    [
+        ("_native._pack(values, 65536, 'ffd', True, 8, True, keys)", 0.5),
+        ("_native._pack(values, 65536, 'ffd', True, 8, True, keys)", 3.0),
+        # Best fit's ordered set of packs; first fit's tree, with a list per pack to build.
+        ("_native._pack(values, 65536, 'bfd', True, 8, True, keys)", 2.0),
+        ("_native._pack(values, 65536, 'first_fit', False, 8, True, keys)", 2.0),
+        # Its sorts of the ranks, then exchanges that each scan two ranks of millions of items
+        # (after the binding has read the ranks, which it does holding the GIL).
+        ("_native._refine_candidate(values, ids, 8, False)", 2.5),
+        ("_native._refine_candidate(values, ids, 8, False)", 3.5),
+    ],
+)
+def test_ctrl_c_interrupts_the_constrained_packer_and_refinement_promptly(call, delay):
+    _assert_ctrl_c_stops(call, delay, setup=CONSTRAINED_AND_REFINED)
+
+
+def _assert_ctrl_c_stops(call: str, delay: float, setup: str) -> None:
+    """SIGINT ``delay`` s into repeated ``call``s (after ``setup``) ends them promptly with
+    ``KeyboardInterrupt``, and the module still works."""
     latency, _, rest = helpers.interrupt_child(
         PRELUDE
         + textwrap.dedent(
             f"""
-                fvalues = values * 0.1
+                {setup}
                 print("started", flush=True)
                 try:
                     for _ in range(20):

@@ -1,4 +1,4 @@
-"""Pure-Python oracle of the native micro-batch planner (rust/core/src/planner.rs).
+"""Pure-Python oracle of the native micro-batch planner (rust/core/src/planner/).
 
 The same rules, written plainly for the differential tests: the cap-aware greedy split, the
 counting search from the bin-packing lower bound, the growth to an agreed count, the bubble

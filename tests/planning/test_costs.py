@@ -91,7 +91,7 @@ def test_transformer_cost_ffn_size_and_errors():
     assert "ffn_hidden_size=10" in repr(cost)
     with pytest.raises(ValueError, match="hidden_size must be >= 1, got 0"):
         TransformerCost(0)
-    with pytest.raises(TypeError, match="causal must be a bool"):
+    with pytest.raises(TypeError, match="causal must be True or False"):
         TransformerCost(8, causal="yes")
     with pytest.raises(OverflowError, match="does not fit in int64"):
         TransformerCost(2**20)([2**32])

@@ -800,6 +800,13 @@ def test_a_value_of_the_wrong_type_is_a_type_error_naming_it(change, field):
         ModelCost(**{**SMALL, **change})
 
 
+def test_a_flag_of_the_wrong_type_is_worded_as_every_flag_is():
+    with pytest.raises(TypeError, match=r"^gated_mlp must be True or False, got 1 \(int\)$"):
+        ModelCost(**{**SMALL, "gated_mlp": 1})
+    with pytest.raises(TypeError, match=r"^use_sliding_window must be True or False, got 'no'"):
+        ModelCost.from_config({**SMALL, "use_sliding_window": "no"})
+
+
 def test_config_and_override_errors():
     with pytest.raises(TypeError, match="unknown override 'hidden'"):
         ModelCost.from_config(SMALL, hidden=3)

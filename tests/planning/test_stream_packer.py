@@ -298,7 +298,7 @@ def test_key_errors_change_nothing() -> None:
         ({"max_sequences": 0}, ValueError, "max_sequences must be >= 1, got 0"),
         ({"max_sequences": 1.0}, TypeError, "max_sequences must be an int"),
         ({"footprint": "max"}, ValueError, "footprint must be 'sum' or 'padded', got 'max'"),
-        ({"by_key": "yes"}, TypeError, "by_key must be a bool, got 'yes'"),
+        ({"by_key": "yes"}, TypeError, "by_key must be True or False, got 'yes' \\(str\\)"),
     ],
 )
 def test_bad_settings_name_the_argument(
@@ -392,6 +392,30 @@ def test_a_corrupt_state_is_refused(corrupt: Any) -> None:
     fresh = StreamPacker.__new__(StreamPacker)
     with pytest.raises(ValueError, match="not a StreamPacker state"):
         fresh.__setstate__(state)
+
+
+def test_a_state_claiming_more_packs_than_max_open_is_refused_before_it_is_read() -> None:
+    # A pickled state may come from anywhere: a claimed size is checked before anything is
+    # allocated for it (a copy sized by the claim would abort the process), and nothing read.
+    child = helpers.run_child(
+        """
+        from seqbalance import _native
+
+        class Claims:
+            def __len__(self):
+                return 2**40
+
+            def __iter__(self):
+                raise AssertionError("read")
+
+        try:
+            _native._StreamCore.from_state(10, 64, None, False, 5, Claims())
+        except ValueError as error:
+            print(error)
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "not a StreamPacker state: more open packs than max_open"
 
 
 def test_the_docs_examples_run_and_print_what_they_say(capsys: pytest.CaptureFixture[str]) -> None:

@@ -98,8 +98,8 @@ def test_clear_cache_forgets_one_partition_and_ignores_unknown():
 
 
 @pytest.mark.parametrize("bad", [0, -3])
-def test_cache_bound_must_be_positive(bad):
-    with pytest.raises(ValueError, match=f"max_cached_batches must be positive, got {bad}"):
+def test_cache_bound_must_be_at_least_one(bad):
+    with pytest.raises(ValueError, match=f"max_cached_batches must be >= 1, got {bad}"):
         GRPOGroupNSampler(1, max_cached_batches=bad)
 
 

@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from .._arrays import host_array
-from .._inputs import MAX_VALUE, _describe, check_k_partitions, normalize_lengths, normalize_weights
+from .._inputs import (
+    MAX_VALUE,
+    _describe,
+    check_flag,
+    check_k_partitions,
+    normalize_lengths,
+    normalize_weights,
+)
 
 __all__ = [
     "COST_NAMES",
@@ -105,9 +112,7 @@ def resolve_cost(cost: Any, balance_workload: Any, default: str) -> Any:
             "pass either cost= or the deprecated balance_workload=, not both "
             f"(got cost={_describe(cost)} and balance_workload={balance_workload!r})"
         )
-    if not isinstance(balance_workload, (bool, np.bool_)):
-        raise TypeError(f"balance_workload must be a bool, got {_describe(balance_workload)}")
-    replacement = "workload" if balance_workload else "tokens"
+    replacement = "workload" if check_flag(balance_workload, "balance_workload") else "tokens"
     warnings.warn(
         f"balance_workload= is deprecated; pass cost={replacement!r} instead",
         DeprecationWarning,
@@ -336,9 +341,7 @@ class TransformerCost:
                     "(the per-token weight 4 * hidden_size + 2 * ffn_hidden_size must fit in "
                     f"int64), got {self.ffn_hidden_size}"
                 )
-        if not isinstance(causal, (bool, np.bool_)):
-            raise TypeError(f"causal must be a bool, got {_describe(causal)}")
-        self.causal = bool(causal)
+        self.causal = check_flag(causal, "causal")
 
     def __repr__(self) -> str:
         return (

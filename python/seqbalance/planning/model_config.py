@@ -106,12 +106,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _flag(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {_describe(value)}")
-    return bool(value)
-
-
 def _missing(name: str, needed_by: str) -> ValueError:
     return ValueError(
         f"ModelCost cannot read the model: {name} is missing ({needed_by}); pass {name}=..."

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import MAX_VALUE, normalize_lengths
+from .._inputs import MAX_VALUE, check_flag, normalize_lengths
 from .model_config import (
     _FLAGS,
     _NON_NEGATIVE,
@@ -24,7 +24,6 @@ from .model_config import (
     LAYER_TYPES,
     _check_unmodelled,
     _config_items,
-    _flag,
     _index_list,
     _int_field,
     layer_shape,
@@ -152,13 +151,15 @@ class ModelCost:
     ) -> None:
         # Taken first, before any other local exists: exactly the keyword arguments.
         given = {name: value for name, value in locals().items() if name != "self"}
-        self.gated_mlp = _flag("gated_mlp", gated_mlp)
-        self.include_head = _flag("include_head", include_head)
-        self.recompute = _flag("recompute", recompute)
-        self.causal = _flag("causal", causal)
+        self.gated_mlp = check_flag(gated_mlp, "gated_mlp")
+        self.include_head = check_flag(include_head, "include_head")
+        self.recompute = check_flag(recompute, "recompute")
+        self.causal = check_flag(causal, "causal")
         fields = {name: given[name] for name in CONFIG_FIELDS if given[name] is not None}
         if "use_sliding_window" in fields:
-            fields["use_sliding_window"] = _flag("use_sliding_window", fields["use_sliding_window"])
+            fields["use_sliding_window"] = check_flag(
+                fields["use_sliding_window"], "use_sliding_window"
+            )
         _check_unmodelled(fields)
         ints: dict[str, int] = {}
         for name in _POSITIVE:

@@ -13,6 +13,7 @@ from .._inputs import (
     _describe,
     as_int64_array,
     check_choice,
+    check_flag,
     check_k_partitions,
     check_pad_to_multiple_of,
     check_refine,
@@ -210,9 +211,7 @@ def pack_sequences(
     cap = check_k_partitions(pack_max_length, "pack_max_length")
     algorithm = check_choice(algorithm, "algorithm", ALGORITHMS)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
-    if not isinstance(as_ids, (bool, np.bool_)):
-        raise TypeError(f"as_ids must be a bool, got {_describe(as_ids)}")
-    as_ids = bool(as_ids)
+    as_ids = check_flag(as_ids, "as_ids")
     limit = _check_max_sequences(max_sequences)
     footprint = check_choice(footprint, "footprint", FOOTPRINTS)
     values = pad_lengths(as_int64_array(lengths), pad)

@@ -13,7 +13,14 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _native
-from .._inputs import _describe, as_int64_array, check_count_bound, check_k_partitions
+from .._inputs import (
+    _describe,
+    as_int64_array,
+    check_choice,
+    check_count_bound,
+    check_flag,
+    check_k_partitions,
+)
 
 __all__ = ["FOOTPRINTS", "StreamPacker"]
 
@@ -28,11 +35,7 @@ _STATE_VERSION = 1
 
 
 def _check_footprint(footprint: Any) -> Footprint:
-    if footprint == "sum" and isinstance(footprint, str):
-        return "sum"
-    if footprint == "padded" and isinstance(footprint, str):
-        return "padded"
-    raise ValueError(f"footprint must be 'sum' or 'padded', got {footprint!r}")
+    return "padded" if check_choice(footprint, "footprint", FOOTPRINTS) == "padded" else "sum"
 
 
 class StreamPacker:
@@ -92,13 +95,12 @@ class StreamPacker:
         opened = check_count_bound(check_k_partitions(max_open, "max_open"), "max_open")
         most = None if max_sequences is None else check_k_partitions(max_sequences, "max_sequences")
         chosen = _check_footprint(footprint)
-        if not isinstance(by_key, (bool, np.bool_)):
-            raise TypeError(f"by_key must be a bool, got {_describe(by_key)}")
+        keyed = check_flag(by_key, "by_key")
         self._cap = cap
         self._max_open = opened
         self._max_sequences = most
         self._footprint: Footprint = chosen
-        self._by_key = bool(by_key)
+        self._by_key = keyed
         # Every length is >= 1, so a pack never holds more than `cap` items: a larger limit is
         # no limit, and the native packer takes it as an unsigned 64-bit integer.
         native_most = None if most is None else min(most, cap)
@@ -138,11 +140,7 @@ class StreamPacker:
     # -- the stream ----------------------------------------------------------------------------
 
     def _check_length(self, length: Any) -> int:
-        if isinstance(length, (bool, np.bool_)) or not isinstance(length, (int, np.integer)):
-            raise TypeError(f"length must be an int, got {_describe(length)}")
-        value = int(length)
-        if value < 1:
-            raise ValueError(f"length must be >= 1, got {value}")
+        value = check_k_partitions(length, "length")
         if value > self._cap:
             raise ValueError(f"length = {value} is longer than pack_max_length ({self._cap})")
         return value

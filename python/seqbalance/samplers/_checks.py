@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import _describe, check_count_bound
+from .._inputs import _describe, check_k_partitions
+from .._inputs import check_count as check_allocating_count
 
 __all__ = [
     "as_int",
@@ -43,7 +44,12 @@ def as_int(value: Any, name: str) -> int:
 
 
 def check_positive(value: Any, name: str) -> int:
-    """Return ``value`` as an int > 0, else ``TypeError``/``ValueError("<name> must be positive, got …")``."""
+    """Return ``value`` as an int > 0, else ``TypeError``/``ValueError("<name> must be positive, got …")``.
+
+    TransferQueue's own wording, kept for the argument its samplers take
+    (``n_samples_per_prompt``) so that the drop-in samplers refuse it as the originals do; the
+    arguments seqbalance adds go through :mod:`seqbalance._inputs` (``must be >= 1``).
+    """
     number = as_int(value, name)
     if number <= 0:
         raise ValueError(f"{name} must be positive, got {number}")
@@ -51,8 +57,9 @@ def check_positive(value: Any, name: str) -> int:
 
 
 def check_count(value: Any, name: str) -> int:
-    """:func:`check_positive`, and at most ``2**24``: the value sizes per-rank tables."""
-    return check_count_bound(check_positive(value, name), name)
+    """An int from 1 to ``2**24`` (the value sizes per-rank tables), in the wording of
+    :func:`seqbalance._inputs.check_count`; any integer type :func:`as_int` takes is accepted."""
+    return check_allocating_count(as_int(value, name), name)
 
 
 def check_dp_rank(dp_rank: Any) -> int:
@@ -76,10 +83,12 @@ def check_batch_size(batch_size: Any) -> int:
 
 
 def check_cache_bound(max_cached_batches: Any) -> int | None:
-    """``None`` (unbounded) or an int > 0."""
+    """``None`` (unbounded) or an int >= 1 (worded as :mod:`seqbalance._inputs` words it)."""
     if max_cached_batches is None:
         return None
-    return check_positive(max_cached_batches, "max_cached_batches")
+    return check_k_partitions(
+        as_int(max_cached_batches, "max_cached_batches"), "max_cached_batches"
+    )
 
 
 def _bad_index(position: int, item: Any) -> TypeError | ValueError:

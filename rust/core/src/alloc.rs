@@ -85,6 +85,16 @@ pub fn reserve<T>(vec: &mut Vec<T>, additional: usize, what: &'static str) -> Re
     vec.try_reserve(additional).map_err(|_| out_of_memory::<T>(what, vec.len().saturating_add(additional)))
 }
 
+/// Room in `map` for `additional` more entries (a map's growth rehashes into a new table).
+pub fn reserve_map<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
+    map: &mut std::collections::HashMap<K, V, S>,
+    additional: usize,
+    what: &'static str,
+) -> Result<(), CoreError> {
+    map.try_reserve(additional)
+        .map_err(|_| out_of_memory::<(K, V)>(what, map.len().saturating_add(additional)))
+}
+
 /// Capacity for `total` items in all, whatever the vector holds now.
 pub fn room_for<T>(vec: &mut Vec<T>, total: usize, what: &'static str) -> Result<(), CoreError> {
     if vec.capacity() >= total {

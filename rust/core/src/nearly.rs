@@ -86,11 +86,11 @@ mod tests {
     use crate::ldm::{balanced_partitions, karmarkar_karp};
 
     fn kk(values: &[u64], k: usize) -> Vec<Vec<u32>> {
-        with_placeholders(values, k, |v, k| karmarkar_karp(v, k, true)).unwrap().to_vecs()
+        with_placeholders(values, k, |v, k| karmarkar_karp(v, k, true)).unwrap().to_vecs().unwrap()
     }
 
     fn balanced(values: &[u64], k: usize) -> Vec<Vec<u32>> {
-        with_placeholders(values, k, |v, k| balanced_partitions(v, k, true)).unwrap().to_vecs()
+        with_placeholders(values, k, |v, k| balanced_partitions(v, k, true)).unwrap().to_vecs().unwrap()
     }
 
     #[test]

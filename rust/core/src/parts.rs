@@ -23,8 +23,13 @@ impl Partition {
         (0..self.k()).map(move |p| self.part(p))
     }
 
-    pub fn to_vecs(&self) -> Vec<Vec<u32>> {
-        self.parts().map(<[u32]>::to_vec).collect()
+    /// The partitions as one vector each, allocated fallibly (they hold every item).
+    pub fn to_vecs(&self) -> Result<Vec<Vec<u32>>, CoreError> {
+        let mut vecs = alloc::with_capacity(self.k(), "the partitions")?;
+        for part in self.parts() {
+            vecs.push(alloc::collect(part.iter().copied(), "a partition")?);
+        }
+        Ok(vecs)
     }
 
     /// `self` with [`Partition::sort_within`] applied: what the `balanced_partitions` functions

@@ -20,7 +20,7 @@
 //! };
 //! let Answer::Parts(partition) = request.run(Weights::Exact(vec![10, 20, 30, 40, 50]), &Interrupt::NEVER).unwrap()
 //! else { unreachable!() };
-//! assert_eq!(partition.to_vecs(), vec![vec![0, 3, 2], vec![4, 1]]);
+//! assert_eq!(partition.to_vecs().unwrap(), vec![vec![0, 3, 2], vec![4, 1]]);
 //! ```
 
 use std::borrow::Cow;
@@ -414,13 +414,14 @@ mod tests {
                 Weights::Exact(values.to_vec()),
             );
             assert_eq!(got, Answer::Parts(sorted.clone()));
-            let refined = refine::refine(values, sorted.to_vecs(), equal, Mode::Local, None).unwrap();
+            let refined =
+                refine::refine(values, sorted.to_vecs().unwrap(), equal, Mode::Local, None).unwrap();
             let got = run(
                 request(counts, Algorithm::Ldm, Refine::Local, Output::Sorted),
                 Weights::Exact(values.to_vec()),
             );
             let Answer::Parts(got) = got else { panic!("parts asked for") };
-            assert_eq!(got.to_vecs(), refined);
+            assert_eq!(got.to_vecs().unwrap(), refined);
             let float_expected = if counts == Counts::Nearly {
                 nearly::with_placeholders(floats, 3, |v, k| float::karmarkar_karp(v, k, true))
             } else {

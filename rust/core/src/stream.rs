@@ -398,17 +398,20 @@ impl StreamPacker {
         })
     }
 
-    /// The packer's state, from which [`from_state`](Self::from_state) makes an equal packer.
-    pub fn state(&self) -> StreamState {
-        let packs = (0..self.items.len())
-            .map(|at| SavedPack {
+    /// The packer's state, from which [`from_state`](Self::from_state) makes an equal packer; a
+    /// copy of every open pack, allocated fallibly.
+    pub fn state(&self) -> Result<StreamState, CoreError> {
+        let what = "a StreamPacker state";
+        let mut packs = alloc::with_capacity(self.items.len(), what)?;
+        for at in 0..self.items.len() {
+            packs.push(SavedPack {
                 key: self.keys[at],
                 sum: self.sums[at],
                 longest: self.longest[at],
-                items: self.items[at].clone(),
-            })
-            .collect();
-        StreamState { config: self.config, next_index: self.next_index, packs }
+                items: alloc::collect(self.items[at].iter().copied(), what)?,
+            });
+        }
+        Ok(StreamState { config: self.config, next_index: self.next_index, packs })
     }
 
     /// A packer that goes on from `state`, after checking that a packer with its settings could
@@ -461,7 +464,8 @@ impl StreamPacker {
         if seen.windows(2).any(|pair| pair[0] == pair[1]) {
             return Err(StreamError::BadState("an item in two packs"));
         }
-        packer.items = state.packs.into_iter().map(|pack| pack.items).collect();
+        packer.items =
+            alloc::collect(state.packs.into_iter().map(|pack| pack.items), "a StreamPacker state")?;
         packer.next_index = state.next_index;
         Ok(packer)
     }
@@ -611,8 +615,8 @@ mod tests {
             }
             let mut batched = StreamPacker::new(config).unwrap();
             let mut got = batched.add_many(&lengths[..split], Some(&keys[..split]), &Interrupt::NEVER).unwrap();
-            let mut restored = StreamPacker::from_state(batched.state()).unwrap();
-            prop_assert_eq!(restored.state(), batched.state());
+            let mut restored = StreamPacker::from_state(batched.state().unwrap()).unwrap();
+            prop_assert_eq!(restored.state().unwrap(), batched.state().unwrap());
             got.extend(restored.add_many(&lengths[split..], Some(&keys[split..]), &Interrupt::NEVER).unwrap());
             prop_assert_eq!(got, expected);
             prop_assert_eq!(restored.flush(), one_by_one.flush());
@@ -627,7 +631,7 @@ mod tests {
             let mut lengths: Vec<u64> = stream.iter().map(|&(l, _)| l).collect();
             let mut packer = StreamPacker::new(config).unwrap();
             packer.add_many(&lengths, None, &Interrupt::NEVER).unwrap();
-            let before = packer.state();
+            let before = packer.state().unwrap();
             let bad = bad.min(lengths.len());
             lengths.insert(bad, if zero { 0 } else { config.capacity + 1 });
             let error = packer.add_many(&lengths, None, &Interrupt::NEVER).unwrap_err();
@@ -637,7 +641,7 @@ mod tests {
                 StreamError::TooLong { position: Some(bad), length: config.capacity + 1, capacity: config.capacity }
             };
             prop_assert_eq!(error, expected);
-            prop_assert_eq!(packer.state(), before);
+            prop_assert_eq!(packer.state().unwrap(), before);
         }
     }
 

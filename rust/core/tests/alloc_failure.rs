@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use seqbalance_core::error::CoreError;
 use seqbalance_core::interrupt::Interrupt;
-use seqbalance_core::packing::{pack, Algorithm};
+use seqbalance_core::packing::{pack, packing_constrained, Algorithm, Constraints, Footprint};
 use seqbalance_core::planner::{Problem, Shape, ShapeRule};
-use seqbalance_core::refine::{refine, refine_floats, Mode};
+use seqbalance_core::refine::{refine, refine_floats, refine_if_moved, Mode};
 use seqbalance_core::request::{self, Counts, Output, Request, Weights};
+use seqbalance_core::stream::{self, SavedPack, StreamConfig, StreamPacker, StreamState};
 use seqbalance_core::{float, greedy, sort};
 
 /// The largest differencing method into 8 partitions, unrefined, under ``counts``.
@@ -154,6 +155,51 @@ fn the_core_survives_the_failure_of_any_large_allocation() {
             plain(pack(&short, 40_000, algorithm))
         });
     }
+    // Best fit with its ordered set of packs (a capacity far above the item count, and just
+    // above the longest item, so that many packs stay open).
+    survives_every_failure("pack(bfd, ordered set)", &none, &|()| {
+        plain(pack(&long, 1 << 30, Algorithm::BestFitDecreasing))
+    });
+    // The shape constraints: a count per pack, the padded footprint, keys that never share a pack.
+    let keys: Vec<u32> = short.iter().map(|&v| (v % 7) as u32).collect();
+    let shapes = [
+        ("max_sequences", Constraints { max_sequences: Some(3), footprint: Footprint::Sum, keys: None }),
+        ("padded", Constraints { max_sequences: None, footprint: Footprint::Padded, keys: None }),
+        ("keys", Constraints { max_sequences: Some(5), footprint: Footprint::Padded, keys: Some(&keys) }),
+    ];
+    for algorithm in
+        [Algorithm::NextFit, Algorithm::FirstFit, Algorithm::FirstFitDecreasing, Algorithm::BestFitDecreasing]
+    {
+        for (label, constraints) in &shapes {
+            survives_every_failure(&format!("packing_constrained({algorithm:?}, {label})"), &none, &|()| {
+                plain(
+                    packing_constrained(&short, 40_000, algorithm, constraints, &stop)
+                        .and_then(|packing| Ok(packing.grouped(&stop)?.to_lists()?)),
+                )
+            });
+        }
+    }
+    // The streaming packer with 10,000 open packs (one item each, keys apart): a packer from a
+    // saved state, a batch (worked on a copy of the packer), and the state it saves then.
+    let config = StreamConfig {
+        capacity: 100,
+        max_open: 1 << 14,
+        max_sequences: None,
+        footprint: stream::Footprint::Sum,
+    };
+    let saved = || StreamState {
+        config,
+        next_index: 10_000,
+        packs: (0..10_000u64)
+            .map(|i| SavedPack { key: i, sum: i % 50 + 1, longest: i % 50 + 1, items: vec![i] })
+            .collect(),
+    };
+    survives_every_failure("stream", &saved, &|state| {
+        let mut packer = StreamPacker::from_state(state).map_err(|error| format!("{error:?}"))?;
+        plain(packer.add_many(&[60; 100], None, &stop))?;
+        let state = packer.state().map_err(|error| format!("{error:?}"))?;
+        plain(StreamPacker::from_state(state))
+    });
     let round_robin = || -> Vec<Vec<u32>> { (0..8u32).map(|p| (p..n as u32).step_by(8).collect()).collect() };
     for equal in [false, true] {
         survives_every_failure(&format!("refine(local, {equal})"), &round_robin, &|parts| {
@@ -161,6 +207,11 @@ fn the_core_survives_the_failure_of_any_large_allocation() {
         });
         survives_every_failure(&format!("refine_floats(local, {equal})"), &round_robin, &|parts| {
             plain(refine_floats(&floats, parts, equal, Mode::Local, Some(200_000)))
+        });
+        // What `plan_dp_micro_batches(refine=True)` asks: the default effort, and None when
+        // nothing moved.
+        survives_every_failure(&format!("refine_if_moved({equal})"), &round_robin, &|parts| {
+            plain(refine_if_moved(&long, parts, equal, &stop))
         });
     }
     // The micro-batch planner: its own count, and more micro-batches than that (the split).

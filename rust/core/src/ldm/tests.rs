@@ -4,11 +4,11 @@ use super::{balanced_partitions, karmarkar_karp};
 use crate::error::CoreError;
 
 fn kk(values: &[u64], k: usize, equal_size: bool) -> Vec<Vec<u32>> {
-    karmarkar_karp(values, k, equal_size).unwrap().to_vecs()
+    karmarkar_karp(values, k, equal_size).unwrap().to_vecs().unwrap()
 }
 
 fn balanced(values: &[u64], k: usize, equal_size: bool) -> Vec<Vec<u32>> {
-    balanced_partitions(values, k, equal_size).unwrap().to_vecs()
+    balanced_partitions(values, k, equal_size).unwrap().to_vecs().unwrap()
 }
 
 #[test]

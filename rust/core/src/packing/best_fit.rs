@@ -3,9 +3,8 @@
 //!
 //! Two structures give the same answer: per-room buckets when the capacity is small against the
 //! item count (every real batch), an ordered set of `(room, pack)` otherwise.
-use std::collections::BTreeSet;
-
 use super::first_fit::Placements;
+use super::ordered::OrderedSet;
 use super::Room;
 use crate::alloc;
 use crate::error::CoreError;
@@ -192,16 +191,14 @@ pub(super) fn by_ordered_set<R: Room>(
     shortest: R,
     interrupt: &Interrupt,
 ) -> Result<Placements, CoreError> {
-    // (The set's nodes are the one allocation here that cannot fail softly: std's BTreeSet has
-    // no fallible insert. It holds at most one entry per pack.)
-    let mut open: BTreeSet<(R, u32)> = BTreeSet::new();
+    let mut open = OrderedSet::<(R, u32)>::new();
     let mut step_pack = alloc::with_capacity(lengths.len(), "the placements")?;
     let mut packs = 0u32;
     for (step, &length) in lengths.iter().enumerate() {
         interrupt.every(step)?;
-        let (pack, room_left) = match open.range((length, 0)..).next().copied() {
+        let (pack, room_left) = match open.first_at_least((length, 0)) {
             Some((room, pack)) => {
-                open.remove(&(room, pack));
+                open.remove((room, pack));
                 (pack, room - length)
             }
             None => {
@@ -211,7 +208,7 @@ pub(super) fn by_ordered_set<R: Room>(
         };
         step_pack.push(pack);
         if room_left >= shortest {
-            open.insert((room_left, pack));
+            open.insert((room_left, pack))?;
         }
     }
     Ok((step_pack, packs as usize))

@@ -10,9 +10,8 @@
 //!
 //! Arithmetic is in `u128`, where `count * longest` cannot overflow; this path is O(n log n)
 //! (a max-tree for first fit, an ordered set for best fit) and untuned, unlike the default one.
-use std::collections::BTreeSet;
-
 use super::first_fit::RoomTree;
+use super::ordered::OrderedSet;
 use super::{order, Algorithm, PackError, Packing};
 use crate::alloc;
 use crate::error::CoreError;
@@ -189,7 +188,10 @@ fn by_key(
     let key_of = |step: usize| keys.map_or(0, |keys| keys[item_at(step)]) as usize;
     let groups = keys.map_or(1, |keys| keys.iter().max().map_or(0, |&k| k as usize + 1));
     let mut starts = alloc::zeroed::<usize>(groups + 1, "the key groups")?;
+    // (Every pass over the steps checks for interrupts: reading the keys in placement order is a
+    // cache miss a step, seconds for tens of millions of items.)
     for step in 0..n {
+        interrupt.every(step)?;
         starts[key_of(step) + 1] += 1;
     }
     for group in 0..groups {
@@ -198,6 +200,7 @@ fn by_key(
     let mut next = alloc::collect(starts[..groups].iter().copied(), "the key cursors")?;
     let mut steps = alloc::zeroed::<u32>(n, "the steps by key")?;
     for step in 0..n {
+        interrupt.every(step)?;
         let cursor = &mut next[key_of(step)];
         steps[*cursor] = step as u32;
         *cursor += 1;
@@ -219,6 +222,7 @@ fn by_key(
         };
         let base = opened;
         for (position, &pack) in placements.iter().enumerate() {
+            interrupt.every(position)?;
             let step = group_steps[position] as usize;
             if pack as usize + base == opened {
                 opening[opened] = step as u32;
@@ -233,6 +237,7 @@ fn by_key(
     let mut rank = alloc::zeroed::<u32>(n, "the pack numbers")?;
     let mut count = 0u32;
     for step in 0..n {
+        interrupt.every(step)?;
         rank[step] = count;
         count += u32::from(opens_pack[step]);
     }
@@ -271,7 +276,7 @@ fn first_fit(lengths: &[u128], rule: &Rule, interrupt: &Interrupt) -> Result<Vec
 /// any item is `(count + 1) * longest`, whatever the item: the room left after the next
 /// placement is a property of the pack, and any pack where it is not negative fits.
 fn best_fit(lengths: &[u128], rule: &Rule, interrupt: &Interrupt) -> Result<Vec<u32>, CoreError> {
-    let mut open: BTreeSet<(u128, u32)> = BTreeSet::new();
+    let mut open = OrderedSet::<(u128, u32)>::new();
     let mut packs: Vec<Pack> = alloc::with_capacity(lengths.len(), "the packs")?;
     let mut placements = alloc::with_capacity(lengths.len(), "the placements")?;
     // A pack's place in the set: its room (sum) or its room after one more item (padded).
@@ -290,9 +295,9 @@ fn best_fit(lengths: &[u128], rule: &Rule, interrupt: &Interrupt) -> Result<Vec<
             Footprint::Sum => length,
             Footprint::Padded => 0,
         };
-        let pack = match open.range((least, 0)..).next().copied() {
+        let pack = match open.first_at_least((least, 0)) {
             Some(entry) => {
-                open.remove(&entry);
+                open.remove(entry);
                 entry.1
             }
             None => {
@@ -303,7 +308,7 @@ fn best_fit(lengths: &[u128], rule: &Rule, interrupt: &Interrupt) -> Result<Vec<
         let filled = packs[pack as usize].with(length);
         packs[pack as usize] = filled;
         if let Some(key) = key(filled) {
-            open.insert((key, pack));
+            open.insert((key, pack))?;
         }
         placements.push(pack);
     }

@@ -32,6 +32,7 @@ mod best_fit;
 mod constrained;
 mod first_fit;
 mod order;
+mod ordered;
 #[cfg(test)]
 mod tests;
 

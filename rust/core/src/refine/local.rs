@@ -83,16 +83,18 @@ impl ExhaustedPairs {
         }
     }
 
-    fn set(&mut self, heavy: usize, light: usize, step: u64) {
+    fn set(&mut self, heavy: usize, light: usize, step: u64) -> Result<(), CoreError> {
         match self {
             ExhaustedPairs::Dense { k, checked } => checked[heavy * *k + light] = step,
             ExhaustedPairs::Sparse(map) => {
                 if map.len() >= CLEAN_CACHE_MAX {
                     map.clear();
                 }
+                alloc::reserve_map(map, 1, "exhausted pairs")?;
                 map.insert(pair_key(heavy, light), step);
             }
         }
+        Ok(())
     }
 }
 
@@ -135,9 +137,7 @@ impl<S: Sum> LocalSearch<S> {
         let mut items_of = alloc::with_capacity(k, "the partitions")?;
         for part in parts {
             interrupt.check()?;
-            let mut items = alloc::collect(part.into_iter().map(|i| (values[i as usize], i)), "a partition")?;
-            items.sort_unstable();
-            items_of.push(items);
+            items_of.push(sorted_items(values, part, interrupt)?);
         }
         let parts: Vec<Vec<(u64, u32)>> = items_of;
         let loads = alloc::collect(
@@ -179,6 +179,9 @@ impl<S: Sum> LocalSearch<S> {
         order.sort_by(|&a, &b| self.loads[b as usize].cmp(&self.loads[a as usize]).then(a.cmp(&b)));
         let mut exhausted = ExhaustedPairs::new(k)?;
         let mut visits = 0usize;
+        // The budget left at the last interrupt check. A visit of two partitions of millions of
+        // items scans them all, so checks follow the work done as well as the visits.
+        let mut checked_at = self.budget;
         loop {
             let mut found = None;
             'pairs: for hi in 0..k {
@@ -188,7 +191,10 @@ impl<S: Sum> LocalSearch<S> {
                     if self.budget == 0 {
                         return Ok(());
                     }
-                    interrupt.every(visits)?;
+                    if visits % CHECK_EVERY == 0 || checked_at - self.budget >= CHECK_WORK {
+                        interrupt.check()?;
+                        checked_at = self.budget;
+                    }
                     visits += 1;
                     self.budget -= 1;
                     if self.loads[light] >= self.loads[heavy] {
@@ -204,7 +210,7 @@ impl<S: Sum> LocalSearch<S> {
                             found = Some((heavy, light, exchange));
                             break 'pairs;
                         }
-                        None => exhausted.set(heavy, light, self.step),
+                        None => exhausted.set(heavy, light, self.step)?,
                     }
                 }
             }
@@ -463,6 +469,37 @@ impl<S: Sum> LocalSearch<S> {
         output.sort_by(|a: &(S, Vec<u32>), b| b.0.cmp(&a.0).then_with(|| a.1.first().cmp(&b.1.first())));
         alloc::collect(output.into_iter().map(|(_, part)| part), "the refined partitions")
     }
+}
+
+/// From this many items a partition's items are sorted by the partitioners' interruptible sort
+/// (a sort of millions of items takes a good part of a second).
+const INTERRUPTIBLE_SORT_FROM: usize = 1 << 16;
+
+/// `part`'s items as `(value, index)` pairs, ascending.
+pub(super) fn sorted_items(
+    values: &[u64],
+    part: Vec<u32>,
+    interrupt: &Interrupt,
+) -> Result<Vec<(u64, u32)>, CoreError> {
+    if part.len() >= INTERRUPTIBLE_SORT_FROM && part.is_sorted() {
+        // Ascending by (value, position) is ascending by (value, index) when the indexes are.
+        let mut part_values = alloc::with_capacity(part.len(), "a partition")?;
+        for chunk in part.chunks(CHECK_EVERY) {
+            interrupt.check()?;
+            part_values.extend(chunk.iter().map(|&index| values[index as usize]));
+        }
+        let sorted = crate::sort::sort_items(&part_values, interrupt)?;
+        drop(part_values);
+        let mut items = alloc::with_capacity(part.len(), "a partition")?;
+        for (values, positions) in sorted.values.chunks(CHECK_EVERY).zip(sorted.index.chunks(CHECK_EVERY)) {
+            interrupt.check()?;
+            items.extend(values.iter().zip(positions).map(|(&value, &at)| (value, part[at as usize])));
+        }
+        return Ok(items);
+    }
+    let mut items = alloc::collect(part.into_iter().map(|i| (values[i as usize], i)), "a partition")?;
+    items.sort_unstable();
+    Ok(items)
 }
 
 /// Every two items of `items` (ascending, at most 16) as packed keys `sum << 8 | p << 4 | q`,

@@ -59,6 +59,9 @@ pub const EXACT_MAX_ITEMS: usize = 32;
 /// Exchanges of two items are only tried between partitions this small: their cost grows with the
 /// square of the partition size, and large partitions are already balanced by the 1-item ones.
 const PAIR_EXCHANGE_MAX_ITEMS: usize = 16;
+/// Work units (items examined) between two interrupt checks of the local search: about a
+/// millisecond of scanning.
+const CHECK_WORK: u64 = 1 << 20;
 /// Cap on the cached two-item sums (all partitions together), to bound memory on huge k; past
 /// it the cache is emptied and refilled on demand.
 const PAIR_CACHE_MAX: usize = if cfg!(test) { 1 << 10 } else { 1 << 20 };
@@ -154,7 +157,7 @@ pub fn refine_interruptible(
     effort: Option<u64>,
     interrupt: &Interrupt,
 ) -> Result<Vec<Vec<u32>>, RefineError> {
-    validate(values.len(), &parts)?;
+    validate_interruptible(values.len(), &parts, interrupt)?;
     let total: u128 = values.iter().map(|&v| v as u128).sum();
     // Same search either way; u64 sums halve the cost of the exchange scans when they fit.
     Ok(if total < U64_SUMS_BELOW {
@@ -187,7 +190,7 @@ pub fn refine_if_moved(
         }
         Ok(Some(search.into_output()?))
     }
-    validate(values.len(), &parts)?;
+    validate_interruptible(values.len(), &parts, interrupt)?;
     let total: u128 = values.iter().map(|&v| v as u128).sum();
     Ok(if total < U64_SUMS_BELOW {
         run::<u64>(values, parts, equal_size, interrupt)?
@@ -227,6 +230,16 @@ fn refine_with<S: Sum>(
 /// Check that `parts` is a partition of `0..n_values` into non-empty parts; the first problem
 /// found, in reading order, is the error.
 pub fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> {
+    validate_interruptible(n_values, parts, &Interrupt::NEVER)
+}
+
+/// [`validate`], stopping when `interrupt` says so (marking tens of millions of indexes at
+/// random places takes a good part of a second).
+fn validate_interruptible(
+    n_values: usize,
+    parts: &[Vec<u32>],
+    interrupt: &Interrupt,
+) -> Result<(), RefineError> {
     if parts.is_empty() {
         return Err(RefineError::NoPartitions);
     }
@@ -235,7 +248,8 @@ pub fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> 
         if part.is_empty() {
             return Err(RefineError::EmptyPartition { partition: p });
         }
-        for &index in part {
+        for (step, &index) in part.iter().enumerate() {
+            interrupt.every(step)?;
             let slot = seen.get_mut(index as usize).ok_or(RefineError::IndexOutOfRange {
                 partition: p,
                 index,

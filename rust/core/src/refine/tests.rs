@@ -308,3 +308,15 @@ fn refine_if_moved_is_none_exactly_when_refine_only_renumbers() {
         Err(RefineError::EmptyPartition { partition: 1 })
     );
 }
+
+#[test]
+fn a_large_partition_is_sorted_as_a_small_one_is() {
+    // From 2^16 items (indexes ascending) the interruptible sort runs; the order is the same.
+    let values: Vec<u64> = (0..200_000u64).map(|i| (i * 7919) % 1013 + (i % 5) * (1 << 40)).collect();
+    for part in [(0..200_000u32).filter(|i| i % 3 != 0).collect::<Vec<_>>(), (0..100u32).rev().collect()] {
+        let got = local::sorted_items(&values, part.clone(), &Interrupt::NEVER).unwrap();
+        let mut expected: Vec<(u64, u32)> = part.iter().map(|&i| (values[i as usize], i)).collect();
+        expected.sort_unstable();
+        assert_eq!(got, expected);
+    }
+}
