@@ -337,6 +337,10 @@ fn refine_candidate_py<'py>(
         let mut parts: Vec<Vec<u32>> =
             alloc::filled(k, Vec::new(), "the ranks").map_err(|e| core_error(py, e))?;
         for (index, &id) in ids.iter().enumerate() {
+            // Tens of millions of items take a second or more here, before the GIL is released.
+            if index % (1 << 16) == (1 << 16) - 1 {
+                py.check_signals()?;
+            }
             let part = usize::try_from(id).ok().and_then(|id| parts.get_mut(id)).ok_or_else(|| {
                 PyValueError::new_err(format!("ids[{index}] is {id}, not a rank below {k}"))
             })?;

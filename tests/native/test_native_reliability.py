@@ -206,8 +206,9 @@ CONSTRAINED_AND_REFINED = "keys = values % 1000; ids = np.arange(values.size) % 
         # Best fit's ordered set of packs; first fit's tree, with a list per pack to build.
         ("_native._pack(values, 65536, 'bfd', True, 8, True, keys)", 2.0),
         ("_native._pack(values, 65536, 'first_fit', False, 8, True, keys)", 2.0),
-        # Its sorts of the ranks, then exchanges that each scan two ranks of millions of items
-        # (after the binding has read the ranks, which it does holding the GIL).
+        # The binding reading the ranks (holding the GIL, polling for signals), its sorts of the
+        # ranks, then exchanges that each scan two ranks of millions of items.
+        ("_native._refine_candidate(values, ids, 8, False)", 0.3),
         ("_native._refine_candidate(values, ids, 8, False)", 2.5),
         ("_native._refine_candidate(values, ids, 8, False)", 3.5),
     ],

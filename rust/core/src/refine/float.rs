@@ -8,7 +8,7 @@
 //! every double) and kept only when its maximum load is not above the given partition's, and the
 //! partitions are put in the output order by their exact loads.
 
-use super::{refine_interruptible, validate, Mode, RefineError};
+use super::{refine_interruptible, validate_interruptible, Mode, RefineError};
 use crate::alloc;
 use crate::error::CoreError;
 use crate::exact::ExactSum;
@@ -109,7 +109,7 @@ pub fn refine_floats_interruptible(
     if let Some(position) = values.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
         return Err(RefineError::BadValue { position });
     }
-    validate(values.len(), &parts)?;
+    validate_interruptible(values.len(), &parts, interrupt)?;
     let (image, exact) = integer_image(values)?;
     if exact {
         return refine_interruptible(&image, parts, equal_size, mode, effort, interrupt);

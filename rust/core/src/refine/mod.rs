@@ -235,7 +235,7 @@ pub fn validate(n_values: usize, parts: &[Vec<u32>]) -> Result<(), RefineError> 
 
 /// [`validate`], stopping when `interrupt` says so (marking tens of millions of indexes at
 /// random places takes a good part of a second).
-fn validate_interruptible(
+pub(super) fn validate_interruptible(
     n_values: usize,
     parts: &[Vec<u32>],
     interrupt: &Interrupt,
