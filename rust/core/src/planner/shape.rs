@@ -11,7 +11,7 @@
 //! more micro-batches than that are made by halving.
 
 use super::cost::PlanCost;
-use super::count::{round_up, MinHeap, Ordered, Problem};
+use super::count::{round_up, Key, MinHeap, Ordered, Problem};
 use super::Result;
 use crate::alloc;
 use crate::interrupt::Interrupt;
@@ -237,6 +237,26 @@ impl<C: PlanCost> Problem<'_, C> {
         count: usize,
         interrupt: &Interrupt,
     ) -> Result<Option<Vec<u32>>> {
+        // Keys pack (cost bits, part) and (cap - room, part) into one integer: a u64 when the
+        // costs' sum and the cap leave room for the part's bits, as in the plain split (u128
+        // keys spent a third of the call in the heap).
+        let part_bits = usize::BITS - count.saturating_sub(1).leading_zeros();
+        let fits = |value: Option<u64>| value.is_some_and(|v| v.leading_zeros() >= part_bits);
+        if fits(C::key_bound(self.costs)) && fits(Some(self.cap)) {
+            self.unit_split_with::<u64>(ordered, placed, count, part_bits, interrupt)
+        } else {
+            self.unit_split_with::<u128>(ordered, placed, count, 32, interrupt)
+        }
+    }
+
+    fn unit_split_with<K: Key>(
+        &self,
+        ordered: &Ordered<C>,
+        placed: &Placed,
+        count: usize,
+        part_bits: u32,
+        interrupt: &Interrupt,
+    ) -> Result<Option<Vec<u32>>> {
         let shape = self.shape();
         let (rule, cap) = (shape.rule, self.cap);
         let threshold = |fill: &Fill| -> Option<u64> {
@@ -249,20 +269,19 @@ impl<C: PlanCost> Problem<'_, C> {
                 Some(cap - fill.tokens)
             }
         };
-        // Heap keys: (cost bits, part) for the parts that may take the item, (room turned
-        // upside down, part) for those waiting for a shorter one, each one packed integer.
-        let open_key = |load: C, p: usize| (load.bits() as u128) << 32 | p as u128;
-        let full_key = |room: u64, p: usize| ((u64::MAX - room) as u128) << 32 | p as u128;
-        let part_of = |key: u128| (key & u32::MAX as u128) as usize;
+        // The parts that may take the item by (cost, part); those waiting for a shorter one by
+        // (cap - room, part), so the roomiest comes first.
+        let open_key = |load: C, p: usize| K::pack(load.bits(), p as u64, part_bits);
+        let full_key = |room: u64, p: usize| K::pack(cap - room, p as u64, part_bits);
         let n = ordered.order.len();
         let mut part: Vec<u32> = alloc::with_capacity(n, "the split")?;
         let mut fills: Vec<Fill> = alloc::filled(count, Fill::default(), "the micro-batch fills")?;
         let mut load: Vec<C> = alloc::filled(count, C::default(), "the micro-batch costs")?;
         let first = count.min(n);
         let keys = shape.key_count();
-        let empty = || MinHeap::<u128> { keys: Vec::new() };
-        let mut open: Vec<MinHeap<u128>> = alloc::filled(keys, empty(), "the micro-batch heaps")?;
-        let mut full: Vec<MinHeap<u128>> = alloc::filled(keys, empty(), "the micro-batch heaps")?;
+        let empty = || MinHeap::<K> { keys: Vec::new() };
+        let mut open: Vec<MinHeap<K>> = alloc::filled(keys, empty(), "the micro-batch heaps")?;
+        let mut full: Vec<MinHeap<K>> = alloc::filled(keys, empty(), "the micro-batch heaps")?;
         for p in 0..first {
             fills[p] = placed.fills[p];
             load[p] = ordered.costs[p];
@@ -274,18 +293,18 @@ impl<C: PlanCost> Problem<'_, C> {
             let item = placed.fills[position];
             let key = item.key as usize;
             while let Some(waiting) = full[key].peek() {
-                if u64::MAX - ((waiting >> 32) as u64) < item.tokens {
+                if waiting.high(part_bits) > cap - item.tokens {
                     break;
                 }
                 full[key].pop();
-                let p = part_of(waiting);
+                let p = waiting.part(part_bits) as usize;
                 open[key].try_push(open_key(load[p], p), "the micro-batch heap")?;
             }
             loop {
                 let Some(top) = open[key].peek() else {
                     return Ok(None);
                 };
-                let p = part_of(top);
+                let p = top.part(part_bits) as usize;
                 match threshold(&fills[p]) {
                     Some(room) if room >= item.tokens => {
                         fills[p].take(&item);
