@@ -1,13 +1,13 @@
 """seqbalance: sequence-length balancing across data-parallel ranks, with a native core.
 
 The partitioners return exactly what the pure-Python Karmarkar–Karp functions in RL trainers
-(verl, TransferQueue, OpenRLHF, ...) return, computed in Rust::
+(verl, TransferQueue, OpenRLHF, ...) return, computed in Rust:
 
     >>> from seqbalance import get_seqlen_balanced_partitions
     >>> get_seqlen_balanced_partitions([10, 20, 30, 40], k_partitions=2, equal_size=True)
     [[0, 3], [1, 2]]
 
-:mod:`seqbalance.reference` holds the plain pure-Python implementation of the same rules.
+`seqbalance.reference` holds the plain pure-Python implementation of the same rules.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Array acceptance: any array-like argument as one NumPy array in host memory.
 
-The input seam (:mod:`seqbalance._inputs`) calls :func:`host_array` for every argument that is not
+The input seam (`seqbalance._inputs`) calls `host_array` for every argument that is not
 a list or tuple, then checks the dtype, the number of dimensions and the values. This module only
 decides how the array is read, never whether its values are acceptable:
 

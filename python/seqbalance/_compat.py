@@ -1,7 +1,7 @@
 """The module paths of seqbalance 0.1, kept importable for one release.
 
-0.2 grouped the planning toolkit under :mod:`seqbalance.planning` and the command line under
-:mod:`seqbalance.cli`. ``import seqbalance.micro_batches`` (and the other old paths below) still
+0.2 grouped the planning toolkit under `seqbalance.planning` and the command line under
+`seqbalance.cli`. ``import seqbalance.micro_batches`` (and the other old paths below) still
 works: it warns with a ``DeprecationWarning`` and gives a module that re-exports the public names
 of the new place. Every public name is importable from ``seqbalance`` itself, which is the
 stable way to import them.

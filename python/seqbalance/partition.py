@@ -1,13 +1,13 @@
 """The native partitioners: drop-in replacements for the pure-Python ones in RL trainers.
 
-Each function validates its arguments exactly as :mod:`seqbalance.reference` does, then runs the
+Each function validates its arguments exactly as `seqbalance.reference` does, then runs the
 Rust core with the GIL released. Results are identical to the reference's: the same partitions,
 in the same order, with the same indexes inside.
 
 One native call per operation: the extension reads arguments that are certainly valid (a list of
 non-negative ints or of finite floats, a 1-D numeric NumPy array, a bool ``equal_size``, ...)
 itself and runs the whole request, refinement included, in one core call. For anything else it
-returns ``None``; the arguments are then checked here by :mod:`seqbalance._inputs`, which raises
+returns ``None``; the arguments are then checked here by `seqbalance._inputs`, which raises
 the documented error or normalises them, and the extension is called again with ``checked=True``.
 """
 
@@ -68,7 +68,7 @@ def karmarkar_karp(
 
     Returns:
         ``k_partitions`` lists of item indexes, heaviest part first; inside a part, indexes are in
-        the order the algorithm merged them (use :func:`get_seqlen_balanced_partitions` for
+        the order the algorithm merged them (use `get_seqlen_balanced_partitions` for
         sorted ones).
 
     Raises:
@@ -95,7 +95,7 @@ def karmarkar_karp(
 
 
 def _checked(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> tuple[Any, int, EqualSize]:
-    """The arguments checked and normalised by :mod:`seqbalance._inputs`, in the reference's
+    """The arguments checked and normalised by `seqbalance._inputs`, in the reference's
     order (``k_partitions``, ``equal_size``, the values, then the shape), or its error."""
     k = check_k_partitions(k_partitions)
     equal = check_equal_size(equal_size)
@@ -109,9 +109,9 @@ def get_seqlen_balanced_partitions(
 ) -> list[list[int]]:
     """Balanced partition of item indexes, each part sorted ascending, heaviest part first.
 
-    verl's and TransferQueue's entry point: the same parts as :func:`karmarkar_karp`, in the same
+    verl's and TransferQueue's entry point: the same parts as `karmarkar_karp`, in the same
     order (samplers hand part ``r`` to data-parallel rank ``r``), with each part's indexes sorted.
-    Arguments and errors as in :func:`karmarkar_karp`.
+    Arguments and errors as in `karmarkar_karp`.
 
     Args:
         refine: ``False`` (default) returns exactly the reference's answer. ``True`` improves it
@@ -120,7 +120,7 @@ def get_seqlen_balanced_partitions(
             and usually lighter;
             ``"exact"`` adds a complete search for small inputs (at most 32 items). Refined parts
             still come heaviest first, indexes ascending inside. See
-            :func:`seqbalance.refine_partitions`.
+            `seqbalance.refine_partitions`.
 
     >>> get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
     [[0, 3], [1, 2]]
@@ -144,7 +144,7 @@ def greedy_partition(seqlen_list: Lengths, k_partitions: int, equal_size: bool) 
 
     Ties go to the lowest part number. With ``equal_size`` each value is compared with
     ``sum(values) + 1`` added, which keeps the counts equal. Indexes inside a part are ascending.
-    Arguments and errors as in :func:`karmarkar_karp`; float weights replay the reference's
+    Arguments and errors as in `karmarkar_karp`; float weights replay the reference's
     arithmetic, and where its rounding breaks the equal counts ``PartitionError`` is raised.
     ``equal_size="nearly"`` is a ``ValueError`` (not supported here).
 
@@ -168,11 +168,11 @@ def partition_ids(
     equal_size: EqualSize = False,
     refine: bool | str = False,
 ) -> npt.NDArray[np.int64]:
-    """For every item, the number of its part, numbered as :func:`get_seqlen_balanced_partitions`.
+    """For every item, the number of its part, numbered as `get_seqlen_balanced_partitions`.
 
     The fast path for large inputs and for indexing tensors: no Python object per item.
-    Arguments and errors as in :func:`karmarkar_karp`; ``refine`` as in
-    :func:`get_seqlen_balanced_partitions` (the refined parts, numbered heaviest first).
+    Arguments and errors as in `karmarkar_karp`; ``refine`` as in
+    `get_seqlen_balanced_partitions` (the refined parts, numbered heaviest first).
 
     Returns:
         A 1-D ``int64`` array of length ``len(seqlen_list)`` with values in ``[0, k_partitions)``.

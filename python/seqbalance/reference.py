@@ -12,7 +12,7 @@ float32), each set's sum advanced item by item in insertion order, and greedy's 
 fold in input order.
 
 It accepts and rejects exactly what the native functions accept and reject (both call
-:mod:`seqbalance._inputs`). Its cost is what the pure-Python partitioners in RL trainers pay:
+`seqbalance._inputs`). Its cost is what the pure-Python partitioners in RL trainers pay:
 ``O(n * k)`` Python objects when ``equal_size=False``, so keep ``n * k`` modest.
 """
 
@@ -154,7 +154,7 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -
     Indexes inside a partition are in the order they were merged. ``equal_size="nearly"`` runs the
     equal-size rules with ``(-n) % k`` placeholders of value 0 and indexes ``-p..-1`` and drops
     them from the final sets. Same contract, validation and errors as
-    :func:`seqbalance.karmarkar_karp`.
+    `seqbalance.karmarkar_karp`.
     """
     k = check_k_partitions(k_partitions)
     mode = check_equal_size(equal_size)
@@ -166,7 +166,7 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -
 def get_seqlen_balanced_partitions(
     seqlen_list: Any, k_partitions: int, equal_size: EqualSize
 ) -> list[list[int]]:
-    """:func:`karmarkar_karp` with each partition's indexes sorted ascending (partition order kept)."""
+    """`karmarkar_karp` with each partition's indexes sorted ascending (partition order kept)."""
     partitions = karmarkar_karp(seqlen_list, k_partitions, equal_size)
     seen: set[int] = set()
     for partition in partitions:

@@ -1,6 +1,6 @@
 """Refinement of a partition: exchange items between partitions to lower the heaviest load.
 
-The largest differencing method (what :func:`seqbalance.get_seqlen_balanced_partitions` computes)
+The largest differencing method (what `seqbalance.get_seqlen_balanced_partitions` computes)
 is fast and close to balanced, but with ``equal_size=True`` and few items per partition its
 heaviest partition often ends up several percent above the best possible. The native engine
 (``rust/core/src/refine/``) starts from such an answer and improves it:
@@ -46,9 +46,9 @@ def apply_refine_ids(
 ) -> list[list[int]] | np.ndarray:
     """Refine the partition given as a partition number per item (internal: the partitioners).
 
-    ``weights`` come from :func:`seqbalance._inputs.normalize_weights`, ``ids`` what :func:`seqbalance.partition_ids`
+    ``weights`` come from `seqbalance._inputs.normalize_weights`, ``ids`` what `seqbalance.partition_ids`
     returns for them (numbers in ``range(k_partitions)``) and ``refine`` a true value from
-    :func:`check_refine`. Returns the refined partitions as :func:`refine_partitions` does, or with
+    `check_refine`. Returns the refined partitions as `refine_partitions` does, or with
     ``as_ids`` their numbers per item (an ``int64`` array, partitions numbered heaviest first).
     Passing arrays both ways skips a Python list per partition on the way in and, for
     ``as_ids``, on the way out.
@@ -107,7 +107,7 @@ def refine_partitions(
 
     Args:
         seqlen_list: the item lengths, as accepted by
-            :func:`seqbalance.get_seqlen_balanced_partitions` (list, tuple or 1-D integer array).
+            `seqbalance.get_seqlen_balanced_partitions` (list, tuple or 1-D integer array).
         partitions: a list of lists of indexes into ``seqlen_list``, every index exactly once, no
             partition empty (for example the output of ``get_seqlen_balanced_partitions``).
         equal_size: ``True`` or ``"nearly"``: keep every partition's item count (only swaps);

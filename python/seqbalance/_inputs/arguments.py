@@ -95,7 +95,7 @@ def check_equal_size(equal_size: Any, name: str = "equal_size") -> EqualSize:
 
 
 def check_greedy_equal_size(equal_size: Any) -> bool:
-    """:func:`check_equal_size` for the greedy partitioner, which refuses ``"nearly"``.
+    """`check_equal_size` for the greedy partitioner, which refuses ``"nearly"``.
 
     >>> check_greedy_equal_size(0)
     False
@@ -107,9 +107,9 @@ def check_greedy_equal_size(equal_size: Any) -> bool:
 
 
 def check_shape(n_items: int, k_partitions: int, equal_size: EqualSize) -> None:
-    """Raise :class:`PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts.
+    """Raise `PartitionError` when ``n_items`` items cannot go into ``k_partitions`` parts.
 
-    ``equal_size`` is a value :func:`check_equal_size` returned: ``True`` needs ``n_items`` to
+    ``equal_size`` is a value `check_equal_size` returned: ``True`` needs ``n_items`` to
     be a multiple of ``k_partitions``; ``"nearly"`` and ``False`` only need ``n_items >= k``.
     """
     if n_items < k_partitions:
@@ -154,13 +154,13 @@ def check_count(value: Any, name: str) -> int:
 
 
 def check_optional_count(value: Any, name: str, default: int) -> int:
-    """``value`` checked by :func:`check_count`, or ``default`` when it is ``None``."""
+    """``value`` checked by `check_count`, or ``default`` when it is ``None``."""
     return default if value is None else check_count(value, name)
 
 
 def check_min_count(min_num_micro_batches: Any) -> int:
     """``min_num_micro_batches``: ``None`` or ``0`` (what an all-reduce of empty ranks gives) is 0,
-    else a count as :func:`check_count` checks it.
+    else a count as `check_count` checks it.
     """
     if min_num_micro_batches is None:
         return 0

@@ -84,7 +84,7 @@ def as_array(seqlen_list: Any, name: str = "seqlen_list") -> np.ndarray | list[A
     """The array behind ``seqlen_list``, or its items when it is a sequence of Python objects.
 
     The one place where array-likes are accepted: anything that is not a list or tuple is read
-    by :func:`seqbalance._arrays.host_array` (NumPy arrays of any stride, subclasses and
+    by `seqbalance._arrays.host_array` (NumPy arrays of any stride, subclasses and
     ``np.memmap`` as plain arrays; ``__dlpack__`` and ``__array__`` producers such as torch
     tensors, never importing their library; an accelerator array copied to host memory once),
     and a list, tuple or 1-D object array comes back as a list of its items. Refuses strings, mappings,
@@ -282,7 +282,7 @@ def plain_int64_array(values: Any) -> np.ndarray | None:
 def normalize_weights(seqlen_list: Any, name: str = "seqlen_list") -> Weights:
     """The normalisation step at every public entry: validate ``seqlen_list`` once.
 
-    Returns :class:`Weights`: a 1-D aligned array and the precision the partitioners compute in,
+    Returns `Weights`: a 1-D aligned array and the precision the partitioners compute in,
     decided by the input's kind as the reference's own arithmetic would be (NumPy >= 2):
 
     * ``"exact"``: ints (``bool`` as 0/1, NumPy integer scalars, integer arrays);
@@ -310,7 +310,7 @@ def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] 
     """Validate integer ``seqlen_list`` and return it as a list of ints or a 1-D ``int64`` array.
 
     Accepts a list or tuple of ints (``bool`` counts as 0/1, NumPy integer scalars are fine), a 1-D
-    NumPy array of any integer dtype and stride, or any array-like or tensor (see :func:`as_array`).
+    NumPy array of any integer dtype and stride, or any array-like or tensor (see `as_array`).
     Raises ``TypeError`` for
     non-integers, ``ValueError`` for negative values or a wrong number of dimensions, and
     ``OverflowError`` for values above ``2**63 - 1``; each message names the position and value.
@@ -323,7 +323,7 @@ def normalize_lengths(seqlen_list: Any, name: str = "seqlen_list") -> list[int] 
 
 
 def lengths_as_list(seqlen_list: Any, name: str = "seqlen_list") -> list[int]:
-    """:func:`normalize_lengths`, always as a list of Python ints (what the reference wants)."""
+    """`normalize_lengths`, always as a list of Python ints (what the reference wants)."""
     values = normalize_lengths(seqlen_list, name)
     if isinstance(values, np.ndarray):
         return values.tolist()

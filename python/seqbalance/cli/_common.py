@@ -62,8 +62,8 @@ def _equal_size(args: argparse.Namespace) -> EqualSize:
 class ModelFlops:
     """``--model-config``: a sample weighs its training FLOPs under the model, as exact int64.
 
-    :class:`~seqbalance.ModelCost` as a ``cost=`` gives float64; the command line balances and
-    reports the exact integers (:meth:`~seqbalance.ModelCost.flops`), refusing a sequence whose
+    `ModelCost` as a ``cost=`` gives float64; the command line balances and
+    reports the exact integers (`flops`), refusing a sequence whose
     FLOPs pass ``2**63 - 1`` rather than rounding it.
     """
 
@@ -86,7 +86,7 @@ class ModelFlops:
 
 
 def resolve_cost(args: argparse.Namespace) -> None:
-    """``args.cost``: ``--cost`` (``"tokens"`` when not given), or :class:`ModelFlops` for
+    """``args.cost``: ``--cost`` (``"tokens"`` when not given), or `ModelFlops` for
     ``--model-config``, which excludes ``--cost``."""
     if args.model_config is None:
         args.cost = "tokens" if args.cost is None else args.cost

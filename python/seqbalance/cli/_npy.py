@@ -22,7 +22,7 @@ def read_npy(path: Path) -> np.ndarray:
 
     The data is read with plain buffered reads into one array of the file's dtype, never
     memory-mapped: a mapped file that is truncated while it is read kills the process with
-    SIGBUS, where a short read is an :class:`InputError` like any other bad file.
+    SIGBUS, where a short read is an `InputError` like any other bad file.
     """
     fmt = np.lib.format
     try:
@@ -68,7 +68,7 @@ def _read_npy_data(
 ) -> np.ndarray:
     """The ``count`` items of ``dtype`` after the header, read a chunk at a time into one array.
 
-    Raises :class:`InputError` when the file ends early or holds more than that: it changed
+    Raises `InputError` when the file ends early or holds more than that: it changed
     after its header was checked against its size.
     """
     array = np.empty(count, dtype=dtype)

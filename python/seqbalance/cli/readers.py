@@ -4,7 +4,7 @@ Input is streamed: a text or JSON Lines file is read a chunk at a time and each 
 int64 array before the next is read (no Python object per line survives its chunk); a ``.npy``
 file is read (with plain reads, not memory-mapped: a mapped file truncated under the reader would
 kill it with SIGBUS) after its header has been checked against the file's size. Peak memory stays
-a small multiple of 8 bytes per length. Every problem is an :class:`InputError` with a one-line
+a small multiple of 8 bytes per length. Every problem is an `InputError` with a one-line
 message naming the file and, for text, the line.
 """
 
@@ -241,7 +241,7 @@ def _json_length(record: dict[str, Any], where: str, field: str) -> int:
 def _read_jsonl_groups(
     stream: IO[bytes], path: Path, field: str, uid_field: str | None, key_field: str | None
 ) -> tuple[np.ndarray, list[Any] | None, list[Any] | None]:
-    """Lengths (as :func:`_read_jsonl`) and every record's group id and key, in file order."""
+    """Lengths (as `_read_jsonl`) and every record's group id and key, in file order."""
     parts = []
     uids: list[Any] | None = [] if uid_field is not None else None
     keys: list[Any] | None = [] if key_field is not None else None
@@ -314,7 +314,7 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     """Read lengths from ``file``: ``.npy``, JSON Lines (with ``field``), or one integer per line.
 
     ``-`` reads text (or JSON Lines with ``field``) from standard input. Returns a 1-D int64
-    array. Raises :class:`InputError` with a
+    array. Raises `InputError` with a
     one-line message naming the file and line.
     """
     path = Path(file)
@@ -339,7 +339,7 @@ def read_grouped_lengths(
     each record's length (or a list counted by its length), ``uid_field`` its group id and
     ``key_field`` its key (each ``None`` when not asked for).
 
-    Consecutive records with equal ids form one group. Raises :class:`InputError` (one line,
+    Consecutive records with equal ids form one group. Raises `InputError` (one line,
     naming the file and line) for a ``.npy`` file, a missing field or a non-scalar id or key.
     """
     path = Path(file)

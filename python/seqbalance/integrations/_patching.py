@@ -1,18 +1,18 @@
 """Swapping a trainer's pure-Python partitioners for seqbalance's in a running process, and back.
 
-One :class:`ModulePatch` per trainer module (``verl.utils.seqlen_balancing``,
-``openrlhf.utils.seqlen_balancing``). :meth:`ModulePatch.install` replaces the named functions in
+One `ModulePatch` per trainer module (``verl.utils.seqlen_balancing``,
+``openrlhf.utils.seqlen_balancing``). `ModulePatch.install` replaces the named functions in
 that module and rebinds every already-imported module of the trainer's package that holds one of
 the originals under any name (``from ... import get_seqlen_balanced_partitions`` copies the
 function object into the importing module, so patching the defining module alone would miss it).
-:meth:`ModulePatch.uninstall` puts the originals back wherever a replacement is found in the
+`ModulePatch.uninstall` puts the originals back wherever a replacement is found in the
 package, including modules imported after ``install()`` that picked the replacement up by name.
 
 The replacements are wrapper functions of each integration module (for the partitioners, built
-here by :func:`_partitioner_wrapper`), not seqbalance's public functions, so that ``uninstall()``
+here by `_partitioner_wrapper`), not seqbalance's public functions, so that ``uninstall()``
 only ever undoes what ``install()`` did (a trainer module that imports
 ``seqbalance.get_seqlen_balanced_partitions`` on purpose is left alone), and so that
-:meth:`ModulePatch.call` can hand an input seqbalance refuses by type to the trainer's original.
+`ModulePatch.call` can hand an input seqbalance refuses by type to the trainer's original.
 
 Nothing here imports a trainer until ``install()`` is called.
 """
@@ -53,7 +53,7 @@ def _partitioner_wrapper(
     """``native`` under the trainer's exact signature ``(seqlen_list, k_partitions, equal_size)``.
 
     install() compares parameters by name, kind and default, so the wrapper spells them out
-    rather than taking ``*args``. It answers through :meth:`ModulePatch.call` (the trainer's own
+    rather than taking ``*args``. It answers through `ModulePatch.call` (the trainer's own
     function for an input seqbalance refuses by type) and carries the name, module and docstring
     of a function defined in ``patch.owner``, where the integration module binds it.
     """
@@ -69,9 +69,7 @@ def _partitioner_wrapper(
 
     wrapper.__name__ = wrapper.__qualname__ = name
     wrapper.__module__ = patch.owner
-    wrapper.__doc__ = (
-        f":func:`seqbalance.{name}` in {trainer}'s place (installed by :func:`install`)."
-    )
+    wrapper.__doc__ = f"`seqbalance.{name}` in {trainer}'s place (installed by `install`)."
     return wrapper
 
 
@@ -91,12 +89,12 @@ class ModulePatch:
             ``package`` or ``package.*`` is searched for copies of the originals.
         partitioners: function name → the seqbalance function run in its place; each is wrapped
             under the trainer's signature ``(seqlen_list, k_partitions, equal_size)`` and the
-            wrappers come first in :attr:`replacements` (the integration module binds them by name).
+            wrappers come first in `replacements` (the integration module binds them by name).
         trainer: the trainer's name, for the wrappers' docstrings (``"verl"``).
         replacements: function name → replacement, for functions of other signatures; each
             original must have exactly the replacement's parameters (names, kinds, defaults).
         optional: names that may be missing from ``target`` (older releases); they are then
-            skipped. A missing name not listed here raises :class:`IntegrationError`.
+            skipped. A missing name not listed here raises `IntegrationError`.
         owner: the public module, for messages (``"seqbalance.integrations.verl"``).
         install_hint: what to install when ``target`` cannot be imported.
         logger: where the one INFO line per install/uninstall goes.
@@ -246,7 +244,7 @@ class ModulePatch:
     def install(self, refine: Any = False) -> list[str]:
         """Replace the functions; return the names replaced in the target module (idempotent).
 
-        ``refine`` (checked first, as :func:`seqbalance.get_seqlen_balanced_partitions` checks
+        ``refine`` (checked first, as `seqbalance.get_seqlen_balanced_partitions` checks
         it) is what the replaced balancing functions pass on from now on; a later ``install``
         sets it again.
         """

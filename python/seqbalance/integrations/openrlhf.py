@@ -1,23 +1,23 @@
-"""Run OpenRLHF's sequence balancing on seqbalance, without editing OpenRLHF: call :func:`install`.
+"""Run OpenRLHF's sequence balancing on seqbalance, without editing OpenRLHF: call `install`.
 
 OpenRLHF carries its own copy of verl's partitioner in ``openrlhf.utils.seqlen_balancing``, and
-its trainer modules import ``get_seqlen_balanced_partitions`` from there by name. :func:`install` replaces ``karmarkar_karp``, ``greedy_partition`` and
+its trainer modules import ``get_seqlen_balanced_partitions`` from there by name. `install` replaces ``karmarkar_karp``, ``greedy_partition`` and
 ``get_seqlen_balanced_partitions`` in that module and rebinds every already-imported
-``openrlhf.*`` module holding one of the originals; :func:`uninstall` restores them everywhere in
+``openrlhf.*`` module holding one of the originals; `uninstall` restores them everywhere in
 ``openrlhf.*``. Answers are OpenRLHF's, except that more parts than items raises
-:class:`seqbalance.PartitionError` (an ``AssertionError``) instead of returning empty parts, and a
+`seqbalance.PartitionError` (an ``AssertionError``) instead of returning empty parts, and a
 negative value raises ``ValueError``. An input seqbalance refuses by its type (``TypeError``) is
 handed to OpenRLHF's own function, with one WARNING per function.
 
-OpenRLHF runs its actors under Ray, so patch the workers as they start::
+OpenRLHF runs its actors under Ray, so patch the workers as they start:
 
     ray.init(runtime_env={"worker_process_setup_hook": "seqbalance.integrations.openrlhf.install"})
 
 and make seqbalance importable on every node, as for verl (see
-:mod:`seqbalance.integrations.verl`: the wheel in the image, or in the runtime env's
+`seqbalance.integrations.verl`: the wheel in the image, or in the runtime env's
 ``py_modules`` or ``pip``).
 
-Importing this module imports nothing of OpenRLHF; :func:`install` imports the module.
+Importing this module imports nothing of OpenRLHF; `install` imports the module.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def install(refine: bool | str = False) -> list[str]:
 
     Idempotent; logs one INFO line. Raises ``ImportError`` when
     ``openrlhf.utils.seqlen_balancing`` cannot be imported, and
-    :class:`IntegrationError` (patching nothing) when a function is missing or its parameters
+    `IntegrationError` (patching nothing) when a function is missing or its parameters
     differ from ``(seqlen_list, k_partitions, equal_size)``.
     """
     return _PATCH.install(refine)
@@ -78,6 +78,6 @@ def uninstall() -> list[str]:
 
 
 def is_installed() -> bool:
-    """Whether :func:`install` is in effect in this process: False again once
+    """Whether `install` is in effect in this process: False again once
     ``openrlhf.utils.seqlen_balancing`` is reloaded or imported afresh (its originals are back)."""
     return _PATCH.is_installed()

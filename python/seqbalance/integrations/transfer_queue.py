@@ -7,7 +7,7 @@ bounded cache, input checks), and ``isinstance(sampler, transfer_queue.sampler.B
 holds. Importing this module imports ``transfer_queue`` (and with it torch and Ray); without the
 ``transferqueue`` package it raises ``ImportError`` saying so.
 
-Example (needs a running Ray, see the README for the whole loop)::
+Example (needs a running Ray, see the README for the whole loop):
 
     import transfer_queue as tq
     from omegaconf import OmegaConf
@@ -46,16 +46,16 @@ __all__ = [
 
 
 class SequentialSampler(_samplers.SequentialSampler, TransferQueueBaseSampler):
-    """:class:`seqbalance.SequentialSampler`, accepted by TransferQueue's controller."""
+    """`seqbalance.SequentialSampler`, accepted by TransferQueue's controller."""
 
 
 class GRPOGroupNSampler(_samplers.GRPOGroupNSampler, TransferQueueBaseSampler):
-    """:class:`seqbalance.GRPOGroupNSampler`, accepted by TransferQueue's controller."""
+    """`seqbalance.GRPOGroupNSampler`, accepted by TransferQueue's controller."""
 
 
 class RankAwareSampler(_samplers.RankAwareSampler, TransferQueueBaseSampler):
-    """:class:`seqbalance.RankAwareSampler`, accepted by TransferQueue's controller."""
+    """`seqbalance.RankAwareSampler`, accepted by TransferQueue's controller."""
 
 
 class SeqlenBalancedSampler(_samplers.SeqlenBalancedSampler, TransferQueueBaseSampler):
-    """:class:`seqbalance.SeqlenBalancedSampler`, accepted by TransferQueue's controller."""
+    """`seqbalance.SeqlenBalancedSampler`, accepted by TransferQueue's controller."""

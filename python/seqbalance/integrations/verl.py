@@ -1,24 +1,22 @@
-"""Run verl's sequence balancing on seqbalance, without editing verl: call :func:`install`.
-
-::
+"""Run verl's sequence balancing on seqbalance, without editing verl: call `install`.
 
     import seqbalance.integrations.verl
     seqbalance.integrations.verl.install()   # before building the trainer
 
-:func:`install` replaces ``karmarkar_karp``, ``greedy_partition``, ``get_seqlen_balanced_partitions``
+`install` replaces ``karmarkar_karp``, ``greedy_partition``, ``get_seqlen_balanced_partitions``
 and (where the installed verl has it) ``get_group_balanced_partitions`` in
 ``verl.utils.seqlen_balancing``. Everything in verl that calls them through that module then runs
 natively: ``rearrange_micro_batches`` and ``prepare_dynamic_batch`` (dynamic micro-batching),
 ``get_group_balanced_partitions``, and the trainer's batch balancing. verl's trainer imports the
 partitioner by name (``from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions``),
-so :func:`install` also rebinds every already-imported ``verl.*`` module that holds one of the
-originals; modules imported afterwards pick up the replacements by themselves. :func:`uninstall`
+so `install` also rebinds every already-imported ``verl.*`` module that holds one of the
+originals; modules imported afterwards pick up the replacements by themselves. `uninstall`
 puts verl's functions back everywhere in ``verl.*``.
 
 Answers are verl's, index for index and in the same order (the exactness contract of
 seqbalance's partitioners), except where verl's would not be a valid partition: ``k_partitions``
 greater than the number of items (verl's ``karmarkar_karp`` and ``greedy_partition`` return empty
-parts; seqbalance raises :class:`seqbalance.PartitionError`, an ``AssertionError`` like verl's own
+parts; seqbalance raises `seqbalance.PartitionError`, an ``AssertionError`` like verl's own
 check in ``get_seqlen_balanced_partitions``), negative values (``ValueError``), and NumPy arrays of
 a dtype narrower than 64 bits whose sums overflow it (verl adds in the array's dtype and wraps
 around; seqbalance adds exactly). An input that seqbalance refuses by its type (``TypeError``:
@@ -30,12 +28,12 @@ arithmetic in torch the native path does not reproduce. A ``uid_list`` of anothe
 ``seqlen_list`` raises ``ValueError`` instead of verl's ``AssertionError``.
 
 **Ray workers.** verl runs its trainer and workers as Ray actors in other processes, so calling
-:func:`install` in the launch script patches only the driver. Have Ray call it in every worker
-process as it starts, before any actor code runs::
+`install` in the launch script patches only the driver. Have Ray call it in every worker
+process as it starts, before any actor code runs:
 
     ray.init(runtime_env={"worker_process_setup_hook": "seqbalance.integrations.verl.install"})
 
-or, with verl's own launcher (it merges ``ray_kwargs.ray_init.runtime_env`` into ``ray.init``)::
+or, with verl's own launcher (it merges ``ray_kwargs.ray_init.runtime_env`` into ``ray.init``):
 
     python -m verl.trainer.main_ppo ... \\
         +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=seqbalance.integrations.verl.install
@@ -45,9 +43,9 @@ README's "Wheels for a cluster") and either install it on every node next to ver
 or add it to the same runtime env: ``"py_modules": ["dist/seqbalance-<version>-cp310-abi3-...whl"]``
 (Ray uploads it with the job and installs it on each worker) or, from a file system every node
 mounts, ``"pip": ["/shared/wheels/seqbalance-...whl"]``. A worker that cannot import verl fails at
-start with the :func:`install` error below, which names what is missing.
+start with the `install` error below, which names what is missing.
 
-Importing this module imports neither torch nor verl; :func:`install` imports
+Importing this module imports neither torch nor verl; `install` imports
 ``verl.utils.seqlen_balancing`` (which needs torch, transformers, tensordict, ray and omegaconf).
 """
 
@@ -79,9 +77,9 @@ def _integer_lengths(seqlen_list: Any) -> bool:
 def get_group_balanced_partitions(
     seqlen_list: Any, uid_list: Any, k_partitions: Any
 ) -> list[list[int]]:
-    """verl's ``get_group_balanced_partitions`` on seqbalance (installed by :func:`install`).
+    """verl's ``get_group_balanced_partitions`` on seqbalance (installed by `install`).
 
-    Integer lengths go to :func:`seqbalance.group_balanced_partitions`: verl's answer, without a
+    Integer lengths go to `seqbalance.group_balanced_partitions`: verl's answer, without a
     torch call per sample. Other lengths (floats, tensors) go to verl's original, whose workloads
     are computed in torch's arithmetic for the tensor's dtype.
     """
@@ -135,7 +133,7 @@ def install(refine: bool | str = False) -> list[str]:
 
     With the default ``refine=False`` every replaced function returns exactly what verl's does.
     ``refine=True`` (or ``"exact"``) makes ``get_seqlen_balanced_partitions`` and
-    ``get_group_balanced_partitions`` refine their split (:func:`seqbalance.refine_partitions`):
+    ``get_group_balanced_partitions`` refine their split (`seqbalance.refine_partitions`):
     the heaviest rank is never heavier than verl's and often lighter -- on a GRPO batch of 512
     prompts x 16 responses over 8 ranks with equal group counts, max/mean 1.0952 -> 1.0000
     (``seqbalance partition -k 8 --group-size 16 --equal-size`` shows it on that batch). The
@@ -159,19 +157,19 @@ def install(refine: bool | str = False) -> list[str]:
 def uninstall() -> list[str]:
     """Put verl's original functions back in every ``verl.*`` module; return the names restored.
 
-    Also reverts modules imported after :func:`install` that picked up a replacement by name.
-    Without a prior :func:`install` it does nothing and returns ``[]``.
+    Also reverts modules imported after `install` that picked up a replacement by name.
+    Without a prior `install` it does nothing and returns ``[]``.
     """
     return _PATCH.uninstall()
 
 
 def is_installed() -> bool:
-    """Whether :func:`install` is in effect in this process.
+    """Whether `install` is in effect in this process.
 
-    True when :func:`install` ran, :func:`uninstall` has not run since, and
+    True when `install` ran, `uninstall` has not run since, and
     ``verl.utils.seqlen_balancing`` as imported now still holds seqbalance's functions. Reloading
     that module (``importlib.reload``), or importing it afresh after it left ``sys.modules``,
-    puts verl's originals back: ``False`` then, and :func:`install` patches again.
+    puts verl's originals back: ``False`` then, and `install` patches again.
 
     >>> import seqbalance.integrations.verl as sb_verl
     >>> sb_verl.is_installed()

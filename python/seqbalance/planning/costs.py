@@ -3,11 +3,11 @@
 A planner's ``cost=`` is one of
 
 - ``"tokens"``: the lengths themselves;
-- ``"workload"``: :func:`seqbalance.calculate_workload` (verl's proxy ``24576 * s + s**2``);
-- per-sample weights: a sequence or 1-D array of non-negative integers, one per sample, used
-  as given (e.g. FLOPs a trainer already computed);
+- ``"workload"``: `seqbalance.calculate_workload` (verl's proxy ``24576 * s + s**2``);
+- per-sample weights: a sequence or 1-D array (or tensor) of non-negative integers or floats,
+  one per sample, used as given (e.g. FLOPs a trainer already computed);
 - a callable taking the lengths as a 1-D ``int64`` array and returning such weights, called
-  once per plan; :class:`TransformerCost` is a named one for dense transformers.
+  once per plan; `TransformerCost` is a named one for dense transformers.
 
 Float weights (costs, FLOPs estimates) are taken by every planner, in the precision of their
 kind as the partitioners compute (partition spec, "Float weights"): a group's weight is its
@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import host_array
 from .._inputs import (
     MAX_VALUE,
     _describe,
@@ -61,7 +60,7 @@ def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | 
 
     Raises:
         TypeError, ValueError, OverflowError: bad lengths or ``hidden_size`` (see
-            :func:`seqbalance._inputs.normalize_lengths`); ``OverflowError`` also when a workload
+            `seqbalance._inputs.normalize_lengths`); ``OverflowError`` also when a workload
             of an array input, or ``6 * hidden_size`` itself, would not fit in int64 (it is never
             wrapped around).
 
@@ -142,56 +141,23 @@ def pad_lengths(lengths: np.ndarray, multiple: int) -> np.ndarray:
     return -(-lengths // multiple) * multiple
 
 
-def _is_float_item(item: Any) -> bool:
-    if isinstance(item, (float, np.floating)):
-        return True
-    return isinstance(item, np.ndarray) and item.dtype.kind == "f"
-
-
-def _float_error(name: str) -> TypeError:
-    return TypeError(
-        f"{name} holds floats, and float weights are not supported yet by this planner (it "
-        "caps integer counts); they are never rounded silently: pass integer weights, e.g. "
-        "np.rint(weights).astype(np.int64) if rounding is acceptable"
-    )
-
-
-def _weights(values: Any, n: int, name: str, floats: bool) -> np.ndarray:
-    """Validate explicit per-sample weights: one non-negative number per sample (``floats``:
-    floats allowed, in their precision; else integers only)."""
-    if floats:
-        array = normalize_weights(values, name).values
-        if array.size != n:
-            raise ValueError(f"{name} has {array.size} weights but there are {n} samples")
-        return array
-    if not isinstance(values, (list, tuple)) and (
-        hasattr(values, "__array__") or hasattr(values, "__dlpack__")
-    ):
-        # Read once (an accelerator tensor is copied to host here, once), then checked as an array.
-        values = host_array(values, name)
-    if isinstance(values, np.ndarray) and values.dtype.kind == "f" and values.size:
-        raise _float_error(name)
-    if isinstance(values, (list, tuple)) and any(_is_float_item(item) for item in values):
-        raise _float_error(name)
-    if isinstance(values, np.ndarray) and values.size == 0:
-        values = values.astype(np.int64)
-    checked = normalize_lengths(values, name)
-    array = np.asarray(checked, dtype=np.int64).reshape(-1)
+def _weights(values: Any, n: int, name: str) -> np.ndarray:
+    """Validate explicit per-sample weights: one non-negative number per sample, ints or floats
+    in their own precision (see `seqbalance._inputs.normalize_weights`)."""
+    array = normalize_weights(values, name).values
     if array.size != n:
         raise ValueError(f"{name} has {array.size} weights but there are {n} samples")
     return array
 
 
-def sample_costs(
-    cost: Any, lengths: np.ndarray, name: str = "cost", *, floats: bool = False
-) -> np.ndarray:
-    """Per-sample weights (a 1-D ``int64`` array) for ``cost`` on these (padded) lengths.
+def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarray:
+    """Per-sample weights for ``cost`` on these (padded) lengths: a 1-D ``int64`` array, or for
+    float weights (explicit or computed) a ``float64`` or ``float32`` array, the partitioners'
+    precision for them (see `seqbalance._inputs.normalize_weights`).
 
-    With ``floats``, explicit or computed float weights are accepted too and come back as a
-    ``float64`` or ``float32`` array (the partitioners' precision for them, see
-    :func:`seqbalance._inputs.normalize_weights`). Raises ``ValueError`` for an unknown name, a
-    wrong number of weights or a NaN/negative weight, ``TypeError`` for non-numeric weights (and
-    float ones without ``floats``), ``OverflowError`` for a weight above ``2**63 - 1``.
+    Raises ``ValueError`` for an unknown name, a wrong number of weights or a NaN/negative
+    weight, ``TypeError`` for non-numeric weights, ``OverflowError`` for an int weight above
+    ``2**63 - 1`` or floats totalling past half the largest finite value.
     """
     if isinstance(cost, str):
         if cost == "tokens":
@@ -208,8 +174,8 @@ def sample_costs(
         )
     if callable(cost):
         weights = cost(lengths.copy())
-        return _weights(weights, lengths.size, f"{name}(lengths)", floats)
-    return _weights(cost, lengths.size, name, floats)
+        return _weights(weights, lengths.size, f"{name}(lengths)")
+    return _weights(cost, lengths.size, name)
 
 
 def check_total(values: np.ndarray, name: str = "cost") -> None:
@@ -238,7 +204,7 @@ def check_total(values: np.ndarray, name: str = "cost") -> None:
 def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np.ndarray:
     """Sum ``values`` over the groups beginning at ``starts`` (ascending, ``starts[0] == 0``).
 
-    Raises the ``OverflowError`` of :func:`check_total`. Float weights are summed in their own
+    Raises the ``OverflowError`` of `check_total`. Float weights are summed in their own
     precision, each group left to right in member order (``np.add.reduceat`` sums long groups
     pairwise, which rounds differently); the partitioner then checks the group sums as its
     input.
@@ -275,7 +241,7 @@ class TransformerCost:
 
     For a sequence of ``s`` tokens, with ``h = hidden_size``, ``f = ffn_hidden_size`` (default
     ``4 * h``) and ``L = num_layers``, one training step (forward + backward = 3 x forward,
-    2 FLOPs per multiply-add) costs::
+    2 FLOPs per multiply-add) costs:
 
         FLOPs(s) = 6 * L * h * ((4 * h + 2 * f) * s + c * s**2)
 
@@ -288,9 +254,9 @@ class TransformerCost:
     Calling the object returns ``weight(s) = (4 * h + 2 * f) * s + c * s**2``, the FLOPs
     divided by the constant ``6 * L * h``: an exact integer that balances exactly as the FLOPs
     do (dividing every weight by one positive constant changes no comparison) and stays far
-    from int64 overflow; :meth:`flops` gives the FLOPs themselves.
+    from int64 overflow; `flops` gives the FLOPs themselves.
 
-    Relation to :func:`seqbalance.calculate_workload` (``6 * hidden_size * s + s**2``, verl's
+    Relation to `seqbalance.calculate_workload` (``6 * hidden_size * s + s**2``, verl's
     ``24576 * s + s**2`` for ``hidden_size=4096``): with ``f = 4 * h`` and ``causal=False`` the
     weight is ``12 * h * s + 2 * s**2``, exactly twice ``calculate_workload(s, hidden_size=h)``,
     so the plans are the same; ``causal=True`` (the default, as in decoder training) weighs

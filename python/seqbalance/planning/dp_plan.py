@@ -141,7 +141,7 @@ def plan_dp_micro_batches(
 
     Objective: the lightest heaviest rank by ``cost`` (gradient sync waits for it), then the
     fewest micro-batches, then balanced micro-batches within each rank. The result is never
-    worse on the first two than the two-step recipe built from this library's functions::
+    worse on the first two than the two-step recipe built from this library's functions:
 
         ranks = get_seqlen_balanced_partitions(group_costs, dp_size, equal_size)
         count = max(min_num_micro_batches_for(rank's lengths, cap, ...) for each rank)
@@ -158,7 +158,7 @@ def plan_dp_micro_batches(
 
     Shape limits (``max_sequences``, ``footprint="padded"``, ``keys``): the plan made without
     them is returned when every micro-batch keeps them; otherwise each rank of each candidate is
-    planned under them as :func:`plan_micro_batches` does, so the common count is at most the
+    planned under them as `plan_micro_batches` does, so the common count is at most the
     largest of the ranks' first-fit-decreasing counts under the limits (raised to
     ``min_num_micro_batches``, rounded up to the multiple).
 
@@ -166,21 +166,21 @@ def plan_dp_micro_batches(
         lengths: per-sample token counts (ints or a 1-D integer array).
         dp_size: number of data-parallel ranks, an int >= 1.
         max_token_len: token cap per micro-batch, an int >= 1.
-        cost: what balancing weighs, as in :func:`plan_micro_batches` (default ``"workload"``).
+        cost: what balancing weighs, as in `plan_micro_batches` (default ``"workload"``).
         equal_size: ``False``, ``True`` or ``"nearly"`` (see above); ``True`` and ``"nearly"``
             need groups of one size.
-        min_num_micro_batches: as in :func:`plan_micro_batches`.
-        num_micro_batches_multiple: as in :func:`plan_micro_batches`.
-        force_group_size: as in :func:`plan_micro_batches`.
-        pad_to_multiple_of: as in :func:`plan_micro_batches`.
-        order: as in :func:`plan_micro_batches`.
-        refine: as in :func:`plan_micro_batches`.
+        min_num_micro_batches: as in `plan_micro_batches`.
+        num_micro_batches_multiple: as in `plan_micro_batches`.
+        force_group_size: as in `plan_micro_batches`.
+        pad_to_multiple_of: as in `plan_micro_batches`.
+        order: as in `plan_micro_batches`.
+        refine: as in `plan_micro_batches`.
         uid_list: per-sample group ids (consecutive equal ids form a group), an alternative to
             ``force_group_size``.
         max_sequences: the most samples a micro-batch may hold, as in
-            :func:`plan_micro_batches`.
-        footprint: ``"sum"`` or ``"padded"``, as in :func:`plan_micro_batches`.
-        keys: one hashable per sample, as in :func:`plan_micro_batches`; the rank split ignores
+            `plan_micro_batches`.
+        footprint: ``"sum"`` or ``"padded"``, as in `plan_micro_batches`.
+        keys: one hashable per sample, as in `plan_micro_batches`; the rank split ignores
             them, micro-batches never mix them.
         as_ids: return ``(rank_ids, micro_batch_ids, num_micro_batches)`` instead of lists:
             the rank and the micro-batch (its place in the rank's order) of every sample as
@@ -195,7 +195,7 @@ def plan_dp_micro_batches(
 
     Raises:
         ValueError: a sample or group over the cap, fewer groups than ranks (a
-            :class:`~seqbalance.PartitionError`), a group count ``equal_size=True`` cannot split
+            `PartitionError`), a group count ``equal_size=True`` cannot split
             evenly, groups of different sizes with ``equal_size``, an argument < 1, a count
             above ``MAX_MICRO_BATCHES``.
         TypeError: non-integer arguments, non-numeric costs, unhashable keys, both

@@ -48,7 +48,7 @@ def group_balanced_partitions(
 
     A group is a maximal run of consecutive samples with equal uid (GRPO-style: the responses to
     one prompt); groups may differ in size (a prompt whose responses were filtered). A group
-    weighs the sum of its members' costs (by default :func:`seqbalance.calculate_workload`, as
+    weighs the sum of its members' costs (by default `seqbalance.calculate_workload`, as
     in verl), and the groups are balanced with ``get_seqlen_balanced_partitions(weights,
     k_partitions, equal_size)``: by default every partition gets the same number of groups.
 
@@ -61,9 +61,9 @@ def group_balanced_partitions(
             count; ``False``: counts free, only the weights balanced. Strict as in the
             partitioners (bools, 0/1 or ``"nearly"``; anything else is a ``TypeError``).
         cost: what a sample weighs: ``"workload"`` (default), ``"tokens"``, per-sample integer
-            or float weights or a callable on the lengths (see :mod:`seqbalance.costs`); float
+            or float weights or a callable on the lengths (see `seqbalance.costs`); float
             weights are balanced in their precision, as the partitioners compute.
-        refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`; under ``True`` or
+        refine: as in `seqbalance.get_seqlen_balanced_partitions`; under ``True`` or
             ``"nearly"`` every partition keeps its group count.
 
     Returns:
@@ -100,7 +100,7 @@ def group_balanced_partitions(
             "(equal_size='nearly' allows group counts that differ by one)"
         )
     starts = np.asarray([start for start, _ in runs], dtype=np.int64)
-    weights = group_sums(sample_costs(cost, lengths, floats=True), starts)
+    weights = group_sums(sample_costs(cost, lengths), starts)
     group_parts = get_seqlen_balanced_partitions(weights, k, equal, refine=refine)
     logger.debug("balanced %d groups of %d samples over %d partitions", len(runs), len(lengths), k)
     return [

@@ -96,7 +96,7 @@ def log_seqlen_unbalance(seqlen_list: Any, partitions: Any, prefix: str) -> dict
         ValueError: an index appears twice, or is in no partition (the metrics of such a split
             would describe samples trained twice or never).
         ValueError: an index outside ``0..len(seqlen_list) - 1`` (the message of
-            :func:`seqbalance.refine_partitions`).
+            `seqbalance.refine_partitions`).
         TypeError, ValueError: bad lengths, partitions or indexes.
 
     Example:
@@ -272,19 +272,19 @@ def balance_report_from_ids(
     group_size: int | None = None,
     uid_list: Any = None,
 ) -> BalanceReport:
-    """:func:`balance_report` for a split given as one partition number per item.
+    """`balance_report` for a split given as one partition number per item.
 
-    What :func:`seqbalance.partition_ids` returns: no Python object per item is made, so this is
+    What `seqbalance.partition_ids` returns: no Python object per item is made, so this is
     the report for inputs of tens of millions of items (the command line uses it).
 
     Args:
         values: per-item loads, ints or a 1-D integer array.
         ids: for every item its partition, a 1-D integer array in ``range(k_partitions)``.
         k_partitions: the number of partitions, an int >= 1.
-        group_size, uid_list: as for :func:`balance_report` (the naive split keeps groups whole).
+        group_size, uid_list: as for `balance_report` (the naive split keeps groups whole).
 
     Returns:
-        The :class:`BalanceReport` that ``balance_report`` gives for the same split.
+        The `BalanceReport` that ``balance_report`` gives for the same split.
 
     Raises:
         ValueError: ``ids`` of another length, or a number outside ``range(k_partitions)``;
@@ -347,11 +347,11 @@ def balance_report(
         uid_list: keyword-only; the naive split keeps runs of equal ids whole (any sizes).
 
     Returns:
-        A frozen :class:`BalanceReport` (``.balanced`` and ``.naive`` :class:`LoadStats`).
+        A frozen `BalanceReport` (``.balanced`` and ``.naive`` `LoadStats`).
 
     Raises:
         ValueError: an index appears twice or is missing, or is outside ``0..len(values) - 1``
-            (the message of :func:`seqbalance.refine_partitions`); TypeError: malformed
+            (the message of `seqbalance.refine_partitions`); TypeError: malformed
             partitions; the errors of the length normalisation for bad values.
 
     Example:

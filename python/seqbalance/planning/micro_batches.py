@@ -132,7 +132,7 @@ def _prepare(
             f"{padding}, more than max_token_len ({cap})"
         )
     limits = group_limits(max_sequences, footprint, keys, padded, starts, sizes, cap)
-    sample_weights = sample_costs(cost, padded, floats=True)
+    sample_weights = sample_costs(cost, padded)
     if single:
         if sample_weights.dtype.kind != "f":
             check_total(sample_weights)
@@ -231,7 +231,7 @@ def _refined_micro_batches(
 ) -> list[list[int]]:
     """``refine=True``/``"exact"``: refine the micro-batches' split by cost, kept if it fits.
 
-    :func:`refine_partitions` never makes the heaviest micro-batch heavier by cost; the refined
+    `refine_partitions` never makes the heaviest micro-batch heavier by cost; the refined
     split replaces the planner's only when every micro-batch still fits the cap and the shape
     limits.
     """
@@ -278,7 +278,7 @@ def plan_micro_batches(
     larger, splitting the heaviest micro-batches further when the split at that count would not
     fit. ``tests/planning/plan_oracle.py`` holds the same rules in pure Python.
 
-    Data-parallel ranks must run the same number of micro-batches. Use two steps::
+    Data-parallel ranks must run the same number of micro-batches. Use two steps:
 
         local = min_num_micro_batches_for(lengths, cap)        # this rank's own count
         agreed = all_reduce_max(local)                         # e.g. dist.all_reduce(op=MAX)
@@ -289,7 +289,7 @@ def plan_micro_batches(
     calls. Every rank then gets exactly ``agreed``
     (rounded up to the multiple) micro-batches: a count at least a rank's own is always
     reachable under the cap. A single controller holding every rank's samples can call
-    :func:`plan_dp_micro_batches` instead.
+    `plan_dp_micro_batches` instead.
 
     Args:
         lengths: per-sample token counts (ints or a 1-D integer array).
@@ -300,7 +300,7 @@ def plan_micro_batches(
             count must be divisible by it.
         cost: what balancing weighs (default ``"workload"``): ``"tokens"``, ``"workload"``,
             per-sample integer or float weights, or a callable on the (padded) lengths; see
-            :mod:`seqbalance.planning.costs`. The cap always counts tokens. Float weights are
+            `seqbalance.planning.costs`. The cap always counts tokens. Float weights are
             summed in their own precision: a forced group's weight left to right, a
             micro-batch's cost as the fold of its members' in placement order (cost
             descending, ties by index).
@@ -313,7 +313,7 @@ def plan_micro_batches(
             descending (NeMo-RL's order against memory fragmentation); ``"none"`` keeps the
             partitioner's order. Empty micro-batches always come last.
         refine: ``True`` or ``"exact"`` refines the final split by cost
-            (:func:`seqbalance.refine_partitions`, which never makes the heaviest micro-batch
+            (`seqbalance.refine_partitions`, which never makes the heaviest micro-batch
             heavier) and keeps the refined split when every micro-batch still fits the cap; the
             count is the unrefined one.
         balance_workload: deprecated alias of ``cost`` (``True`` = ``"workload"``, ``False`` =
@@ -386,16 +386,16 @@ def min_num_micro_batches_for(
     footprint: str = "sum",
     keys: Any = None,
 ) -> int:
-    """The micro-batch count :func:`plan_micro_batches` would choose on its own for this rank.
+    """The micro-batch count `plan_micro_batches` would choose on its own for this rank.
 
     All-reduce the MAX of it across data-parallel ranks and pass the result back as
-    ``min_num_micro_batches``, so every rank runs the same count::
+    ``min_num_micro_batches``, so every rank runs the same count:
 
         local = min_num_micro_batches_for(lengths, cap)
         t = torch.tensor([local]); dist.all_reduce(t, op=dist.ReduceOp.MAX)
         micro_batches = plan_micro_batches(lengths, cap, min_num_micro_batches=int(t))
 
-    Takes the keywords of :func:`plan_micro_batches` except ``order`` and
+    Takes the keywords of `plan_micro_batches` except ``order`` and
     ``min_num_micro_batches``; pass the same ones to both calls. Errors as there.
     Returns 0 for no samples.
 

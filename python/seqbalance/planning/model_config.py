@@ -1,4 +1,4 @@
-"""Reading a model's shape for :class:`~seqbalance.ModelCost`: config fields, their checks,
+"""Reading a model's shape for `ModelCost`: config fields, their checks,
 the layer types, and the FLOPs coefficients the layers add up to (no transformers import)."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ _UNMODELLED = (
     "interleave_moe_layer_step",
     "attention_chunk_size",
 )
-#: Every config field :meth:`ModelCost.from_config` reads, in the order ``repr`` shows them.
+#: Every config field `ModelCost.from_config` reads, in the order ``repr`` shows them.
 CONFIG_FIELDS = (
     "hidden_size",
     "num_hidden_layers",
@@ -195,7 +195,7 @@ def layer_shape(
     include_head: bool,
     causal: bool,
 ) -> LayerShape:
-    """The :class:`LayerShape` of checked config fields (``ints``: the integer ones; ``only``:
+    """The `LayerShape` of checked config fields (``ints``: the integer ones; ``only``:
     ``mlp_only_layers``), or the ``ValueError`` naming a field the layers need.
     """
     for name in ("hidden_size", "num_hidden_layers"):

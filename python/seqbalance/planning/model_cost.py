@@ -1,9 +1,9 @@
 """Model-aware costs: the training FLOPs of each sequence, computed from a model's shape.
 
-:class:`ModelCost` is a ``cost=`` for every planner and sampler. It knows grouped-query (GQA),
+`ModelCost` is a ``cost=`` for every planner and sampler. It knows grouped-query (GQA),
 multi-latent (MLA, DeepSeek), sliding-window and linear attention (Qwen3-Next's Gated DeltaNet),
 dense and mixture-of-experts MLPs with shared experts and dense layers among MoE ones, and the
-output head; :meth:`ModelCost.from_config` reads the shape from a Hugging Face config without
+output head; `ModelCost.from_config` reads the shape from a Hugging Face config without
 importing transformers.
 """
 
@@ -33,7 +33,7 @@ __all__ = ["ModelCost"]
 
 
 def _pairs(length: int, window: int | None, causal: bool) -> int:
-    """Query-key pairs attention computes for one sequence (see :class:`ModelCost`)."""
+    """Query-key pairs attention computes for one sequence (see `ModelCost`)."""
     if not causal:
         return length * length
     if window is None or length <= window:
@@ -53,7 +53,7 @@ def _pattern(items: Sequence[str]) -> str:
 class ModelCost:
     """The training FLOPs of each sequence for one model, as a ``cost=`` for the planners.
 
-    For one sequence of ``L`` tokens (2 FLOPs per multiply-add, ``h`` the hidden size)::
+    For one sequence of ``L`` tokens (2 FLOPs per multiply-add, ``h`` the hidden size):
 
         forward(L)  = head * L + sum over layers (proj * L + mlp * L + core(L))
         training(L) = 3 * forward(L)     (4 * forward(L) with recompute=True)
@@ -78,15 +78,15 @@ class ModelCost:
     ``gated_mlp=False``). ``head = 2*h*V`` (``include_head=False`` drops it); embeddings,
     norms, rotary and softmax count 0.
 
-    The keywords are the Hugging Face config field names (see :meth:`from_config` for how each
+    The keywords are the Hugging Face config field names (see `from_config` for how each
     is read; ``None`` means absent) plus ``gated_mlp``, ``include_head``, ``recompute`` and
     ``causal``.
 
     Use: ``cost(lengths)`` returns a ``float64`` array, each the correctly rounded value of the
-    exact integer :meth:`flops` computes; :meth:`per_token` splits the cost per token into its
-    linear and attention parts and :meth:`describe` says from which length attention dominates.
+    exact integer `flops` computes; `per_token` splits the cost per token into its
+    linear and attention parts and `describe` says from which length attention dominates.
 
-    Relation to :class:`~seqbalance.TransformerCost`: with standard multi-head attention,
+    Relation to `TransformerCost`: with standard multi-head attention,
     ``gated_mlp=False, include_head=False, causal=False``, ``flops`` equals
     ``TransformerCost(h, layers, intermediate_size, causal=False).flops``; with ``causal=True``
     ModelCost counts ``6 * layers * h * L`` more (the ``L`` diagonal pairs).
@@ -190,7 +190,7 @@ class ModelCost:
 
     @classmethod
     def from_config(cls, config: Any, /, **overrides: Any) -> ModelCost:
-        """A :class:`ModelCost` from a Hugging Face config object or a plain mapping.
+        """A `ModelCost` from a Hugging Face config object or a plain mapping.
 
         Reads, without importing transformers: ``hidden_size``, ``num_hidden_layers``,
         ``num_attention_heads``, ``num_key_value_heads`` (default: the attention heads),
@@ -210,7 +210,7 @@ class ModelCost:
         Args:
             config: a config object (read with ``to_dict()``, or its attributes) or a mapping,
                 e.g. the parsed ``config.json``.
-            overrides: any :class:`ModelCost` keyword; replaces the config's value (``None``
+            overrides: any `ModelCost` keyword; replaces the config's value (``None``
                 removes it), e.g. ``layer_types=[...]`` or ``include_head=False``.
 
         Raises:
@@ -308,8 +308,8 @@ class ModelCost:
     def __call__(self, lengths: Any) -> np.ndarray:
         """The training FLOPs of each sequence as ``float64`` weights (a ``cost=``).
 
-        Each weight is the exact integer of :meth:`flops` correctly rounded to float64 (exact
-        up to ``2**53``), never computed in float arithmetic. Raises as :meth:`flops`.
+        Each weight is the exact integer of `flops` correctly rounded to float64 (exact
+        up to ``2**53``), never computed in float arithmetic. Raises as `flops`.
         """
         values = self._lengths(lengths)
         forward = self._forward_int64(values)

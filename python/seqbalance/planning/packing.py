@@ -25,7 +25,7 @@ __all__ = ["ALGORITHMS", "FOOTPRINTS", "pack_sequences", "plan_packed_steps"]
 
 logger = logging.getLogger(__name__)
 
-#: The packing rules :func:`pack_sequences` accepts.
+#: The packing rules `pack_sequences` accepts.
 ALGORITHMS = ("next_fit", "first_fit", "ffd", "bfd")
 
 
@@ -255,17 +255,17 @@ def plan_packed_steps(
         dp_size: number of data-parallel ranks, an int >= 1.
         optimizer_steps: number of optimizer steps, an int >= 1.
         pack_max_length: the cap on a pack's total length, an int >= 1 (as in
-            :func:`pack_sequences`, 2**64 or more is no cap).
+            `pack_sequences`, 2**64 or more is no cap).
         cost: what balancing weighs: ``"tokens"`` (default), ``"workload"``, per-sample integer
             or float weights (in their own precision, as the partitioners take them) or a
-            callable on the (padded) lengths (see :mod:`seqbalance.planning.costs`); packing
+            callable on the (padded) lengths (see `seqbalance.planning.costs`); packing
             always counts tokens.
         pad_to_multiple_of: count every length rounded up to a multiple of this, in the packs
             (and in the cost), so they still fit after padding.
-        refine: as in :func:`seqbalance.get_seqlen_balanced_partitions`, for both balancing steps.
-        max_sequences: the most samples a pack may hold (as in :func:`pack_sequences`).
+        refine: as in `seqbalance.get_seqlen_balanced_partitions`, for both balancing steps.
+        max_sequences: the most samples a pack may hold (as in `pack_sequences`).
         footprint: what a pack is charged against the cap, ``"sum"`` or ``"padded"`` (as in
-            :func:`pack_sequences`); the balancing still weighs ``cost``.
+            `pack_sequences`); the balancing still weighs ``cost``.
 
     Returns:
         Nested lists ``[rank][step][pack]`` of sample indexes; no pack exceeds the cap, every
@@ -273,7 +273,7 @@ def plan_packed_steps(
 
     Raises:
         ValueError: fewer samples than ``dp_size * optimizer_steps`` (a
-            :class:`~seqbalance.PartitionError`), a sample above ``pack_max_length``, an argument
+            `PartitionError`), a sample above ``pack_max_length``, an argument
             < 1, ``pack_max_length`` and the lengths' sum both above 2**64 - 1; TypeError for
             non-integer arguments.
 
@@ -298,7 +298,7 @@ def plan_packed_steps(
     _check_cap(values, cap, pad)
     # Every bucket's largest footprint is at most the whole batch's, so one check covers all.
     cap = _native_cap(values, cap, "padded" if padded else "sum")
-    weights = sample_costs(cost, values, floats=True)
+    weights = sample_costs(cost, values)
     if weights is not values and weights.dtype.kind != "f":
         check_total(weights)
     plan: list[list[list[list[int]]]] = []

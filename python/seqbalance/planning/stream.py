@@ -24,7 +24,7 @@ from .._inputs import (
 
 __all__ = ["FOOTPRINTS", "StreamPacker"]
 
-#: What :class:`StreamPacker` can charge a pack against the cap.
+#: What `StreamPacker` can charge a pack against the cap.
 FOOTPRINTS = ("sum", "padded")
 
 Footprint = Literal["sum", "padded"]
@@ -41,13 +41,13 @@ def _check_footprint(footprint: Any) -> Footprint:
 class StreamPacker:
     """Pack a stream of sequence lengths into packs of at most ``pack_max_length``, as it arrives.
 
-    Each accepted :meth:`add` gets the next index, counting from 0. The item goes to the open
+    Each accepted `add` gets the next index, counting from 0. The item goes to the open
     pack (of its key, when ``by_key=True``) with the least room left after placing it, room
     measured in the footprint, ties to the earliest opened pack. When no open pack can take it
     and ``max_open`` packs (of all keys) are open, the fullest open pack (least room, ties to the
     earliest opened) closes first; then a new pack opens with the item. A pack that reaches the
     cap or ``max_sequences`` closes at once. Closed packs are handed back by the call that
-    closed them; :meth:`flush` closes the rest.
+    closed them; `flush` closes the rest.
 
     Guarantees: every accepted index is in exactly one pack, no pack's footprint is above the
     cap nor its count above ``max_sequences``, packs never mix keys, and memory is bounded by
@@ -63,7 +63,7 @@ class StreamPacker:
         max_sequences: the most items in one pack (an int >= 1), or None for no limit.
         footprint: ``"sum"`` (default: a pack is charged the sum of its lengths) or
             ``"padded"`` (its count times its longest length, as padded attention is).
-        by_key: when True, every :meth:`add` names a key (any hashable except None, compared
+        by_key: when True, every `add` names a key (any hashable except None, compared
             as dict keys are) and items of different keys never share a pack.
 
     Raises:
@@ -211,7 +211,7 @@ class StreamPacker:
             return closed
 
     def add_many(self, lengths: Any, keys: Iterable[Hashable] | None = None) -> list[list[int]]:
-        """Add a batch of sequences natively: what the equivalent :meth:`add` calls would return,
+        """Add a batch of sequences natively: what the equivalent `add` calls would return,
         concatenated.
 
         Args:

@@ -1,7 +1,7 @@
 """Samplers that choose which ready samples each data-parallel rank consumes next.
 
 They follow TransferQueue's sampler interface (``sampler(ready_indexes, batch_size, **config)``
-returning ``(sampled, consumed)``); :mod:`seqbalance.integrations.transfer_queue` provides
+returning ``(sampled, consumed)``); `seqbalance.integrations.transfer_queue` provides
 variants that TransferQueue's controller accepts.
 """
 

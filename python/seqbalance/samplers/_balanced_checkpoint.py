@@ -1,5 +1,5 @@
 """Checkpoint checks of the balanced sampler: its cached splits, who still owes a share, and the
-reservations of handed-out indexes (see :mod:`.checkpoint` for the rules every field follows)."""
+reservations of handed-out indexes (see `.checkpoint` for the rules every field follows)."""
 
 from __future__ import annotations
 

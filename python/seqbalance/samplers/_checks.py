@@ -48,7 +48,7 @@ def check_positive(value: Any, name: str) -> int:
 
     TransferQueue's own wording, kept for the argument its samplers take
     (``n_samples_per_prompt``) so that the drop-in samplers refuse it as the originals do; the
-    arguments seqbalance adds go through :mod:`seqbalance._inputs` (``must be >= 1``).
+    arguments seqbalance adds go through `seqbalance._inputs` (``must be >= 1``).
     """
     number = as_int(value, name)
     if number <= 0:
@@ -58,7 +58,7 @@ def check_positive(value: Any, name: str) -> int:
 
 def check_count(value: Any, name: str) -> int:
     """An int from 1 to ``2**24`` (the value sizes per-rank tables), in the wording of
-    :func:`seqbalance._inputs.check_count`; any integer type :func:`as_int` takes is accepted."""
+    `seqbalance._inputs.check_count`; any integer type `as_int` takes is accepted."""
     return check_allocating_count(as_int(value, name), name)
 
 
@@ -83,7 +83,7 @@ def check_batch_size(batch_size: Any) -> int:
 
 
 def check_cache_bound(max_cached_batches: Any) -> int | None:
-    """``None`` (unbounded) or an int >= 1 (worded as :mod:`seqbalance._inputs` words it)."""
+    """``None`` (unbounded) or an int >= 1 (worded as `seqbalance._inputs` words it)."""
     if max_cached_batches is None:
         return None
     return check_k_partitions(

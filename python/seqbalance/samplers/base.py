@@ -4,8 +4,8 @@ A controller (TransferQueue's, or a user's own loop) owns the data and asks a sa
 ready global indexes one data-parallel rank should consume next. Samplers that remember their
 answers keep them in ``_states[partition_id][task_name][dp_rank][batch_index]``; TransferQueue's
 controller and its users read that layout, so it is kept as is. The cache's bound and eviction
-live in :mod:`.cache`, the checkpoint checks in :mod:`.checkpoint`, the argument checks in
-:mod:`._checks`.
+live in `.cache`, the checkpoint checks in `.checkpoint`, the argument checks in
+`._checks`.
 
 Everything here is guarded by one re-entrant lock per sampler: TransferQueue's controller and
 user loops call one sampler from many threads, and a half-updated cache must never be visible.
@@ -34,7 +34,7 @@ __all__ = [
 class BaseSampler(BatchCache, ABC):
     """Abstract base of all seqbalance samplers (the TransferQueue sampler interface).
 
-    Subclasses implement :meth:`sample`; calling the sampler forwards to it. Caching samplers store
+    Subclasses implement `sample`; calling the sampler forwards to it. Caching samplers store
     results in ``self._states[partition_id][task_name][dp_rank][batch_index]``.
 
     Args:
@@ -42,18 +42,18 @@ class BaseSampler(BatchCache, ABC):
             evicted when a request for batch ``b + max_cached_batches`` or later arrives (int
             batch indexes; other batch indexes count in the order they are first cached), and
             only once no rank is still owed a share of it. ``None`` keeps everything, as
-            upstream does. Default :data:`DEFAULT_MAX_CACHED_BATCHES` (64).
+            upstream does. Default `DEFAULT_MAX_CACHED_BATCHES` (64).
 
     Evicted batches: a caller that repeats a request for a batch after it was evicted (typically
     a tensor- or pipeline-parallel peer of a ``dp_rank`` lagging ``max_cached_batches`` batches
-    or more behind the newest request) gets a ``ValueError`` from :meth:`sample`, never a
+    or more behind the newest request) gets a ``ValueError`` from `sample`, never a
     fresh selection: fresh indexes would differ from the ones its peers got. A peer repeating a
     request before that is always served from the cache. Raise the bound (or pass ``None``) if
     peers lag further. To recognise such requests the sampler keeps, per
-    ``(partition_id, task_name)``, the last :data:`EVICTED_RECORD_SIZE` (1024) evicted batch
+    ``(partition_id, task_name)``, the last `EVICTED_RECORD_SIZE` (1024) evicted batch
     indexes with the ranks that held them, and, for int batch indexes pushed out of that record,
     a high-water mark per rank. Batch indexes are therefore expected to grow and must not be
-    reused for new data within one ``(partition_id, task_name)``; :meth:`clear_cache` forgets the
+    reused for new data within one ``(partition_id, task_name)``; `clear_cache` forgets the
     record along with the cache. The first time a request is served for a batch ``b`` after a
     request for ``b + max_cached_batches - 1`` (the next batch may evict it), a WARNING is
     logged once per sampler, so an operator sees a lagging peer coming; ``repr`` shows the bound
@@ -153,7 +153,7 @@ class BaseSampler(BatchCache, ABC):
 
         The snapshot is a deep copy: later calls on the sampler do not change it. Beside
         ``_states`` it records ``format_version``, the ``sampler`` kind and, where the sampler
-        has them, ``n_samples_per_prompt`` and ``dp_size``, which :meth:`load_checkpoint` checks.
+        has them, ``n_samples_per_prompt`` and ``dp_size``, which `load_checkpoint` checks.
 
         Example:
             >>> import pickle
@@ -175,7 +175,7 @@ class BaseSampler(BatchCache, ABC):
             return {**header, **copy.deepcopy(self._checkpoint_fields())}
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
-        """Restore a snapshot made by :meth:`save_checkpoint`, or an upstream ``{"_states": ...}``.
+        """Restore a snapshot made by `save_checkpoint`, or an upstream ``{"_states": ...}``.
 
         All or nothing: every field is checked before anything changes, and a refused checkpoint
         leaves the sampler exactly as it was. Missing fields are inferred from ``_states``.

@@ -2,7 +2,7 @@
 
 Samplers that remember their answers keep them in
 ``_states[partition_id][task_name][dp_rank][batch_index]`` (the layout TransferQueue's controller
-reads). :class:`BatchCache` adds the bookkeeping that keeps that cache bounded over a months-long
+reads). `BatchCache` adds the bookkeeping that keeps that cache bounded over a months-long
 run, at a per-call cost that does not grow with the number of steps:
 
 * **Positions.** An int batch index is its own position; any other batch index (a string, None)
@@ -11,7 +11,7 @@ run, at a per-call cost that does not grow with the number of steps:
   ``>= b + max_cached_batches`` arrives (for non-int indexes: when such a newer one is first
   cached), and only once the sampler allows it (the balanced sampler: every share collected).
   Cached batches wait in a min-heap by position, so a call pops exactly the batches it evicts.
-* **Evicted record.** Evicted batches are remembered (the last :data:`EVICTED_RECORD_SIZE`
+* **Evicted record.** Evicted batches are remembered (the last `EVICTED_RECORD_SIZE`
   exactly, older int ones through a per-rank high-water mark), so a repeat request from a peer
   lagging that far is refused rather than answered with different indexes.
 """
@@ -43,7 +43,7 @@ DEFAULT_MAX_CACHED_BATCHES = 64
 #: How many evicted batch indexes a caching sampler remembers exactly, per
 #: ``(partition_id, task_name)``, so that a repeat request for one of them is refused rather than
 #: answered with new indexes. Older int batch indexes are still refused through a per-rank
-#: high-water mark; see :class:`seqbalance.samplers.BaseSampler`.
+#: high-water mark; see `seqbalance.samplers.BaseSampler`.
 EVICTED_RECORD_SIZE = 1024
 
 BatchKey = tuple[Hashable, Hashable]

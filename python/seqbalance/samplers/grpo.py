@@ -84,7 +84,7 @@ class GRPOGroupNSampler(BaseSampler):
 
     Args:
         n_samples_per_prompt: group size ``n``, > 0.
-        max_cached_batches: keyword-only cache bound, see :class:`BaseSampler`.
+        max_cached_batches: keyword-only cache bound, see `BaseSampler`.
 
     Raises:
         ValueError: ``n_samples_per_prompt <= 0``.
@@ -150,7 +150,7 @@ class GRPOGroupNSampler(BaseSampler):
                 ``dp_rank`` is negative; on a first call, ``ready_indexes`` lists an index twice
                 or a negative one; this ``dp_rank`` already got ``batch_index`` and the result
                 has been evicted (a peer lagging more than ``max_cached_batches`` batches, see
-                :class:`BaseSampler`).
+                `BaseSampler`).
             TypeError: ``batch_size`` or ``dp_rank`` is not an int; on a first call,
                 ``ready_indexes`` is not a sequence of ints.
         """
@@ -196,7 +196,7 @@ class RankAwareSampler(BaseSampler):
     non-integer is refused before anything is cached.
 
     Args:
-        max_cached_batches: keyword-only cache bound, see :class:`BaseSampler`.
+        max_cached_batches: keyword-only cache bound, see `BaseSampler`.
 
     Example:
         >>> sampler = RankAwareSampler()
@@ -235,7 +235,7 @@ class RankAwareSampler(BaseSampler):
             ValueError: ``dp_rank`` is negative, or ``batch_size`` is negative; on a first call,
                 ``ready_indexes`` lists an index twice or a negative one; this ``dp_rank``
                 already got ``batch_index`` and the list has been evicted (a peer lagging more
-                than ``max_cached_batches`` batches, see :class:`BaseSampler`).
+                than ``max_cached_batches`` batches, see `BaseSampler`).
             TypeError: ``dp_rank`` or ``batch_size`` is not an int; on a first call,
                 ``ready_indexes`` is not a sequence of ints.
         """

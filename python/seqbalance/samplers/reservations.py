@@ -19,10 +19,10 @@ them grow; past ``2 * max_cached_batches`` global batches of live reservations t
 
 One more guard covers a ready list read *before* a consumption was recorded but passed *after*
 another list showed it (a thread of the README's loop descheduled between reading its list and
-calling the sampler): every index ever handed out is also kept in :class:`IndexHistory`, a set of
+calling the sampler): every index ever handed out is also kept in `IndexHistory`, a set of
 disjoint intervals, and never selected again. Selection takes the smallest free groups, so what
 has been handed out is a prefix with few holes and the history stays a handful of intervals;
-past :data:`HISTORY_INTERVALS` intervals the lowest (oldest) are forgotten, leaving the omission
+past `HISTORY_INTERVALS` intervals the lowest (oldest) are forgotten, leaving the omission
 rule alone to protect those indexes.
 """
 
@@ -47,7 +47,7 @@ class IndexHistory:
     """Indexes handed out so far, as sorted disjoint half-open intervals ``[start, end)``.
 
     Membership and insertion cost ``O(log k)`` plus a list shift, for ``k`` intervals; ``k`` is
-    capped at :data:`HISTORY_INTERVALS` by forgetting the lowest intervals.
+    capped at `HISTORY_INTERVALS` by forgetting the lowest intervals.
 
     Example:
         >>> history = IndexHistory()

@@ -12,12 +12,12 @@ Policies (documented for users in the class docstring and the README):
   An empty share is never produced: a controller cannot tell an empty answer from "not ready yet"
   and would retry it forever. Groups are never split; each selected index goes to exactly one
   rank.
-* **Reservations** (:mod:`.reservations`). An index of a share not yet collected is reserved
+* **Reservations** (`.reservations`). An index of a share not yet collected is reserved
   until its rank collects it; a collected (handed-out) index stays reserved until a ``ready_indexes``
   passed on a later first call omits it, however late the caller records the consumption. Past
   ``2 * max_cached_batches`` global batches of live reservations the sampler raises
   ``RuntimeError`` rather than drop one.
-* **Eviction** (:mod:`.cache`). Batch ``b`` leaves the cache only when a request for batch
+* **Eviction** (`.cache`). Batch ``b`` leaves the cache only when a request for batch
   ``b + max_cached_batches`` or later arrives and every rank has collected its share; a repeat
   request for an evicted batch (a peer lagging that far) raises ``ValueError`` instead of building
   a second split of different samples. Eviction never drops a reservation.
@@ -68,9 +68,9 @@ TaskKey = tuple[Hashable, Hashable]
 class SeqlenBalancedSampler(GRPOGroupNSampler):
     """Select whole prompt groups for the global batch and split them so ranks get equal tokens.
 
-    Each data-parallel rank calls :meth:`sample` with its own ``dp_rank``. The first call for a
+    Each data-parallel rank calls `sample` with its own ``dp_rank``. The first call for a
     ``(partition_id, task_name, batch_index)`` selects ``batch_size * dp_size`` samples as whole
-    groups (the :class:`GRPOGroupNSampler` rule), weighs each group by the sum of its samples'
+    groups (the `GRPOGroupNSampler` rule), weighs each group by the sum of its samples'
     ``total_lengths`` (from ``partition.get_custom_meta``), and balances the groups across ranks
     with ``get_seqlen_balanced_partitions``; rank r gets share r (rank 0 the heaviest). The split
     is cached for every rank, so the other ranks get their shares without looking at
@@ -112,9 +112,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     Args:
         n_samples_per_prompt: group size ``n``, > 0.
         dp_size: number of data-parallel ranks, > 0.
-        max_cached_batches: keyword-only cache bound, see :class:`BaseSampler`.
+        max_cached_batches: keyword-only cache bound, see `BaseSampler`.
         refine: keyword-only; ``True`` or ``"exact"`` refines each split (see
-            :func:`seqbalance.get_seqlen_balanced_partitions`), so the heaviest rank's share is
+            `seqbalance.get_seqlen_balanced_partitions`), so the heaviest rank's share is
             never heavier and usually lighter. Default ``False``: upstream's split exactly.
             Measured on GRPO-shaped batches (512 prompts x 16 responses of the CLI's built-in
             heavy-tailed generator, 20 seeds, equal group counts), the heaviest rank's tokens
@@ -125,9 +125,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
             the split costs; refining a split of a few hundred groups takes well under a
             millisecond.
         cost: keyword-only; what a group weighs: ``"tokens"`` (default, as upstream: the sum of
-            its ``total_lengths``), ``"workload"`` (:func:`seqbalance.calculate_workload` of
+            its ``total_lengths``), ``"workload"`` (`seqbalance.calculate_workload` of
             each ``total_lengths``), or a callable on the lengths (a 1-D int64 array) returning
-            one non-negative integer weight per sample (see :mod:`seqbalance.costs`).
+            one non-negative integer weight per sample (see `seqbalance.costs`).
         cost_field: keyword-only; instead of ``cost``, the name of a ``custom_meta`` field that
             holds each sample's weight (e.g. ``"flops"``); a sample without it is a
             ``ValueError`` naming the index. Float weights are a ``TypeError`` for now.
@@ -238,7 +238,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
                 a bool or unhashable; ``partition`` has no ``get_custom_meta``; it did not return
                 a mapping; on a first call, ``ready_indexes`` is not a sequence of ints.
             RuntimeError: a new split would pass the bound on live reservations (see
-                :mod:`seqbalance.samplers.reservations`); nothing is dropped or cached.
+                `seqbalance.samplers.reservations`); nothing is dropped or cached.
         """
         dp_rank = check_dp_rank(kwargs.get("dp_rank", 0))
         batch_index = check_batch_index(kwargs.get("batch_index", 0))

@@ -1,7 +1,7 @@
 """What the balanced sampler weighs and how it splits: group weights from ``custom_meta``, the
 uneven-groups policy and the equal split used without a partition object.
 
-See :mod:`.seqlen_balanced` for the policies in full; this module holds the parts that do not
+See `.seqlen_balanced` for the policies in full; this module holds the parts that do not
 touch the sampler's cache or reservations.
 """
 
@@ -236,7 +236,7 @@ def _group_costs(
                     f"custom_meta of index {index} has no {cost_field!r} (cost_field={cost_field!r})"
                 )
             values.append(entry[cost_field])
-        costs = sample_costs(values, np.zeros(len(values), dtype=np.int64), cost_field, floats=True)
+        costs = sample_costs(values, np.zeros(len(values), dtype=np.int64), cost_field)
     else:
         missing = 0
         lengths = []
@@ -247,7 +247,7 @@ def _group_costs(
                 length = 1
             lengths.append(length)
         _warn_missing(missing, len(selected), key)
-        costs = sample_costs(cost, np.asarray(lengths, dtype=np.int64), floats=True)
+        costs = sample_costs(cost, np.asarray(lengths, dtype=np.int64))
     sums = group_sums(costs, starts)
     # float32 weights stay np.float32 scalars, which the partitioners add in single precision.
     return list(sums) if sums.dtype == np.float32 else sums.tolist()
