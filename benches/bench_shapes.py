@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 import seqbalance
+from workloads import best_of
 
 N, CAP, DP = 2**17, 32_768, 8
 
@@ -92,19 +92,10 @@ def test_each_case_keeps_its_limits(name):
     check_dp(seqbalance.plan_dp_micro_batches(lengths, 4, CAP, **options), lengths, options)
 
 
-def _best(function: Callable[[], Any], repeat: int, clock: Callable[[], float]) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = clock()
-        function()
-        best = min(best, clock() - start)
-    return best
-
-
 def report(repeat: int, cpu_time: bool) -> None:
     clock = time.process_time if cpu_time else time.perf_counter
     lengths = workload(N)
-    sort = _best(lambda: np.sort(lengths), max(repeat, 5), clock)
+    sort = best_of(lambda: np.sort(lengths), max(repeat, 5), clock)
     workloads = np.asarray(seqbalance.calculate_workload(lengths), dtype=np.float64)
     kind = "process CPU time" if cpu_time else "wall time"
     print(f"n = {N:,}, cap {CAP:,}; best of {repeat} ({kind}); numpy.sort {sort * 1e3:.2f} ms")
@@ -115,12 +106,12 @@ def report(repeat: int, cpu_time: bool) -> None:
     for name, options in cases(lengths).items():
         plan = seqbalance.plan_micro_batches(lengths, CAP, **options)
         check_dp([plan], lengths, options)
-        seconds = _best(
+        seconds = best_of(
             lambda o=options: seqbalance.plan_micro_batches(lengths, CAP, **o), repeat, clock
         )
         dp_plan = seqbalance.plan_dp_micro_batches(lengths, DP, CAP, **options)
         check_dp(dp_plan, lengths, options)
-        dp_seconds = _best(
+        dp_seconds = best_of(
             lambda o=options: seqbalance.plan_dp_micro_batches(lengths, DP, CAP, **o), repeat, clock
         )
         costs = options.get("cost", workloads)
@@ -135,7 +126,7 @@ def report_packers(repeat: int, cpu_time: bool) -> None:
     """pack_sequences ("ffd", "bfd") under each limit on the same batch: packs and time."""
     clock = time.process_time if cpu_time else time.perf_counter
     lengths = workload(N)
-    sort = _best(lambda: np.sort(lengths), max(repeat, 5), clock)
+    sort = best_of(lambda: np.sort(lengths), max(repeat, 5), clock)
     print(
         f"\n{'pack_sequences':<20} {'ffd packs':>10} {'x sort':>8} {'bfd packs':>10} {'x sort':>8}"
     )
@@ -146,7 +137,7 @@ def report_packers(repeat: int, cpu_time: bool) -> None:
         for algorithm in ("ffd", "bfd"):
             packs = seqbalance.pack_sequences(lengths, CAP, algorithm=algorithm, **options)
             check(packs, lengths, options)
-            seconds = _best(
+            seconds = best_of(
                 lambda a=algorithm, o=options: seqbalance.pack_sequences(
                     lengths, CAP, algorithm=a, **o
                 ),
