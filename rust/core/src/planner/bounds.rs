@@ -2,6 +2,7 @@
 
 use super::Result;
 use crate::alloc;
+use crate::interrupt::Interrupt;
 
 /// Largest `k` of the Fekete–Schepers dual-feasible functions in [`lower_bound`].
 pub(super) const DFF_MAX: u64 = 16;
@@ -13,7 +14,7 @@ pub(super) const DFF_MAX: u64 = 16;
 pub fn lower_bound(tokens: &[u64], cap: u64) -> Result<usize> {
     let mut sizes = alloc::collect(tokens.iter().copied(), "the sorted sizes")?;
     sizes.sort_unstable();
-    Ok(lower_bound_sorted(&sizes, cap))
+    lower_bound_sorted(&sizes, cap, &Interrupt::NEVER)
 }
 
 /// [`lower_bound`] of sizes sorted ascending.
@@ -22,20 +23,32 @@ pub fn lower_bound(tokens: &[u64], cap: u64) -> Result<usize> {
 /// the formulas read (a division per distinct size and `k`, two searches per threshold), so:
 /// L2 sweeps its thresholds with two pointers, and each `u_k` is constant on `k + 2` runs of
 /// the sorted sizes, which binary searches find (O(k^2 log n) in all, not O(k n)).
-pub(super) fn lower_bound_sorted(sizes: &[u64], cap: u64) -> usize {
+pub(super) fn lower_bound_sorted(sizes: &[u64], cap: u64, interrupt: &Interrupt) -> Result<usize> {
     let n = sizes.len();
     let cap128 = cap as u128;
-    let total: u128 = sizes.iter().map(|&s| s as u128).sum();
+    let sum = |values: &[u64]| -> Result<u128> {
+        let mut total = 0u128;
+        for chunk in values.chunks(crate::interrupt::CHECK_EVERY) {
+            interrupt.check()?;
+            total += chunk.iter().map(|&s| s as u128).sum::<u128>();
+        }
+        Ok(total)
+    };
+    let total = sum(sizes)?;
     let mut bound = total.div_ceil(cap128).max(1);
 
     // L2 over the thresholds a in {0} and the distinct sizes with 2a <= cap, ascending: the
     // items above cap - a (J1) shrink and the items below a grow as a rises.
     let half = sizes.partition_point(|&s| s <= cap / 2);
-    let half_sum: u128 = sizes[..half].iter().map(|&s| s as u128).sum();
+    let half_sum = sum(&sizes[..half])?;
     let (mut above, mut above_sum) = (n, total); // sizes[..above] are <= cap - a
     let (mut small, mut small_sum) = (0usize, 0u128); // sizes[..small] are < a
     let mut threshold = 0u64;
+    // A pass over tens of millions of sizes takes a second: checks on the way.
+    let mut step = 0usize;
     loop {
+        step += 1;
+        interrupt.every(step)?;
         while above > half && sizes[above - 1] > cap - threshold {
             above -= 1;
             above_sum -= sizes[above] as u128;
@@ -80,5 +93,5 @@ pub(super) fn lower_bound_sorted(sizes: &[u64], cap: u64) -> usize {
         }
         bound = bound.max(sum.div_ceil(k * cap128));
     }
-    usize::try_from(bound).unwrap_or(usize::MAX)
+    Ok(usize::try_from(bound).unwrap_or(usize::MAX))
 }

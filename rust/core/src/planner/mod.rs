@@ -39,5 +39,22 @@ pub use shape::{Shape, ShapeRule};
 
 type Result<T> = std::result::Result<T, crate::error::CoreError>;
 
+/// `f` of every value, collected with fallible allocation and an interrupt check every
+/// [`CHECK_EVERY`](crate::interrupt::CHECK_EVERY) values: the planner's passes over tens of
+/// millions of items take a second or more each.
+pub(crate) fn map_checked<T: Copy, U>(
+    values: impl DoubleEndedIterator<Item = T> + ExactSizeIterator,
+    what: &'static str,
+    interrupt: &crate::interrupt::Interrupt,
+    f: impl Fn(T) -> U,
+) -> Result<Vec<U>> {
+    let mut out = crate::alloc::with_capacity(values.len(), what)?;
+    for (step, value) in values.enumerate() {
+        interrupt.every(step)?;
+        out.push(f(value));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests;

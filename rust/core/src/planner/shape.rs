@@ -199,11 +199,14 @@ impl<C: PlanCost> Problem<'_, C> {
         let mut heaps: Vec<std::collections::BinaryHeap<std::cmp::Reverse<u128>>> =
             alloc::collect(heaps.into_iter().map(Into::into), "the micro-batch heaps")?;
         let mut aside: Vec<std::cmp::Reverse<u128>> = Vec::new();
+        let mut moves = 0usize; // parts looked at, for the interrupt checks
         for (position, (item, least)) in placed.fills.iter().zip(least).enumerate().skip(first) {
             interrupt.every(position)?;
             let heap = &mut heaps[item.key as usize];
             let mut placed = false;
             while let Some(entry) = heap.pop() {
+                moves += 1;
+                interrupt.every(moves)?;
                 let p = (entry.0 & u32::MAX as u128) as usize;
                 if fills[p].fits(item, shape.rule, self.cap) {
                     fills[p].take(item);
@@ -288,6 +291,8 @@ impl<C: PlanCost> Problem<'_, C> {
             part.push(p as u32);
             open[fills[p].key as usize].try_push(open_key(load[p], p), "the micro-batch heap")?;
         }
+        // Heap moves, counted for the interrupt checks (one item can release millions of parts).
+        let mut moves = 0usize;
         for position in first..n {
             interrupt.every(position)?;
             let item = placed.fills[position];
@@ -296,6 +301,8 @@ impl<C: PlanCost> Problem<'_, C> {
                 if waiting.high(part_bits) > cap - item.tokens {
                     break;
                 }
+                moves += 1;
+                interrupt.every(moves)?;
                 full[key].pop();
                 let p = waiting.part(part_bits) as usize;
                 open[key].try_push(open_key(load[p], p), "the micro-batch heap")?;
@@ -314,6 +321,8 @@ impl<C: PlanCost> Problem<'_, C> {
                         break;
                     }
                     Some(room) => {
+                        moves += 1;
+                        interrupt.every(moves)?;
                         open[key].pop();
                         full[key].try_push(full_key(room, p), "the micro-batch heap")?;
                     }
@@ -409,7 +418,7 @@ impl<C: PlanCost> Problem<'_, C> {
             }
             sizes.sort_unstable();
             let by_samples = count.div_ceil(shape.rule.max_sequences.max(1)) as usize;
-            bound += super::bounds::lower_bound_sorted(sizes, self.cap).max(by_samples);
+            bound += super::bounds::lower_bound_sorted(sizes, self.cap, interrupt)?.max(by_samples);
         }
         Ok(bound.max(1))
     }
