@@ -16,12 +16,14 @@ from .micro_batches import min_num_micro_batches_for, plan_micro_batches
 from .model_cost import ModelCost
 from .packing import pack_sequences, plan_packed_steps
 from .stream import StreamPacker
+from .time_cost import TimeCost
 
 __all__ = [
     "BalanceReport",
     "LoadStats",
     "ModelCost",
     "StreamPacker",
+    "TimeCost",
     "TransformerCost",
     "balance_report",
     "calculate_workload",

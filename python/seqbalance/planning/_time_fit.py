@@ -1,0 +1,261 @@
+"""The numerics behind `seqbalance.TimeCost`: checked observations, their features, the
+accumulated least-squares state and the non-negative solve.
+
+The fit minimises the relative error of every micro-batch: the row of an observation is its
+features divided by its measured time, its target 1, its weight 1 (times the recency decay).
+What is accumulated is the upper-triangular factor ``R`` of the weighted rows augmented with
+the target (``R.T @ R`` is the weighted normal matrix with its right-hand side and the sum of
+squared targets): a fixed ``(p + 1) x (p + 1)`` array whatever the number of observations. A
+batch fit builds it with one QR factorisation, an update adds a row with ``p + 1`` Givens
+rotations (O(p**2)), so a fit followed by updates and one fit on everything give the same
+factor up to rounding. Solving from ``R`` rather than from the normal matrix itself keeps the
+condition number of the features, not its square.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import combinations
+from typing import Any, cast
+
+import numpy as np
+
+from .._inputs import _describe, as_int64_array
+from .model_cost import ModelCost
+
+#: Number of coefficients: per micro-batch, per document, and the two length terms.
+N_COEF = 4
+#: Lengths searched for the crossover with a model before saying attention never catches up.
+LONGEST_SEARCHED = 1 << 62
+#: Coefficient names without and with a model (the order of the features).
+PLAIN_NAMES = ("micro_batch", "document", "per_token", "per_pair")
+MODEL_NAMES = ("micro_batch", "document", "linear", "attention")
+
+
+def check_half_life(half_life: Any) -> float | None:
+    """``None`` or a positive finite number of observations, as a float."""
+    if half_life is None:
+        return None
+    if isinstance(half_life, (bool, np.bool_)) or not isinstance(
+        half_life, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"half_life must be None or a number, got {_describe(half_life)}")
+    value = float(half_life)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"half_life must be positive and finite, got {half_life!r}")
+    return value
+
+
+def decay_of(half_life: float | None) -> float:
+    """The factor an observation's weight is multiplied by per later observation."""
+    return 1.0 if half_life is None else 0.5 ** (1.0 / half_life)
+
+
+def check_lengths(values: Any, name: str) -> np.ndarray:
+    """One micro-batch's document lengths: a non-empty 1-D int64 array of positive values."""
+    if isinstance(values, (str, bytes, int, float, np.number, np.bool_)) or values is None:
+        raise TypeError(f"{name} must be a sequence of document lengths, got {_describe(values)}")
+    lengths = as_int64_array(values, name)
+    if lengths.size == 0:
+        raise ValueError(f"{name} is empty: a micro-batch holds at least one document")
+    if not lengths.all():
+        position = int(np.flatnonzero(lengths == 0)[0])
+        raise ValueError(f"{name}[{position}] = 0: a document length must be positive")
+    return lengths
+
+
+def check_micro_batches(micro_batches: Any, name: str = "micro_batches") -> list[np.ndarray]:
+    """Every micro-batch checked by `check_lengths`, named by its position."""
+    if isinstance(micro_batches, (str, bytes, dict)) or not isinstance(
+        micro_batches, (Sequence, np.ndarray)
+    ):
+        if not hasattr(micro_batches, "__iter__"):
+            raise TypeError(
+                f"{name} must be a sequence of micro-batches (each a sequence of document "
+                f"lengths), got {_describe(micro_batches)}"
+            )
+        micro_batches = list(micro_batches)
+    return [check_lengths(batch, f"{name}[{i}]") for i, batch in enumerate(micro_batches)]
+
+
+def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray:
+    """Measured times: one positive finite float per micro-batch."""
+    if isinstance(seconds, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}")
+    try:
+        values = np.asarray(seconds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}") from None
+    if values.ndim != 1:
+        raise ValueError(
+            f"{name} must be one number per micro-batch (1-D), got shape {values.shape}"
+        )
+    if values.size != count:
+        raise ValueError(
+            f"{name} has {values.size} times but micro_batches has {count} micro-batches"
+        )
+    bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
+    if bad.size:
+        position = int(bad[0])
+        raise ValueError(
+            f"{name}[{position}] = {values[position]!r}: a time must be positive and finite"
+        )
+    return values
+
+
+def check_second(seconds: Any, name: str = "seconds") -> float:
+    """One measured time, a positive finite number."""
+    if isinstance(seconds, (bool, np.bool_)) or not isinstance(
+        seconds, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"{name} must be a number, got {_describe(seconds)}")
+    value = float(seconds)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} = {seconds!r}: a time must be positive and finite")
+    return value
+
+
+class Features:
+    """Per-document features: ``[1, L, pairs(L)]``, or with a model ``[1, linear FLOPs,
+    attention FLOPs]`` (training FLOPs of `ModelCost`, split as its `per_token` splits them)."""
+
+    def __init__(self, model: ModelCost | None) -> None:
+        self.model = model
+        self.names = PLAIN_NAMES if model is None else MODEL_NAMES
+        # Training FLOPs per token of the linear part: a constant of the model.
+        self._linear = 0.0 if model is None else model.per_token(1)["linear"]
+
+    def length_terms(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The two length-dependent features of each document, as float64."""
+        values = lengths.astype(np.float64)
+        if self.model is None:
+            return values, values * (values + 1.0) * 0.5
+        linear = self._linear * values
+        # The model's exact FLOPs rounded once; attention is the rest (never below 0).
+        attention = np.maximum(self.model(lengths) - linear, 0.0)
+        return linear, attention
+
+    def rows(self, batches: list[np.ndarray]) -> np.ndarray:
+        """One row per micro-batch: ``[1, documents, sum of term 1, sum of term 2]``."""
+        sizes = np.array([batch.size for batch in batches], dtype=np.int64)
+        flat = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+        first, second = self.length_terms(flat)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        rows = np.empty((len(batches), N_COEF), dtype=np.float64)
+        rows[:, 0] = 1.0
+        rows[:, 1] = sizes
+        if batches:
+            rows[:, 2] = np.add.reduceat(first, starts)
+            rows[:, 3] = np.add.reduceat(second, starts)
+        return rows
+
+
+def factor_rows(rows: np.ndarray, seconds: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The ``(p + 1) x (p + 1)`` triangular factor of the weighted relative-error rows."""
+    scale = np.sqrt(weights) / seconds
+    augmented = np.empty((rows.shape[0], N_COEF + 1), dtype=np.float64)
+    augmented[:, :N_COEF] = rows * scale[:, None]
+    augmented[:, N_COEF] = np.sqrt(weights)
+    # mode="r" returns the triangular factor alone (numpy's stubs say a QRResult).
+    factor = cast(np.ndarray, np.linalg.qr(augmented, mode="r"))
+    square = np.zeros((N_COEF + 1, N_COEF + 1), dtype=np.float64)
+    square[: factor.shape[0]] = factor
+    return square
+
+
+def add_row(factor: np.ndarray, row: np.ndarray, decay: float) -> np.ndarray:
+    """``factor`` with its weights times ``decay`` and one more row (weight 1), a new array.
+
+    One Givens rotation per column: O(p**2) arithmetic, no allocation that grows.
+    """
+    result = factor * math.sqrt(decay) if decay != 1.0 else factor.copy()
+    extra = row.astype(np.float64, copy=True)
+    for j in range(N_COEF + 1):
+        a, b = result[j, j], extra[j]
+        if b == 0.0:
+            continue
+        radius = math.hypot(a, b)
+        c, s = a / radius, b / radius
+        top = result[j, j:].copy()
+        result[j, j:] = c * top + s * extra[j:]
+        extra[j:] = -s * top + c * extra[j:]
+        extra[j] = 0.0
+    return result
+
+
+def solve_nonnegative(factor: np.ndarray) -> np.ndarray:
+    """The non-negative coefficients minimising the accumulated weighted squared error.
+
+    With ``R`` the leading ``p x p`` block and ``q`` the last column, the error of ``x`` is
+    ``|R x - q|**2`` plus a constant. The optimum of a convex problem over ``x >= 0`` is the
+    unconstrained optimum on its own support, so the best non-negative candidate among the
+    unconstrained solutions on every subset of coefficients (16 of them) is the answer. Columns
+    are scaled to unit norm first: lengths to 10**6 make the raw columns differ by 10**12.
+    """
+    matrix, target = factor[:N_COEF, :N_COEF], factor[:N_COEF, N_COEF]
+    norms = np.sqrt((matrix * matrix).sum(axis=0))
+    norms[norms == 0.0] = 1.0
+    scaled = matrix / norms
+    best, best_error = np.zeros(N_COEF), float(target @ target)
+    full = _subset_solution(scaled, target, tuple(range(N_COEF)))
+    if full is not None and (full >= 0).all():
+        return full / norms
+    for size in range(1, N_COEF):
+        for subset in combinations(range(N_COEF), size):
+            candidate = _subset_solution(scaled, target, subset)
+            if candidate is None or (candidate < 0).any():
+                continue
+            residual = scaled @ candidate - target
+            error = float(residual @ residual)
+            if error < best_error:
+                best, best_error = candidate, error
+    return best / norms
+
+
+def _subset_solution(matrix: np.ndarray, target: np.ndarray, subset: tuple[int, ...]) -> Any:
+    """The least-squares solution using only the ``subset`` columns (others 0), or ``None``."""
+    columns = list(subset)
+    solution, *_ = np.linalg.lstsq(matrix[:, columns], target, rcond=1e-13)
+    if not np.isfinite(solution).all():
+        return None
+    full = np.zeros(N_COEF)
+    full[columns] = solution
+    return full
+
+
+def weighted_rms(factor: np.ndarray, coefficients: np.ndarray, weight_sum: float) -> float:
+    """The root mean square relative error of ``coefficients`` over what ``factor`` holds."""
+    if weight_sum <= 0:
+        return 0.0
+    residual = factor[:N_COEF, :N_COEF] @ coefficients - factor[:N_COEF, N_COEF]
+    squared = float(residual @ residual) + float(factor[N_COEF, N_COEF]) ** 2
+    return math.sqrt(max(squared, 0.0) / weight_sum)
+
+
+def crossover(features: Features, first: float, second: float) -> int | None:
+    """The smallest length whose second (attention) term times ``second`` reaches its first
+    (linear) term times ``first``; ``None`` when none up to 2**62 does. The attention term per
+    token never decreases with the length, so a doubling search and a bisection find it."""
+    if second == 0.0:
+        return None
+    if first == 0.0:
+        return 1
+
+    def dominates(length: int) -> bool:
+        term1, term2 = features.length_terms(np.array([length], dtype=np.int64))
+        return bool(term2[0] * second >= term1[0] * first)
+
+    high = 1
+    while not dominates(high):
+        if high >= LONGEST_SEARCHED:
+            return None
+        high *= 2
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if dominates(middle):
+            high = middle
+        else:
+            low = middle
+    return high
