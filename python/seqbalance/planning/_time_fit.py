@@ -15,7 +15,7 @@ condition number of the features, not its square.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any, cast
 
@@ -67,14 +67,12 @@ def check_lengths(values: Any, name: str) -> np.ndarray:
 
 def check_micro_batches(micro_batches: Any, name: str = "micro_batches") -> list[np.ndarray]:
     """Every micro-batch checked by `check_lengths`, named by its position."""
-    if isinstance(micro_batches, (str, bytes, dict)) or not isinstance(
-        micro_batches, (Sequence, np.ndarray)
-    ):
-        if not hasattr(micro_batches, "__iter__"):
-            raise TypeError(
-                f"{name} must be a sequence of micro-batches (each a sequence of document "
-                f"lengths), got {_describe(micro_batches)}"
-            )
+    if isinstance(micro_batches, (str, bytes, Mapping)) or not hasattr(micro_batches, "__iter__"):
+        raise TypeError(
+            f"{name} must be a sequence of micro-batches (each a sequence of document "
+            f"lengths), got {_describe(micro_batches)}"
+        )
+    if not isinstance(micro_batches, (Sequence, np.ndarray)):
         micro_batches = list(micro_batches)
     return [check_lengths(batch, f"{name}[{i}]") for i, batch in enumerate(micro_batches)]
 
@@ -99,7 +97,7 @@ def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray
     if bad.size:
         position = int(bad[0])
         raise ValueError(
-            f"{name}[{position}] = {values[position]!r}: a time must be positive and finite"
+            f"{name}[{position}] = {float(values[position])!r}: a time must be positive and finite"
         )
     return values
 
@@ -153,12 +151,16 @@ class Features:
 
 def factor_rows(rows: np.ndarray, seconds: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """The ``(p + 1) x (p + 1)`` triangular factor of the weighted relative-error rows."""
-    scale = np.sqrt(weights) / seconds
     augmented = np.empty((rows.shape[0], N_COEF + 1), dtype=np.float64)
-    augmented[:, :N_COEF] = rows * scale[:, None]
-    augmented[:, N_COEF] = np.sqrt(weights)
-    # mode="r" returns the triangular factor alone (numpy's stubs say a QRResult).
-    factor = cast(np.ndarray, np.linalg.qr(augmented, mode="r"))
+    # Values beyond float64 become inf here; the caller refuses a factor that is not finite.
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale = np.sqrt(weights) / seconds
+        augmented[:, :N_COEF] = rows * scale[:, None]
+        augmented[:, N_COEF] = np.sqrt(weights)
+        if not np.isfinite(augmented).all():
+            return np.full((N_COEF + 1, N_COEF + 1), np.inf)
+        # mode="r" returns the triangular factor alone (numpy's stubs say a QRResult).
+        factor = cast(np.ndarray, np.linalg.qr(augmented, mode="r"))
     square = np.zeros((N_COEF + 1, N_COEF + 1), dtype=np.float64)
     square[: factor.shape[0]] = factor
     return square

@@ -207,10 +207,19 @@ class TimeCost:
     def _commit(self, rows: np.ndarray, times: np.ndarray, name: str) -> None:
         factor = self._factor
         augmented = np.empty(N_COEF + 1, dtype=np.float64)
-        for row, time in zip(rows, times.tolist(), strict=True):
-            augmented[:N_COEF] = row / time
-            augmented[N_COEF] = 1.0
-            factor = add_row(factor, augmented, self._decay)
+        # Values beyond float64 become inf or nan here, and the factor is refused below.
+        with np.errstate(over="ignore", invalid="ignore"):
+            for row, time in zip(rows, times.tolist(), strict=True):
+                augmented[:N_COEF] = row / time
+                augmented[N_COEF] = 1.0
+                if not np.isfinite(augmented).all():
+                    factor = augmented[None, :] * np.inf
+                    break
+                try:
+                    factor = add_row(factor, augmented, self._decay)
+                except OverflowError:
+                    factor = augmented[None, :] * np.inf
+                    break
         if not np.isfinite(factor).all():
             raise ValueError(
                 f"{name} is too far in scale from the fit to add in float64 "

@@ -1,0 +1,389 @@
+"""TimeCost: the fit recovers a known model, stays non-negative and monotone, updates equal one
+fit on everything, refuses bad observations without changing, and saves and loads."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seqbalance import ModelCost, TimeCost
+
+# A small decoder with a sliding-window layer and a MoE layer: the FLOPs features carry both.
+MODEL = ModelCost(
+    hidden_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    intermediate_size=512,
+    vocab_size=1000,
+    layer_types=["full_attention", "sliding_attention"],
+    sliding_window=1024,
+    num_experts=8,
+    num_experts_per_tok=2,
+    moe_intermediate_size=128,
+)
+
+
+def pairs(length: int) -> float:
+    return length * (length + 1) / 2
+
+
+def true_time(batch, coefficients, model=None):
+    """The spec's model of one micro-batch, written out per document (the oracle)."""
+    c_mb, c_doc, first, second = coefficients
+    total = c_mb
+    for length in batch:
+        if model is None:
+            total += c_doc + first * length + second * pairs(length)
+        else:
+            linear = model.per_token(length)["linear"] * length
+            attention = model.per_token(length)["attention"] * length
+            total += c_doc + first * linear + second * attention
+    return total
+
+
+def design(rng, count, longest=200_000):
+    """Micro-batches of 1..8 documents, lengths log-uniform up to ``longest``."""
+    batches = []
+    for _ in range(count):
+        docs = int(rng.integers(1, 9))
+        lengths = np.exp(rng.uniform(math.log(16), math.log(longest), size=docs)).astype(int)
+        batches.append([max(1, int(v)) for v in lengths])
+    return batches
+
+
+coefficient_sets = st.tuples(
+    st.floats(1e-4, 1e-2),  # per micro-batch
+    st.floats(1e-6, 1e-4),  # per document
+    st.floats(1e-10, 1e-8),  # per token
+    st.floats(1e-15, 1e-12),  # per causal pair
+)
+
+
+# -- recovery --------------------------------------------------------------------------------
+
+
+@given(coefficients=coefficient_sets, seed=st.integers(0, 2**32 - 1))
+def test_a_fit_to_exact_data_recovers_the_model(coefficients, seed):
+    rng = np.random.default_rng(seed)
+    batches = design(rng, 40)
+    seconds = [true_time(b, coefficients) for b in batches]
+    cost = TimeCost.fit(batches, seconds)
+    fitted = cost.coefficients
+    for name, expected in zip(fitted, coefficients, strict=True):
+        assert fitted[name] == pytest.approx(expected, rel=1e-5), name
+    assert cost.fit_error["max"] < 1e-9
+
+
+@given(
+    coefficients=coefficient_sets,
+    seed=st.integers(0, 2**32 - 1),
+    noise=st.floats(0.001, 0.02),
+)
+def test_a_fit_to_noisy_data_predicts_new_micro_batches(coefficients, seed, noise):
+    rng = np.random.default_rng(seed)
+    batches = design(rng, 120)
+    seconds = [true_time(b, coefficients) * (1 + rng.uniform(-noise, noise)) for b in batches]
+    cost = TimeCost.fit(batches, seconds)
+    fresh = design(rng, 200)
+    truth = np.array([true_time(b, coefficients) for b in fresh])
+    errors = np.abs(cost.predict(fresh) / truth - 1)
+    # The estimate averages the noise out: its error stays well inside the noise itself.
+    assert np.median(errors) <= noise
+    assert errors.max() <= 1.5 * noise
+    # The fit's own error is the noise it saw.
+    assert cost.fit_error["max"] <= 1.5 * noise
+
+
+@given(seed=st.integers(0, 2**32 - 1), noise=st.floats(0.0, 0.01))
+def test_a_fit_with_a_model_recovers_the_two_efficiencies(seed, noise):
+    rng = np.random.default_rng(seed)
+    # Seconds per training FLOP: ~400 TFLOP/s for the GEMMs, 2.4x slower for attention.
+    coefficients = (2e-3, 3e-5, 1 / 400e12, 2.4 / 400e12)
+    batches = design(rng, 60, longest=64_000)
+    seconds = [
+        true_time(b, coefficients, MODEL) * (1 + rng.uniform(-noise, noise)) for b in batches
+    ]
+    cost = TimeCost.fit(batches, seconds, model=MODEL)
+    assert set(cost.coefficients) == {"micro_batch", "document", "linear", "attention"}
+    fresh = design(rng, 100, longest=64_000)
+    truth = np.array([true_time(b, coefficients, MODEL) for b in fresh])
+    assert np.abs(cost.predict(fresh) / truth - 1).max() <= 1.5 * noise + 1e-9
+    if noise == 0:
+        assert cost.coefficients["attention"] == pytest.approx(coefficients[3], rel=1e-6)
+
+
+def test_lengths_up_to_a_million_and_milliseconds_to_seconds_fit_accurately():
+    rng = np.random.default_rng(7)
+    coefficients = (1e-3, 2e-5, 2e-9, 2e-11)
+    batches = design(rng, 50, longest=1_000_000) + [[1], [2, 3], [1_000_000]]
+    seconds = [true_time(b, coefficients) for b in batches]
+    assert min(seconds) < 2e-3 and max(seconds) > 3
+    cost = TimeCost.fit(batches, seconds)
+    assert cost.fit_error["max"] < 1e-9
+    for name, expected in zip(cost.coefficients, coefficients, strict=True):
+        assert cost.coefficients[name] == pytest.approx(expected, rel=1e-7)
+
+
+def test_coefficients_stay_non_negative_when_the_best_unconstrained_fit_is_not():
+    # Times that fall with the length: least squares wants a negative per-token cost.
+    batches = [[100], [200], [400], [800], [1600], [3200], [100, 100]]
+    seconds = [0.010, 0.009, 0.008, 0.007, 0.006, 0.005, 0.012]
+    cost = TimeCost.fit(batches, seconds)
+    assert all(value >= 0 for value in cost.coefficients.values())
+    assert cost.coefficients["per_token"] == 0 and cost.coefficients["per_pair"] == 0
+    # The best non-negative fit: a constant per micro-batch and per document.
+    unconstrained = np.linalg.lstsq(
+        np.array([[1, len(b)] for b in batches]) / np.array(seconds)[:, None],
+        np.ones(len(batches)),
+        rcond=None,
+    )[0]
+    assert [cost.coefficients["micro_batch"], cost.coefficients["document"]] == pytest.approx(
+        np.maximum(unconstrained, 0), rel=1e-9, abs=1e-12
+    )
+
+
+# -- predictions -------------------------------------------------------------------------------
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    times=st.lists(st.floats(1e-3, 10.0), min_size=6, max_size=30),
+    probe=st.lists(st.integers(0, 10**7), min_size=1, max_size=50),
+    with_model=st.booleans(),
+)
+def test_predictions_are_non_negative_and_monotone_in_length(seed, times, probe, with_model):
+    # Any measurements at all, even ones no model explains.
+    rng = np.random.default_rng(seed)
+    batches = design(rng, len(times))
+    cost = TimeCost.fit(batches, times, model=MODEL if with_model else None)
+    assert all(value >= 0 and math.isfinite(value) for value in cost.coefficients.values())
+    ordered = np.sort(np.array(probe, dtype=np.int64))
+    seconds = cost(ordered)
+    assert seconds.dtype == np.float64 and (seconds >= 0).all()
+    assert (np.diff(seconds) >= 0).all()
+    assert (cost.predict(batches) >= 0).all()
+
+
+def test_call_and_predict_follow_the_formula():
+    rng = np.random.default_rng(3)
+    batches = design(rng, 30)
+    cost = TimeCost.fit(batches, [0.01 * len(b) + 1e-7 * sum(b) for b in batches])
+    c = cost.coefficients
+    lengths = [0, 1, 5000, 123_456]
+    expected = [0.0] + [
+        c["document"] + c["per_token"] * L + c["per_pair"] * pairs(L) for L in lengths[1:]
+    ]
+    assert cost(lengths).tolist() == pytest.approx(expected, rel=1e-12)
+    assert cost.predict([[1, 5000], [123_456]]).tolist() == pytest.approx(
+        [c["micro_batch"] + expected[1] + expected[2], c["micro_batch"] + expected[3]], rel=1e-12
+    )
+
+
+def test_fit_error_is_the_relative_error_of_the_fit():
+    rng = np.random.default_rng(11)
+    batches = design(rng, 50)
+    seconds = [
+        true_time(b, (1e-3, 1e-5, 1e-9, 1e-14)) * (1 + rng.uniform(-0.05, 0.05)) for b in batches
+    ]
+    cost = TimeCost.fit(batches, seconds)
+    errors = np.abs(cost.predict(batches) / np.array(seconds) - 1)
+    error = cost.fit_error
+    assert set(error) == {"median", "p90", "max", "rms"}
+    assert error["median"] == pytest.approx(np.median(errors), rel=1e-9)
+    assert error["p90"] == pytest.approx(np.percentile(errors, 90), rel=1e-9)
+    assert error["max"] == pytest.approx(errors.max(), rel=1e-9)
+    assert error["rms"] == pytest.approx(math.sqrt(np.mean(errors**2)), rel=1e-6)
+
+
+def test_describe_names_the_crossover_and_the_flops_crossover():
+    rng = np.random.default_rng(5)
+    batches = design(rng, 30)
+    # a = 2e-9 s/token, b = 1e-13 s/pair: b * (L + 1) / 2 >= a from L = 2a/b - 1 = 39,999.
+    cost = TimeCost.fit(batches, [true_time(b, (1e-3, 1e-5, 2e-9, 1e-13)) for b in batches])
+    assert cost.crossover_length() == 39_999
+    assert "from 39,999 tokens" in cost.describe()
+    with_model = TimeCost.fit(
+        batches, [true_time(b, (1e-3, 1e-5, 1e-15, 1e-15), MODEL) for b in batches], model=MODEL
+    )
+    # Equal seconds per FLOP: the time crossover is the FLOPs crossover.
+    assert with_model.crossover_length() == MODEL.crossover_length()
+    assert (
+        f"by FLOPs (ModelCost): from {MODEL.crossover_length():,} tokens" in with_model.describe()
+    )
+
+
+# -- online updates ----------------------------------------------------------------------------
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    split=st.integers(6, 40),
+    half_life=st.one_of(st.none(), st.floats(1.0, 100.0)),
+    one_by_one=st.booleans(),
+)
+def test_fit_then_update_equals_one_fit_on_everything(seed, split, half_life, one_by_one):
+    rng = np.random.default_rng(seed)
+    batches = design(rng, 40)
+    seconds = [
+        true_time(b, (1e-3, 1e-5, 1e-9, 1e-14)) * (1 + rng.uniform(-0.03, 0.03)) for b in batches
+    ]
+    whole = TimeCost.fit(batches, seconds, half_life=half_life)
+    online = TimeCost.fit(batches[:split], seconds[:split], half_life=half_life)
+    if one_by_one:
+        for batch, time in zip(batches[split:], seconds[split:], strict=True):
+            online.update(batch, time)
+    else:
+        online.update_many(batches[split:], seconds[split:])
+    assert online.observations == whole.observations == 40
+    probe = [1, 100, 10_000, 1_000_000]
+    assert online(probe) == pytest.approx(whole(probe), rel=1e-7)
+    assert online.fit_error["rms"] == pytest.approx(whole.fit_error["rms"], rel=1e-6, abs=1e-12)
+
+
+def test_half_life_follows_a_run_that_changes():
+    rng = np.random.default_rng(2)
+    batches = design(rng, 400)
+    before, after = (1e-3, 1e-5, 1e-9, 1e-14), (1e-3, 1e-5, 2e-9, 2e-14)
+    cost = TimeCost.fit(batches[:20], [true_time(b, before) for b in batches[:20]], half_life=10)
+    cost.update_many(batches[20:], [true_time(b, after) for b in batches[20:]])
+    # After 380 observations the first 20 weigh 2**-38 of the latest: the new kernel's times.
+    assert cost.coefficients["per_token"] == pytest.approx(2e-9, rel=1e-6)
+    steady = TimeCost.fit(batches[:20], [true_time(b, before) for b in batches[:20]])
+    steady.update_many(batches[20:], [true_time(b, after) for b in batches[20:]])
+    assert steady.fit_error["rms"] > 1e-3  # without recency weighting it averages the two
+
+
+BAD_UPDATES = [
+    ([], 0.1, ValueError, r"micro_batch is empty"),
+    ([10, 0], 0.1, ValueError, r"micro_batch\[1\] = 0"),
+    ([10, -3], 0.1, ValueError, r"micro_batch\[1\] must be >= 0"),
+    ([10.5], 0.1, TypeError, r"micro_batch\[0\] must be an integer"),
+    ([10], 0.0, ValueError, r"seconds = 0.0: a time must be positive and finite"),
+    ([10], -1.0, ValueError, r"seconds = -1.0"),
+    ([10], float("nan"), ValueError, r"seconds = nan"),
+    ([10], float("inf"), ValueError, r"seconds = inf"),
+    ([10], "1", TypeError, r"seconds must be a number"),
+    (5, 0.1, TypeError, r"micro_batch must be a sequence"),
+    ([2**62], 1e-300, ValueError, r"too far in scale"),
+]
+
+
+@pytest.mark.parametrize(("batch", "seconds", "error", "message"), BAD_UPDATES)
+def test_a_refused_update_changes_nothing(batch, seconds, error, message):
+    rng = np.random.default_rng(1)
+    batches = design(rng, 12)
+    cost = TimeCost.fit(batches, [0.01 + 1e-7 * sum(b) for b in batches], half_life=5)
+    before = cost.to_dict()
+    with pytest.raises(error, match=message):
+        cost.update(batch, seconds)
+    assert cost.to_dict() == before
+
+
+@given(bad_at=st.integers(0, 4), kind=st.sampled_from(["empty", "zero", "time", "short"]))
+def test_a_refused_update_many_changes_nothing(bad_at, kind):
+    rng = np.random.default_rng(4)
+    batches = design(rng, 12)
+    cost = TimeCost.fit(batches, [0.01 + 1e-7 * sum(b) for b in batches])
+    before = cost.to_dict()
+    more, seconds = design(rng, 5), [0.02] * 5
+    if kind == "empty":
+        more[bad_at] = []
+    elif kind == "zero":
+        more[bad_at] = [*more[bad_at], 0]
+    elif kind == "time":
+        seconds[bad_at] = -0.5
+    else:
+        seconds = seconds[:bad_at]
+    with pytest.raises(ValueError, match=r"micro_batches|seconds"):
+        cost.update_many(more, seconds)
+    assert cost.to_dict() == before
+
+
+# -- errors of fit -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("batches", "seconds", "keywords", "error", "message"),
+    [
+        ([[1]] * 5, [1.0] * 5, {}, ValueError, r"has 5 measured micro-batches; .* at least 6"),
+        ([[1]] * 6, [1.0] * 5, {}, ValueError, r"seconds has 5 times but micro_batches has 6"),
+        ([[1], [2], [], [3], [4], [5]], [1.0] * 6, {}, ValueError, r"micro_batches\[2\] is empty"),
+        ([[1], [2, 0]] + [[3]] * 4, [1.0] * 6, {}, ValueError, r"micro_batches\[1\]\[1\] = 0"),
+        ([[1]] * 6, [1, 1, 1, 1, float("nan"), 1], {}, ValueError, r"seconds\[4\] = nan"),
+        ([[1]] * 6, [1, 1, 1, 0, 1, 1], {}, ValueError, r"seconds\[3\] = 0.0"),
+        ([[1]] * 6, [[1.0]] * 6, {}, ValueError, r"seconds must be one number per micro-batch"),
+        ([[1]] * 6, [1.0] * 6, {"half_life": 0}, ValueError, r"half_life must be positive"),
+        ([[1]] * 6, [1.0] * 6, {"half_life": True}, TypeError, r"half_life must be None or a"),
+        ([[1]] * 6, [1.0] * 6, {"model": "llama"}, TypeError, r"model must be None or a ModelCost"),
+        ("abc", [1.0] * 3, {}, TypeError, r"micro_batches must be a sequence"),
+    ],
+)
+def test_fit_refuses_bad_input_by_name(batches, seconds, keywords, error, message):
+    with pytest.raises(error, match=message):
+        TimeCost.fit(batches, seconds, **keywords)
+
+
+def test_the_constructor_points_at_fit():
+    with pytest.raises(TypeError, match=r"TimeCost.fit"):
+        TimeCost()
+
+
+# -- saving ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [None, MODEL])
+@pytest.mark.parametrize("half_life", [None, 7.5])
+def test_json_and_pickle_round_trips_keep_predictions_and_updates(model, half_life):
+    rng = np.random.default_rng(9)
+    batches = design(rng, 30, longest=50_000)
+    seconds = [
+        true_time(b, (1e-3, 1e-5, 1e-15, 3e-15), MODEL) * (1 + rng.uniform(-0.02, 0.02))
+        for b in batches
+    ]
+    cost = TimeCost.fit(batches, seconds, model=model, half_life=half_life)
+    text = json.dumps(cost.to_dict())
+    copies = [TimeCost.from_dict(json.loads(text)), pickle.loads(pickle.dumps(cost))]
+    probe = [1, 77, 4096, 50_000]
+    for copy in copies:
+        assert copy.coefficients == cost.coefficients
+        assert copy.fit_error == cost.fit_error
+        assert copy.describe() == cost.describe()
+        assert copy(probe).tolist() == cost(probe).tolist()
+        assert (copy.model is None) == (model is None)
+        if model is not None:
+            assert copy.model.flops(probe) == model.flops(probe)
+    more = design(rng, 5, longest=50_000)
+    for copy in [cost, *copies]:
+        copy.update_many(more, [0.05] * 5)
+    assert copies[0].coefficients == cost.coefficients == copies[1].coefficients
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda d: d.update(kind="other"), ValueError, r"not a saved TimeCost"),
+        (lambda d: d.pop("factor"), ValueError, r"data has no 'factor'"),
+        (lambda d: d.update(factor=[[1.0]]), ValueError, r"data\['factor'\] must be a 5 x 5"),
+        (lambda d: d["coefficients"].update(per_token=-1.0), ValueError, r"per_token'\] must be"),
+        (lambda d: d["coefficients"].pop("per_pair"), ValueError, r"data\['coefficients'\] must"),
+        (lambda d: d.update(model={"hidden_size": 0}), ValueError, r"data\['model'\]: hidden_size"),
+        (lambda d: d.update(half_life=-2), ValueError, r"data\['half_life'\]"),
+        (lambda d: d.update(observations=-1), ValueError, r"observations'\] must be >= 0"),
+    ],
+)
+def test_from_dict_refuses_a_damaged_dict_by_field(change, error, message):
+    rng = np.random.default_rng(9)
+    batches = design(rng, 8)
+    data = TimeCost.fit(batches, [0.01 * len(b) for b in batches]).to_dict()
+    change(data)
+    with pytest.raises(error, match=message):
+        TimeCost.from_dict(data)
+    with pytest.raises(TypeError, match=r"data must be a mapping"):
+        TimeCost.from_dict([1, 2])
