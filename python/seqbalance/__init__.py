@@ -37,6 +37,7 @@ from .planning import (
     plan_dp_micro_batches,
     plan_micro_batches,
     plan_packed_steps,
+    profile,
 )
 from .refine import refine_partitions
 from .samplers import (
@@ -77,6 +78,7 @@ __all__ = [
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
+    "profile",
     "StreamPacker",
     "refine_partitions",
 ]

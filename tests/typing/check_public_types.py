@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from seqbalance import (
+    TimeCost,
     get_seqlen_balanced_partitions,
     greedy_partition,
     karmarkar_karp,
@@ -18,6 +19,7 @@ from seqbalance import (
     partition_ids,
     plan_dp_micro_batches,
     plan_micro_batches,
+    profile,
 )
 
 
@@ -35,6 +37,11 @@ def accepted() -> None:
     ranks, batches, count = plan_dp_micro_batches([3, 4, 5, 6], 2, 8, as_ids=True)
     packs: npt.NDArray[np.int64] = pack_sequences([3, 4, 5], 8, as_ids=True)
     assert micro_batches and plan and ranks.size and batches.size and count and packs.size
+    cost: TimeCost = TimeCost.fit([[1], [2], [3], [4], [5], [6, 7]], [1.0] * 6, half_life=8)
+    coefficients: dict[str, float] = cost.coefficients
+    timed: list[list[int]] = plan_micro_batches([3, 4, 5], 8, cost=cost)
+    profiled: TimeCost = profile(lambda lengths: None, max_length=64, timer=lambda: 0.0)
+    assert coefficients and timed and profiled.update([3, 4], 0.5) is profiled
 
 
 def refused() -> None:

@@ -15,6 +15,7 @@ from .metrics import BalanceReport, LoadStats, balance_report, log_seqlen_unbala
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
 from .model_cost import ModelCost
 from .packing import pack_sequences, plan_packed_steps
+from .profiling import profile
 from .stream import StreamPacker
 from .time_cost import TimeCost
 
@@ -34,4 +35,5 @@ __all__ = [
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
+    "profile",
 ]

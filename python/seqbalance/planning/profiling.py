@@ -1,0 +1,202 @@
+"""`profile`: time the user's own forward + backward over a grid of packed micro-batches and fit
+a `seqbalance.TimeCost` to what it measured."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .._inputs import _describe
+from ._time_fit import N_COEF, check_micro_batches
+from .model_cost import ModelCost
+from .time_cost import TimeCost
+
+__all__ = ["default_grid", "profile"]
+
+#: The shortest single document of the default grid, when ``max_length`` allows it.
+SHORTEST = 512
+#: The smallest ``max_length`` the default grid can be built for.
+MIN_MAX_LENGTH = 16
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {_describe(value)}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` tokens in ``parts`` documents as equal as possible (the longest first)."""
+    base, extra = divmod(total, parts)
+    return [base + 1] * extra + [base] * (parts - extra)
+
+
+def default_grid(max_length: int) -> list[list[int]]:
+    """The micro-batches `profile` times when given no ``lengths``.
+
+    Single documents from 512 tokens (or ``max_length / 8`` when that is shorter) doubling up
+    to ``max_length``; at each of those totals, the same tokens packed as 2, 4, 8 and 16 equal
+    documents, and a mix of halves (``T/2, T/4, T/8, ...``). Every micro-batch holds at most
+    ``max_length`` tokens; a grid with packed documents of the same total separates the cost per
+    micro-batch from the cost per document, and the lengths spread separates the linear from the
+    attention term.
+
+    Example:
+        >>> default_grid(2048)[:4]
+        [[256], [512], [1024], [2048]]
+    """
+    max_length = _count(max_length, "max_length", MIN_MAX_LENGTH)
+    totals = [max_length]
+    while totals[-1] // 2 >= SHORTEST or len(totals) < 4:
+        totals.append(totals[-1] // 2)
+    totals.reverse()
+    grid = [[total] for total in totals]
+    for total in totals:
+        for parts in (2, 4, 8, 16):
+            if total // parts >= 1:
+                grid.append(_split(total, parts))
+        halves: list[int] = []
+        left = total
+        while left > 1 and len(halves) < 6:
+            halves.append(left // 2)
+            left -= left // 2
+        grid.append([*halves, left])
+    return grid
+
+
+def _synchronize() -> None:
+    """Wait for queued CUDA work when torch is imported and has initialised CUDA.
+
+    torch is never imported here: a program that has not imported it has no CUDA work queued.
+    """
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_initialized():
+        cuda.synchronize()
+
+
+def profile(
+    run: Callable[[list[int]], Any],
+    *,
+    max_length: int,
+    lengths: Any = None,
+    repeats: int = 3,
+    warmup: int = 1,
+    timer: Callable[[], float] | None = None,
+    model: ModelCost | None = None,
+) -> TimeCost:
+    """Time ``run`` over packed micro-batches and fit a `TimeCost` to the measurements.
+
+    ``run(document_lengths)`` must run one forward + backward of a packed micro-batch of
+    documents of those lengths, however the trainer builds it (for a Hugging Face model:
+    ``position_ids`` restarting at 0 for every document, or ``cu_seqlens`` for a varlen
+    attention kernel; see the docs page "Balance by measured time"). Each micro-batch is run
+    ``warmup`` times untimed, then ``repeats`` times timed; its time is the least of those.
+    When torch is imported and has initialised CUDA, CUDA is synchronised before each reading
+    of the clock, so the time is the GPU's, not the launch's. Progress goes to stderr.
+
+    Args:
+        run: the callable to time; its return value is ignored.
+        max_length: the most tokens a micro-batch may hold (an int >= 16): the default grid
+            goes up to it.
+        lengths: the micro-batches to time instead of `default_grid` (each a non-empty list
+            of positive document lengths; at least 6).
+        repeats: timed runs of each micro-batch (>= 1).
+        warmup: untimed runs of each micro-batch first (>= 0).
+        timer: a zero-argument clock in seconds (default `time.perf_counter`), read before and
+            after each call.
+        model: fit with `ModelCost` features (see `TimeCost.fit`).
+
+    Returns:
+        The fitted `TimeCost`.
+
+    Raises:
+        RuntimeError: ``run`` raised; the message names the lengths it was given and the
+            original exception is chained (``__cause__``).
+        ValueError: a bad argument, a micro-batch of ``lengths`` above ``max_length`` tokens,
+            or a timer that did not advance over a call.
+        TypeError: ``run`` or ``timer`` is not callable, or an argument of the wrong type.
+
+    Example:
+        >>> clock = [0.0]
+        >>> def run(lengths):  # stands for a model's forward + backward
+        ...     clock[0] += 1e-3 + sum(1e-6 * L + 1e-10 * L * (L + 1) / 2 for L in lengths)
+        >>> cost = profile(run, max_length=8192, timer=lambda: clock[0])
+        >>> round(cost.coefficients["per_token"] * 1e6, 9)
+        1.0
+    """
+    if not callable(run):
+        raise TypeError(f"run must be callable, got {_describe(run)}")
+    clock = time.perf_counter if timer is None else timer
+    if not callable(clock):
+        raise TypeError(f"timer must be a zero-argument callable, got {_describe(timer)}")
+    max_length = _count(max_length, "max_length", MIN_MAX_LENGTH)
+    repeats = _count(repeats, "repeats", 1)
+    warmup = _count(warmup, "warmup", 0)
+    if lengths is None:
+        grid = default_grid(max_length)
+    else:
+        grid = [batch.tolist() for batch in check_micro_batches(lengths, "lengths")]
+        if len(grid) < N_COEF + 2:
+            raise ValueError(
+                f"lengths has {len(grid)} micro-batches; the fit needs at least {N_COEF + 2}"
+            )
+        for position, batch in enumerate(grid):
+            if sum(batch) > max_length:
+                raise ValueError(
+                    f"lengths[{position}] holds {sum(batch):,} tokens, above max_length "
+                    f"({max_length:,})"
+                )
+    seconds = []
+    for position, batch in enumerate(grid):
+        seconds.append(_time_one(run, batch, repeats, warmup, clock))
+        _progress(position + 1, len(grid), batch, seconds[-1])
+    return TimeCost.fit(grid, seconds, model=model)
+
+
+def _time_one(
+    run: Callable[[list[int]], Any],
+    batch: list[int],
+    repeats: int,
+    warmup: int,
+    clock: Callable[[], float],
+) -> float:
+    """The least of ``repeats`` timed calls of ``run(batch)``, after ``warmup`` untimed ones."""
+    best = float("inf")
+    for attempt in range(warmup + repeats):
+        _synchronize()
+        start = clock()
+        try:
+            run(list(batch))
+        except Exception as exc:
+            raise RuntimeError(
+                f"profile: run(document_lengths={_shown(batch)}) raised {type(exc).__name__}: {exc}"
+            ) from exc
+        _synchronize()
+        elapsed = float(clock() - start)
+        if attempt >= warmup:
+            best = min(best, elapsed)
+    if not best > 0:
+        raise ValueError(
+            f"the timer measured {best!r} s for run(document_lengths={_shown(batch)}); "
+            "it must advance over a call (timer= reads seconds, like time.perf_counter)"
+        )
+    return best
+
+
+def _shown(batch: list[int]) -> str:
+    text = repr(batch)
+    return text if len(text) <= 80 else f"{text[:70]}... ({len(batch)} documents)"
+
+
+def _progress(done: int, total: int, batch: list[int], seconds: float) -> None:
+    documents = f"{len(batch)} document{'s' if len(batch) > 1 else ''}"
+    sys.stderr.write(
+        f"seqbalance.profile: {done}/{total} micro-batches timed "
+        f"({sum(batch):,} tokens in {documents}: {seconds * 1e3:.3f} ms)\n"
+    )
+    sys.stderr.flush()

@@ -1,0 +1,217 @@
+"""seqbalance.profile on CPU: a fake clock whose time the test controls stands for the GPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+import seqbalance as sb
+from seqbalance import ModelCost, TimeCost, profile
+from seqbalance.planning.profiling import default_grid
+
+TRUE = (2e-3, 4e-5, 1e-8, 3e-13)
+
+
+def seconds_of(lengths, coefficients=TRUE):
+    c_mb, c_doc, a, b = coefficients
+    return c_mb + sum(c_doc + a * L + b * L * (L + 1) / 2 for L in lengths)
+
+
+class FakeGPU:
+    """A clock that advances only while ``run`` runs, by the modelled time of its lengths."""
+
+    def __init__(self, slow_first=0.0):
+        self.now = 0.0
+        self.calls: list[list[int]] = []
+        self.slow_first = slow_first  # extra seconds on each micro-batch's first call
+
+    def run(self, lengths):
+        first = not self.calls or self.calls[-1] != lengths
+        self.calls.append(list(lengths))
+        # An irregular extra on the first call, that no coefficient can absorb.
+        extra = self.slow_first * (1 + (sum(lengths) // 64 + len(lengths)) % 5)
+        self.now += seconds_of(lengths) + (extra if first else 0.0)
+
+    def timer(self):
+        return self.now
+
+
+def test_profile_recovers_the_modelled_time():
+    gpu = FakeGPU()
+    cost = profile(gpu.run, max_length=65_536, timer=gpu.timer)
+    assert isinstance(cost, TimeCost)
+    for value, expected in zip(cost.coefficients.values(), TRUE, strict=True):
+        assert value == pytest.approx(expected, rel=1e-6)
+    grid = default_grid(65_536)
+    # warmup 1 + repeats 3, for every micro-batch of the grid, in order
+    assert gpu.calls == [batch for batch in grid for _ in range(4)]
+
+
+def test_the_least_of_the_repeats_is_kept():
+    # Every micro-batch's first call is 1 s slower (a compile, a cache warm-up); with no warmup
+    # the least of 3 repeats still skips it.
+    gpu = FakeGPU(slow_first=1.0)
+    cost = profile(gpu.run, max_length=8192, warmup=0, repeats=3, timer=gpu.timer)
+    assert cost.fit_error["max"] < 1e-9
+    gpu = FakeGPU(slow_first=1.0)
+    once = profile(gpu.run, max_length=8192, warmup=0, repeats=1, timer=gpu.timer)
+    assert once.fit_error["max"] > 0.01  # the slow first calls were all it saw
+
+
+def test_the_default_grid_stays_under_max_length_and_separates_the_terms():
+    for max_length in (16, 100, 4096, 100_000, 1 << 20):
+        grid = default_grid(max_length)
+        assert all(0 < sum(batch) <= max_length and min(batch) >= 1 for batch in grid)
+        assert max(sum(batch) for batch in grid) == max_length
+        assert any(len(batch) == 1 for batch in grid) and any(len(batch) >= 8 for batch in grid)
+        assert len(grid) >= 6
+    assert [b for b in default_grid(1 << 20) if len(b) == 1][0] == [512]
+
+
+def test_explicit_lengths_and_a_model():
+    model = ModelCost(
+        hidden_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=500,
+    )
+    batches = [[1000], [2000], [4000], [500, 500], [1000, 1000, 2000], [250] * 16, [3000, 100]]
+    clock = [0.0]
+
+    def run(lengths):
+        flops = model.flops(lengths)
+        linear = [model.per_token(L)["linear"] * L for L in lengths]
+        clock[0] += 1e-3 + sum(
+            1e-15 * lin + 3e-15 * (f - lin) for f, lin in zip(flops, linear, strict=True)
+        )
+
+    cost = profile(run, max_length=4096, lengths=batches, timer=lambda: clock[0], model=model)
+    assert cost.model is model
+    assert cost.coefficients["attention"] == pytest.approx(3e-15, rel=1e-6)
+
+
+def test_progress_goes_to_stderr(capsys):
+    gpu = FakeGPU()
+    profile(gpu.run, max_length=2048, timer=gpu.timer, repeats=1, warmup=0)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    total = len(default_grid(2048))
+    assert len(lines) == total and lines[-1].startswith(f"seqbalance.profile: {total}/{total}")
+
+
+def test_a_run_that_raises_stops_with_the_lengths_it_was_given():
+    def run(lengths):
+        if sum(lengths) > 1000:
+            raise MemoryError("CUDA out of memory")
+
+    with pytest.raises(
+        RuntimeError, match=r"run\(document_lengths=\[1024\]\) raised MemoryError"
+    ) as info:
+        profile(run, max_length=4096, timer=iter(range(10**6)).__next__)
+    assert isinstance(info.value.__cause__, MemoryError)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "error", "message"),
+    [
+        ({"max_length": 8}, ValueError, r"max_length must be >= 16, got 8"),
+        ({"max_length": 4096.0}, TypeError, r"max_length must be an int"),
+        ({"max_length": 4096, "repeats": 0}, ValueError, r"repeats must be >= 1"),
+        ({"max_length": 4096, "warmup": -1}, ValueError, r"warmup must be >= 0"),
+        ({"max_length": 4096, "timer": 3}, TypeError, r"timer must be a zero-argument callable"),
+        ({"max_length": 4096, "lengths": [[1]] * 5}, ValueError, r"at least 6"),
+        (
+            {"max_length": 100, "lengths": [[1]] * 5 + [[60, 50]]},
+            ValueError,
+            r"lengths\[5\] holds 110",
+        ),
+        ({"max_length": 100, "lengths": [[1]] * 5 + [[0]]}, ValueError, r"lengths\[5\]\[0\] = 0"),
+        ({"max_length": 4096, "timer": lambda: 1.0}, ValueError, r"the timer measured 0.0 s"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(keywords, error, message):
+    with pytest.raises(error, match=message):
+        profile(lambda lengths: None, **keywords)
+    with pytest.raises(TypeError, match=r"run must be callable"):
+        profile(None, max_length=4096)  # type: ignore[arg-type]
+
+
+def test_cuda_is_synchronised_when_torch_has_initialised_it(monkeypatch):
+    events: list[str] = []
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: True, synchronize=lambda: events.append("sync")
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    clock = [0.0]
+
+    def run(lengths):
+        events.append("run")
+        clock[0] += seconds_of(lengths)
+
+    def timer():
+        events.append("read")
+        return clock[0]
+
+    profile(run, max_length=1024, timer=timer, repeats=1, warmup=0)
+    # Every reading of the clock comes right after a synchronisation.
+    assert events[:6] == ["sync", "read", "run", "sync", "read", "sync"]
+    assert all(events[i - 1] == "sync" for i, event in enumerate(events) if event == "read")
+
+
+def test_cuda_is_left_alone_when_torch_has_not_initialised_it(monkeypatch):
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: False, synchronize=lambda: pytest.fail("synchronised")
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    gpu = FakeGPU()
+    profile(gpu.run, max_length=1024, timer=gpu.timer)
+
+
+def test_profile_never_imports_torch():
+    code = textwrap.dedent(
+        """
+        import sys
+        import seqbalance
+        clock = [0.0]
+        def run(lengths):
+            clock[0] += 1e-3 + 1e-6 * sum(lengths)
+        seqbalance.profile(run, max_length=1024, timer=lambda: clock[0], repeats=1, warmup=0)
+        print("torch" in sys.modules)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_profile_is_exported():
+    assert sb.profile is profile and "profile" in sb.__all__ and "TimeCost" in sb.__all__
+    assert np.isfinite(profile.__doc__ is not None)
+
+
+@pytest.mark.integration
+def test_profile_times_a_tiny_torch_module():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(
+        d_model=32, nhead=4, dim_feedforward=64, batch_first=True
+    )
+
+    def run(lengths):
+        # One document at a time stands for per-document attention in a packed batch.
+        layer.zero_grad()
+        for length in lengths:
+            layer(torch.randn(1, length, 32)).sum().backward()
+
+    cost = profile(run, max_length=512, repeats=2, warmup=1)
+    assert all(value >= 0 for value in cost.coefficients.values())
+    assert cost.fit_error["median"] < 1.0
+    assert cost.predict([[512]])[0] > 0
