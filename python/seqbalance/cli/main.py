@@ -28,6 +28,7 @@ from ._common import (
     resolve_cost,
 )
 from .bench import _run_bench
+from .calibrate import add_calibrate_parser, add_time_cost_flag, resolve_time_cost
 from .partition import _run_partition
 from .readers import SYNTHETIC_DESCRIPTION, InputError, line_of_item
 
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="balance by the training FLOPs of a model: its Hugging Face config.json "
         "(seqbalance.ModelCost; exclusive with --cost)",
     )
+    add_time_cost_flag(partition)
     partition.add_argument(
         "--max-token-len",
         type=_int_at_least(1),
@@ -167,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="FILE.png", help="draw speed-up against n (needs matplotlib)"
     )
     bench.set_defaults(run=_run_bench)
+    add_calibrate_parser(commands)
     return parser
 
 
@@ -215,13 +218,14 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(arguments)
     if args.command is None:
-        parser.error("choose a command: partition or bench")
+        parser.error("choose a command: partition, bench or calibrate")
     if args.command == "partition":
         args.k_given = args.k is not None
         args.k = 8 if args.k is None else args.k
     prefix = f"seqbalance {args.command}: error:"
     try:
         if args.command == "partition":
+            resolve_time_cost(args)
             resolve_cost(args)
         return int(args.run(args))
     except (InputError, ValueError, TypeError, OverflowError) as exc:

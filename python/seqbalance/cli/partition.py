@@ -19,6 +19,7 @@ from ._common import (
     _equal_size,
     _format_seconds,
 )
+from .calibrate import time_by_rank, time_lines
 from .plan import _run_plan
 from .readers import (
     SYNTHETIC_DESCRIPTION,
@@ -156,7 +157,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             what = "orders" if flag == "--order" else "shapes"
             raise InputError(f"{flag} {what} micro-batches: it needs --max-token-len")
     # What a sample weighs (--cost); the report shows the same quantity.
-    lengths = sample_costs(args.cost, lengths)
+    tokens, lengths = lengths, sample_costs(args.cost, lengths)
     # Groups of consecutive samples (--group-size, or runs of equal --uid-field) are balanced as
     # single items weighing their summed cost.
     if uids is None:
@@ -181,6 +182,7 @@ def _run_partition(args: argparse.Namespace) -> int:
     grouped = {"uid_list": uids} if uids is not None else {"group_size": group_size}
     report = balance_report_from_ids(lengths, ids, args.k, **grouped)
     refined = None if args.refine else _refine_hint(lengths, weights, sizes, args.k, equal_size)
+    predicted = time_by_rank(args.cost, tokens, ids, args.k)
 
     reference_seconds = None
     same_result = None
@@ -208,6 +210,8 @@ def _run_partition(args: argparse.Namespace) -> int:
             "refined_imbalance": None if refined is None else refined[0],
             "partitions": _parts_from_ids(ids, args.k),
         }
+        if predicted is not None:
+            payload["predicted_time"] = predicted
         print(json.dumps(payload))
         return 0
 
@@ -227,6 +231,8 @@ def _run_partition(args: argparse.Namespace) -> int:
         f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} "
         f"{_unit(unit, report.balanced.spread)})"
     )
+    if predicted is not None:
+        print(time_lines(predicted))
     if refined is not None and refined[0] < report.balanced.imbalance:
         print(
             f"--refine would give max/mean {refined[0]:.4f} "

@@ -17,6 +17,7 @@ from ._common import (
     _equal_size,
     _format_seconds,
 )
+from .calibrate import time_by_plan, time_lines
 from .readers import (
     InputError,
 )
@@ -107,6 +108,7 @@ def _run_plan(
         for rank in plan
     ]
     count = len(plan[0]) if plan else 0
+    predicted = time_by_plan(args.cost, lengths, plan)
     if args.json:
         payload = {
             "source": source,
@@ -123,6 +125,8 @@ def _run_plan(
             "ranks_summary": rows,
             "plan": plan,
         }
+        if predicted is not None:
+            payload["predicted_time"] = predicted
         print(json.dumps(payload))
         return 0
     heaviest = max(row["cost"] for row in rows)
@@ -149,6 +153,8 @@ def _run_plan(
         most = max(row["most_samples"] for row in rows)
         print(f"shape limits kept: at most {most} samples in a micro-batch{_limits_text(args)}")
     print(f"heaviest rank by {args.cost}: max/mean {heaviest / max(mean, 1e-9):.4f}")
+    if predicted is not None:
+        print(time_lines(predicted))
     print(f"time: {_format_seconds(seconds)}")
     return 0
 

@@ -1,0 +1,265 @@
+"""``seqbalance calibrate LOG``: fit a `seqbalance.TimeCost` to measured micro-batches, and
+``--time-cost FILE`` on the planning verbs: balance by it and report each plan's predicted time.
+
+The pieces the planning reports call are small and stand alone: `load_time_cost`,
+`resolve_time_cost`, `time_by_rank` (one partition number per sample) and `time_by_plan` (a plan
+of micro-batches per rank), each returning what the text and ``--json`` reports print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from .._inputs import MAX_VALUE
+from ..planning.model_cost import ModelCost
+from ..planning.time_cost import TimeCost
+from ._common import _Parser
+from ._paths import InputError, check_is_file
+from .readers import MAX_LINE_BYTES, _decode, _json_record, _read_text_input, read_model_config
+
+__all__ = [
+    "TimeCostNanoseconds",
+    "add_calibrate_parser",
+    "add_time_cost_flag",
+    "load_time_cost",
+    "resolve_time_cost",
+    "time_by_plan",
+    "time_by_rank",
+    "time_lines",
+]
+
+#: Nanoseconds per second: the command line balances integer nanoseconds of predicted time.
+NS = 1e9
+
+
+def add_calibrate_parser(commands: Any) -> None:
+    """The ``calibrate`` sub-command on ``commands`` (argparse's sub-parsers)."""
+    calibrate: _Parser = commands.add_parser(
+        "calibrate",
+        help="fit a time cost to measured micro-batch times (JSON Lines) and save it",
+        description="Fit seqbalance.TimeCost to measured micro-batches: LOG holds one JSON "
+        'object a line, {"lengths": [document lengths packed together], "seconds": measured '
+        "time}. Prints the fit, its error and the length from which attention takes as long as "
+        "the linear part; --out saves it for --time-cost.",
+    )
+    calibrate.add_argument(
+        "log", metavar="LOG", help="JSON Lines of measured micro-batches ('-' reads stdin)"
+    )
+    calibrate.add_argument("--out", metavar="FILE.json", help="write the fitted cost here")
+    calibrate.add_argument(
+        "--model-config",
+        metavar="FILE.json",
+        help="fit seconds per linear and per attention FLOP of this model (a Hugging Face "
+        "config.json) instead of per token and per causal pair",
+    )
+    calibrate.add_argument(
+        "--half-life",
+        type=float,
+        metavar="N",
+        help="an observation's weight halves every N later lines (a run that drifts)",
+    )
+    calibrate.add_argument("--json", action="store_true", help="machine-readable output")
+    calibrate.set_defaults(run=_run_calibrate)
+
+
+def add_time_cost_flag(parser: argparse.ArgumentParser) -> None:
+    """``--time-cost FILE`` on a planning verb."""
+    parser.add_argument(
+        "--time-cost",
+        metavar="FILE.json",
+        help="balance by predicted seconds (a file from 'seqbalance calibrate --out'; exclusive "
+        "with --cost and --model-config) and report each rank's predicted time",
+    )
+
+
+def _read_log(stream: IO[bytes], where: str) -> tuple[list[list[int]], list[float]]:
+    batches: list[list[int]] = []
+    seconds: list[float] = []
+    number = 0
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            break
+        number += 1
+        at = f"{where}:{number}"
+        if len(raw) > MAX_LINE_BYTES:
+            raise InputError(f"{at}: line longer than {MAX_LINE_BYTES:,} bytes")
+        line = _decode(raw, Path(where))
+        if not line.strip():
+            continue
+        record = _json_record(line, at)
+        lengths, time = record.get("lengths"), record.get("seconds")
+        if not isinstance(lengths, list) or not lengths:
+            raise InputError(f'{at}: "lengths" must be a non-empty list of document lengths')
+        for position, value in enumerate(lengths):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_VALUE:
+                raise InputError(
+                    f'{at}: "lengths"[{position}] must be a positive integer, got {json.dumps(value)[:40]}'
+                )
+        if (
+            isinstance(time, bool)
+            or not isinstance(time, (int, float))
+            or not (math.isfinite(time) and time > 0)
+        ):
+            raise InputError(
+                f'{at}: "seconds" must be a positive finite number, got {json.dumps(time)[:40]}'
+            )
+        batches.append(lengths)
+        seconds.append(float(time))
+    return batches, seconds
+
+
+def _model(file: str | None) -> ModelCost | None:
+    if file is None:
+        return None
+    try:
+        return ModelCost.from_config(read_model_config(file))
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{file}: {exc}") from None
+
+
+def _run_calibrate(args: argparse.Namespace) -> int:
+    model = _model(args.model_config)
+    batches, seconds = _read_log_file(args.log)
+    if len(batches) < 6:
+        raise InputError(
+            f"{args.log}: {len(batches)} measured micro-batches; the fit needs at least 6 "
+            "(4 coefficients + 2)"
+        )
+    cost = TimeCost.fit(batches, seconds, model=model, half_life=args.half_life)
+    if args.out is not None:
+        try:
+            Path(args.out).write_text(json.dumps(cost.to_dict(), indent=1) + "\n")
+        except OSError as exc:
+            raise InputError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
+    documents = sum(len(batch) for batch in batches)
+    tokens = sum(sum(batch) for batch in batches)
+    source = f"{args.log}: {len(batches):,} measured micro-batches ({documents:,} documents, {tokens:,} tokens)"
+    if args.json:
+        payload = {
+            "source": source,
+            "observations": len(batches),
+            "coefficients": cost.coefficients,
+            "fit_error": cost.fit_error,
+            "crossover_length": cost.crossover_length(),
+            "flops_crossover_length": None if model is None else model.crossover_length(),
+            "out": args.out,
+        }
+        print(json.dumps(payload))
+        return 0
+    print(source)
+    print(cost.describe())
+    print(f"saved to {args.out}" if args.out else "not saved (pass --out FILE.json)")
+    return 0
+
+
+def _read_log_file(file: str) -> tuple[list[list[int]], list[float]]:
+    return _read_text_input(file, lambda stream: _read_log(stream, file))
+
+
+def load_time_cost(file: str) -> TimeCost:
+    """The `TimeCost` saved in ``file`` (by ``calibrate --out`` or ``TimeCost.to_dict``), or a
+    one-line `InputError` naming the file."""
+    path = Path(file)
+    check_is_file(path)
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_LINE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_LINE_BYTES:
+        raise InputError(f"{path}: too large for a saved time cost")
+    data = _json_record(_decode(raw, path), str(path))
+    try:
+        return TimeCost.from_dict(data)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+class TimeCostNanoseconds:
+    """``--time-cost``: a sample weighs its predicted seconds, as int64 nanoseconds.
+
+    Integers keep every report and group sum of the command line exact; a nanosecond is far
+    below what a GPU's timer resolves.
+    """
+
+    def __init__(self, cost: TimeCost, file: str) -> None:
+        self.time_cost = cost
+        self.file = file
+        self.name = f"predicted ns ({Path(file).name})"
+
+    def __call__(self, lengths: np.ndarray) -> np.ndarray:
+        seconds = self.time_cost(lengths)
+        if seconds.size and float(seconds.max()) * NS > MAX_VALUE:
+            position = int(np.argmax(seconds))
+            raise InputError(
+                f"lengths[{position}] = {int(lengths[position])} is predicted to take "
+                f"{seconds[position]:.4g} s, beyond int64 nanoseconds"
+            )
+        return np.rint(seconds * NS).astype(np.int64)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def resolve_time_cost(args: argparse.Namespace) -> None:
+    """``args.cost`` from ``--time-cost`` (exclusive with ``--cost`` and ``--model-config``)."""
+    if getattr(args, "time_cost", None) is None:
+        return
+    if args.cost is not None or args.model_config is not None:
+        raise InputError("pass only one of --cost, --model-config and --time-cost")
+    args.cost = TimeCostNanoseconds(load_time_cost(args.time_cost), args.time_cost)
+
+
+def _summary(seconds: np.ndarray, tokens: np.ndarray, file: str) -> dict[str, Any]:
+    top, mean = float(seconds.max()), float(seconds.mean())
+    token_mean = float(tokens.mean())
+    return {
+        "time_cost": file,
+        "per_rank_seconds": seconds.tolist(),
+        "max_seconds": top,
+        "mean_seconds": mean,
+        "imbalance": top / mean if mean > 0 else 1.0,
+        "tokens_imbalance": float(tokens.max()) / token_mean if token_mean > 0 else 1.0,
+    }
+
+
+def time_by_rank(cost: Any, tokens: np.ndarray, ids: np.ndarray, k: int) -> dict[str, Any] | None:
+    """Predicted seconds per rank of a split (``ids``: each sample's rank), the documents'
+    seconds summed; ``None`` when ``cost`` is not a ``--time-cost``."""
+    if not isinstance(cost, TimeCostNanoseconds):
+        return None
+    seconds = np.bincount(ids, weights=cost.time_cost(tokens), minlength=k)
+    return _summary(seconds, np.bincount(ids, weights=tokens, minlength=k), cost.file)
+
+
+def time_by_plan(
+    cost: Any, tokens: np.ndarray, plan: list[list[list[int]]]
+) -> dict[str, Any] | None:
+    """Predicted seconds per rank of a plan ``[rank][micro_batch] -> indexes``: each non-empty
+    micro-batch's `TimeCost.predict`, summed; ``None`` when ``cost`` is not a ``--time-cost``."""
+    if not isinstance(cost, TimeCostNanoseconds) or not plan:
+        return None
+    seconds, token_sums = [], []
+    for rank in plan:
+        batches = [tokens[batch] for batch in rank if batch]
+        seconds.append(float(cost.time_cost.predict(batches).sum()) if batches else 0.0)
+        token_sums.append(sum(int(tokens[batch].sum()) for batch in rank if batch))
+    return _summary(np.array(seconds), np.array(token_sums, dtype=np.float64), cost.file)
+
+
+def time_lines(summary: dict[str, Any] | None) -> str:
+    """The text report's line for a `time_by_rank` / `time_by_plan` summary ('' for None)."""
+    if summary is None:
+        return ""
+    return (
+        f"predicted time per rank ({Path(summary['time_cost']).name}): max "
+        f"{summary['max_seconds']:.4g} s, mean {summary['mean_seconds']:.4g} s, max/mean "
+        f"{summary['imbalance']:.4f}; tokens max/mean {summary['tokens_imbalance']:.4f}"
+    )

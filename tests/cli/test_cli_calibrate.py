@@ -1,0 +1,168 @@
+"""``seqbalance calibrate LOG --out FILE`` and ``--time-cost FILE`` on the planning verbs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from seqbalance import ModelCost, TimeCost, get_seqlen_balanced_partitions, plan_dp_micro_batches
+from seqbalance.cli.readers import synthetic_rl_batch
+from tests.cli._cli_runs import assert_one_line_error, run
+
+TRUE = (2e-3, 3e-5, 1e-8, 4e-13)
+
+
+def measured(count=60, seed=0, noise=0.02):
+    rng = np.random.default_rng(seed)
+    batches, seconds = [], []
+    for _ in range(count):
+        lengths = rng.integers(100, 60_000, size=int(rng.integers(1, 6))).tolist()
+        exact = TRUE[0] + sum(TRUE[1] + TRUE[2] * L + TRUE[3] * L * (L + 1) / 2 for L in lengths)
+        batches.append(lengths)
+        seconds.append(exact * (1 + rng.uniform(-noise, noise)))
+    return batches, seconds
+
+
+def write_log(path, batches, seconds):
+    path.write_text(
+        "".join(
+            json.dumps({"lengths": b, "seconds": s}) + "\n"
+            for b, s in zip(batches, seconds, strict=True)
+        )
+    )
+    return str(path)
+
+
+@pytest.fixture
+def log(tmp_path):
+    return write_log(tmp_path / "log.jsonl", *measured())
+
+
+@pytest.fixture
+def saved(tmp_path, log):
+    out = tmp_path / "time-cost.json"
+    result = run("calibrate", log, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return str(out)
+
+
+def test_calibrate_fits_prints_and_saves(tmp_path, log):
+    out = tmp_path / "tc.json"
+    result = run("calibrate", log, "--out", str(out))
+    assert result.returncode == 0 and result.stderr == ""
+    expected = TimeCost.fit(*measured())
+    loaded = TimeCost.from_dict(json.loads(out.read_text()))
+    assert loaded.coefficients == pytest.approx(expected.coefficients, rel=1e-9)
+    text = result.stdout
+    assert "60 measured micro-batches" in text and f"saved to {out}" in text
+    assert f"from {expected.crossover_length():,} tokens" in text
+    assert f"median {expected.fit_error['median']:.2%}" in text
+
+
+def test_calibrate_json_and_a_model(tmp_path, log):
+    config = {
+        "hidden_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run("calibrate", log, "--model-config", str(path), "--half-life", "30", "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    model = ModelCost.from_config(config)
+    expected = TimeCost.fit(*measured(), model=model, half_life=30)
+    assert payload["coefficients"] == pytest.approx(expected.coefficients, rel=1e-9)
+    assert set(payload["fit_error"]) == {"median", "p90", "max", "rms"}
+    assert payload["flops_crossover_length"] == model.crossover_length()
+    assert payload["crossover_length"] == expected.crossover_length()
+    assert payload["out"] is None
+
+
+def test_partition_balances_by_the_predicted_time(tmp_path, saved):
+    result = run("partition", "--time-cost", saved, "-k", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    cost = TimeCost.from_dict(json.loads(open(saved).read()))
+    lengths = synthetic_rl_batch()
+    nanoseconds = np.rint(cost(lengths) * 1e9).astype(np.int64)
+    assert payload["partitions"] == get_seqlen_balanced_partitions(nanoseconds, 8, False)
+    predicted = payload["predicted_time"]
+    per_rank = [float(cost(lengths[part]).sum()) for part in payload["partitions"]]
+    assert predicted["per_rank_seconds"] == pytest.approx(per_rank, rel=1e-12)
+    assert predicted["imbalance"] == pytest.approx(max(per_rank) / np.mean(per_rank))
+    tokens = [int(lengths[part].sum()) for part in payload["partitions"]]
+    assert predicted["tokens_imbalance"] == pytest.approx(max(tokens) / np.mean(tokens))
+    text = run("partition", "--time-cost", saved, "-k", "8").stdout
+    assert "predicted time per rank (time-cost.json): max" in text
+    assert "tokens max/mean" in text
+
+
+def test_the_dp_plan_balances_by_it_and_reports_each_ranks_time(saved):
+    result = run(
+        "partition", "--time-cost", saved, "--dp", "4", "--max-token-len", "32768", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    cost = TimeCost.from_dict(json.loads(open(saved).read()))
+    lengths = synthetic_rl_batch()
+    expected = plan_dp_micro_batches(
+        lengths, 4, 32768, cost=lambda v: np.rint(cost(v) * 1e9).astype(np.int64)
+    )
+    assert payload["plan"] == expected
+    per_rank = [
+        float(cost.predict([lengths[b] for b in rank if b]).sum()) for rank in payload["plan"]
+    ]
+    assert payload["predicted_time"]["per_rank_seconds"] == pytest.approx(per_rank, rel=1e-12)
+    text = run("partition", "--time-cost", saved, "--dp", "4", "--max-token-len", "32768").stdout
+    assert "predicted time per rank" in text
+
+
+@pytest.mark.parametrize(
+    ("lines", "fragments"),
+    [
+        (["not json"], ["log.jsonl:1", "not valid JSON"]),
+        (['{"lengths": [5], "seconds": 1}', "[1]"], ["log.jsonl:2", "expected a JSON object"]),
+        (['{"lengths": [], "seconds": 1}'], ["log.jsonl:1", '"lengths" must be a non-empty']),
+        (['{"lengths": [3, 0], "seconds": 1}'], ["log.jsonl:1", '"lengths"[1] must be a positive']),
+        (['{"lengths": [3, 1.5], "seconds": 1}'], ['"lengths"[1] must be a positive integer']),
+        (['{"lengths": [3], "seconds": -1}'], ["log.jsonl:1", '"seconds" must be a positive']),
+        (['{"lengths": [3], "seconds": NaN}'], ['"seconds" must be a positive finite']),
+        (['{"lengths": [3]}'], ['"seconds" must be a positive finite number, got null']),
+        (['{"lengths": [3], "seconds": 1}'] * 5, ["5 measured micro-batches", "at least 6"]),
+    ],
+)
+def test_a_bad_log_is_one_line(tmp_path, lines, fragments):
+    path = tmp_path / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert_one_line_error(run("calibrate", str(path)), "seqbalance calibrate: error:", *fragments)
+
+
+def test_other_calibrate_failures_are_one_line(tmp_path, log):
+    assert_one_line_error(run("calibrate", str(tmp_path / "none.jsonl")), "no such file")
+    assert_one_line_error(
+        run("calibrate", log, "--out", str(tmp_path / "missing" / "tc.json")), "cannot write"
+    )
+    assert_one_line_error(run("calibrate", log, "--half-life", "-1"), "half_life must be positive")
+    assert_one_line_error(run("calibrate", log, "--half-life", "x"), "--half-life")
+    assert_one_line_error(run("calibrate"), "LOG")
+
+
+def test_time_cost_failures_are_one_line(tmp_path, saved, log):
+    assert_one_line_error(
+        run("partition", "--time-cost", saved, "--cost", "tokens"),
+        "only one of --cost, --model-config and --time-cost",
+    )
+    assert_one_line_error(run("partition", "--time-cost", str(tmp_path / "x.json")), "no such file")
+    assert_one_line_error(run("partition", "--time-cost", log), "log.jsonl", "not valid JSON")
+    damaged = tmp_path / "damaged.json"
+    data = json.loads(open(saved).read())
+    data["coefficients"]["per_token"] = -1
+    damaged.write_text(json.dumps(data))
+    assert_one_line_error(
+        run("partition", "--time-cost", str(damaged)), "damaged.json", "per_token"
+    )
