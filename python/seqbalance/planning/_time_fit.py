@@ -134,6 +134,11 @@ class Features:
         attention = np.maximum(self.model(lengths) - linear, 0.0)
         return linear, attention
 
+    def row(self, lengths: np.ndarray) -> np.ndarray:
+        """The row of one micro-batch (`rows` for one, without the batching overhead)."""
+        first, second = self.length_terms(lengths)
+        return np.array([1.0, float(lengths.size), first.sum(), second.sum()])
+
     def rows(self, batches: list[np.ndarray]) -> np.ndarray:
         """One row per micro-batch: ``[1, documents, sum of term 1, sum of term 2]``."""
         sizes = np.array([batch.size for batch in batches], dtype=np.int64)
@@ -166,24 +171,33 @@ def factor_rows(rows: np.ndarray, seconds: np.ndarray, weights: np.ndarray) -> n
     return square
 
 
-def add_row(factor: np.ndarray, row: np.ndarray, decay: float) -> np.ndarray:
-    """``factor`` with its weights times ``decay`` and one more row (weight 1), a new array.
+def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.ndarray:
+    """``factor`` with more rows (weight 1 each), every earlier weight times ``decay`` as each
+    row comes; a new array.
 
-    One Givens rotation per column: O(p**2) arithmetic, no allocation that grows.
+    One Givens rotation per column and row: O(p**2) arithmetic per row on plain floats (a 5 x 5
+    factor is faster as Python lists than through NumPy calls), no allocation that grows.
     """
-    result = factor * math.sqrt(decay) if decay != 1.0 else factor.copy()
-    extra = row.astype(np.float64, copy=True)
-    for j in range(N_COEF + 1):
-        a, b = result[j, j], extra[j]
-        if b == 0.0:
-            continue
-        radius = math.hypot(a, b)
-        c, s = a / radius, b / radius
-        top = result[j, j:].copy()
-        result[j, j:] = c * top + s * extra[j:]
-        extra[j:] = -s * top + c * extra[j:]
-        extra[j] = 0.0
-    return result
+    size = N_COEF + 1
+    shrink = math.sqrt(decay)
+    result = factor.tolist()
+    for row in rows:
+        if decay != 1.0:
+            result = [[value * shrink for value in line] for line in result]
+        extra = list(row)
+        for j in range(size):
+            b = extra[j]
+            if b == 0.0:
+                continue
+            pivot = result[j]
+            a = pivot[j]
+            radius = math.hypot(a, b)
+            c, s = a / radius, b / radius
+            for i in range(j, size):
+                top, bottom = pivot[i], extra[i]
+                pivot[i] = c * top + s * bottom
+                extra[i] = c * bottom - s * top
+    return np.array(result, dtype=np.float64)
 
 
 def solve_nonnegative(factor: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ balances like any other cost.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from .._inputs import _describe, as_int64_array
 from ._time_fit import (
     N_COEF,
     Features,
-    add_row,
+    add_rows,
     check_half_life,
     check_lengths,
     check_micro_batches,
@@ -190,7 +191,7 @@ class TimeCost:
         """
         batch = check_lengths(micro_batch, "micro_batch")
         time = check_second(seconds)
-        self._commit(self._features.rows([batch]), np.array([time]), "micro_batch")
+        self._commit(self._features.row(batch)[None, :], np.array([time]), "micro_batch")
         return self
 
     def update_many(self, micro_batches: Any, seconds: Any) -> TimeCost:
@@ -205,31 +206,27 @@ class TimeCost:
         return self
 
     def _commit(self, rows: np.ndarray, times: np.ndarray, name: str) -> None:
-        factor = self._factor
-        augmented = np.empty(N_COEF + 1, dtype=np.float64)
-        # Values beyond float64 become inf or nan here, and the factor is refused below.
-        with np.errstate(over="ignore", invalid="ignore"):
-            for row, time in zip(rows, times.tolist(), strict=True):
-                augmented[:N_COEF] = row / time
-                augmented[N_COEF] = 1.0
-                if not np.isfinite(augmented).all():
-                    factor = augmented[None, :] * np.inf
-                    break
-                try:
-                    factor = add_row(factor, augmented, self._decay)
-                except OverflowError:
-                    factor = augmented[None, :] * np.inf
-                    break
-        if not np.isfinite(factor).all():
+        factor = None
+        try:
+            # Plain floats: a handful of rows is faster so than through NumPy calls.
+            augmented = [
+                [value / time for value in row] + [1.0]
+                for row, time in zip(rows.tolist(), times.tolist(), strict=True)
+            ]
+            if all(math.isfinite(value) for row in augmented for value in row):
+                factor = add_rows(self._factor, augmented, self._decay)
+        except OverflowError:  # beyond float64: refused below
+            factor = None
+        if factor is None or not np.isfinite(factor).all():
             raise ValueError(
                 f"{name} is too far in scale from the fit to add in float64 "
                 "(lengths near 2**63 or times near 0); nothing was changed"
             )
         count = len(times)
         self._factor = factor
-        self._weight_sum = self._weight_sum * self._decay**count + sum(
-            self._decay**i for i in range(count)
-        )
+        decay = self._decay
+        added = float(count) if decay == 1.0 else sum(decay**i for i in range(count))
+        self._weight_sum = self._weight_sum * decay**count + added
         self._observations += count
         self._solution = None
 
