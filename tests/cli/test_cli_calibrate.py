@@ -122,6 +122,20 @@ def test_the_dp_plan_balances_by_it_and_reports_each_ranks_time(saved):
     assert "predicted time per rank" in text
 
 
+def test_the_per_rank_plan_reports_each_ranks_time(saved):
+    result = run("partition", "--time-cost", saved, "-k", "4", "--max-token-len", "32768", "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    cost = TimeCost.from_dict(json.loads(open(saved).read()))
+    lengths = synthetic_rl_batch()
+    per_rank = [
+        float(cost.predict([lengths[b] for b in rank if b]).sum()) for rank in payload["plan"]
+    ]
+    assert len(per_rank) == 4
+    assert payload["predicted_time"]["per_rank_seconds"] == pytest.approx(per_rank, rel=1e-12)
+    assert payload["cost"] == "predicted ns (time-cost.json)"
+
+
 @pytest.mark.parametrize(
     ("lines", "fragments"),
     [

@@ -186,6 +186,15 @@ def test_call_and_predict_follow_the_formula():
     )
 
 
+def test_predict_refuses_an_empty_micro_batch_by_position():
+    rng = np.random.default_rng(3)
+    batches = design(rng, 8)
+    cost = TimeCost.fit(batches, [0.01 * len(b) for b in batches])
+    with pytest.raises(ValueError, match=r"micro_batches\[1\] is empty"):
+        cost.predict([[5], []])
+    assert cost.predict([]).shape == (0,)
+
+
 def test_fit_error_is_the_relative_error_of_the_fit():
     rng = np.random.default_rng(11)
     batches = design(rng, 50)
