@@ -712,7 +712,7 @@ UNREADABLE = [
         _without(HYBRID, "sliding_window"), {}, "sliding_window", id="sliding without window"
     ),
     pytest.param(
-        SMALL, {"layer_types": ["full_attention"] * 3 + ["mamba"]}, "layer_types[3]", id="unknown"
+        SMALL, {"layer_types": ["full_attention"] * 3 + ["retention"]}, "layer_types[3]", id="unknown"
     ),
     pytest.param(SMALL, {"layer_types": ["full_attention"] * 3}, "layer_types", id="3 of 4"),
     pytest.param(_without(MOE, "num_experts_per_tok"), {}, "num_experts_per_tok", id="no top-k"),

@@ -26,7 +26,7 @@ from .model_config import (
     _config_items,
     _index_list,
     _int_field,
-    layer_shape,
+    read_layers,
 )
 
 __all__ = ["ModelCost"]
@@ -138,6 +138,17 @@ class ModelCost:
         linear_key_head_dim: int | None = None,
         linear_num_value_heads: int | None = None,
         linear_value_head_dim: int | None = None,
+        global_head_dim: int | None = None,
+        num_global_key_value_heads: int | None = None,
+        conv_L_cache: int | None = None,  # noqa: N803 (LFM2's field name)
+        mamba_n_heads: int | None = None,
+        mamba_n_groups: int | None = None,
+        mamba_d_state: int | None = None,
+        mamba_d_conv: int | None = None,
+        mamba_expand: int | None = None,
+        mamba_d_ssm: int | None = None,
+        mamba_dt_rank: int | None = None,
+        mlp_layer_types: Sequence[str] | None = None,
         full_attention_interval: Any = None,
         max_window_layers: Any = None,
         sliding_window_pattern: Any = None,
@@ -176,7 +187,8 @@ class ModelCost:
         self._build(ints, fields, only)
 
     def _build(self, ints: dict[str, int], fields: dict[str, Any], only: tuple[int, ...]) -> None:
-        shape = layer_shape(ints, fields, only, self.gated_mlp, self.include_head, self.causal)
+        flags = {name: getattr(self, name) for name in _FLAGS}
+        shape = read_layers(ints, fields, only, flags)
         self.layer_types = shape.layer_types
         self.moe_layers = shape.moe_layers
         #: Forward FLOPs per token that do not depend on the length (head, projections, MLPs).
