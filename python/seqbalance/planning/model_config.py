@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from .._inputs import MAX_VALUE, _describe
-
 from .model_layers import (
     FULL,
     LAYER_TYPES,
@@ -58,6 +57,8 @@ _POSITIVE = (
     "num_global_key_value_heads",
     "conv_L_cache",
     *_MAMBA_FIELDS,
+    "linear_conv_kernel_dim",
+    "hidden_size_per_layer_input",
 )
 _NON_NEGATIVE = (
     "num_experts",
@@ -78,6 +79,7 @@ _UNMODELLED = (
     "moe_layer_freq",
     "interleave_moe_layer_step",
     "attention_chunk_size",
+    "index_topk",
 )
 #: Every config field `ModelCost.from_config` reads, in the order ``repr`` shows them.
 CONFIG_FIELDS = (
@@ -107,6 +109,9 @@ CONFIG_FIELDS = (
     "num_global_key_value_heads",
     "conv_L_cache",
     *_MAMBA_FIELDS,
+    "linear_conv_kernel_dim",
+    "hidden_size_per_layer_input",
+    "attn_output_gate",
     "mlp_layer_types",
     *_UNMODELLED,
 )
@@ -159,6 +164,12 @@ def _check_unmodelled(fields: dict[str, Any]) -> None:
             "which layers are MoE",
             f"{moe_rule} and interleave_moe_layer_step=None",
         )
+    if fields.get("index_topk") is not None:
+        raise refuse(
+            "index_topk",
+            "sparse attention over the top-k keys",
+            "pass index_topk=None to count it as full causal attention (an overestimate)",
+        )
     if fields.get("attention_chunk_size") is not None:
         raise refuse(
             "attention_chunk_size",
@@ -177,7 +188,9 @@ def _kind_list(name: str, value: Any, n_layers: int, known: tuple[str, ...]) -> 
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise TypeError(f"{name} must be a list of strings, got {_describe(value)}")
     if len(value) != n_layers:
-        raise ValueError(f"{name} must have num_hidden_layers ({n_layers}) entries, got {len(value)}")
+        raise ValueError(
+            f"{name} must have num_hidden_layers ({n_layers}) entries, got {len(value)}"
+        )
     for i, kind in enumerate(value):
         if not isinstance(kind, str) or kind not in known:
             raise ValueError(

@@ -28,6 +28,7 @@ from .model_config import (
     _int_field,
     read_layers,
 )
+from .model_families import normalize
 
 __all__ = ["ModelCost"]
 
@@ -148,6 +149,9 @@ class ModelCost:
         mamba_expand: int | None = None,
         mamba_d_ssm: int | None = None,
         mamba_dt_rank: int | None = None,
+        linear_conv_kernel_dim: int | None = None,
+        hidden_size_per_layer_input: int | None = None,
+        attn_output_gate: bool | None = None,
         mlp_layer_types: Sequence[str] | None = None,
         full_attention_interval: Any = None,
         max_window_layers: Any = None,
@@ -155,6 +159,7 @@ class ModelCost:
         moe_layer_freq: Any = None,
         interleave_moe_layer_step: Any = None,
         attention_chunk_size: Any = None,
+        index_topk: Any = None,
         gated_mlp: bool = True,
         include_head: bool = True,
         recompute: bool = False,
@@ -167,10 +172,9 @@ class ModelCost:
         self.recompute = check_flag(recompute, "recompute")
         self.causal = check_flag(causal, "causal")
         fields = {name: given[name] for name in CONFIG_FIELDS if given[name] is not None}
-        if "use_sliding_window" in fields:
-            fields["use_sliding_window"] = check_flag(
-                fields["use_sliding_window"], "use_sliding_window"
-            )
+        for flag in ("use_sliding_window", "attn_output_gate"):
+            if flag in fields:
+                fields[flag] = check_flag(fields[flag], flag)
         _check_unmodelled(fields)
         ints: dict[str, int] = {}
         for name in _POSITIVE:
@@ -181,6 +185,8 @@ class ModelCost:
                 ints[name] = _int_field(name, fields[name], 0)
         only = _index_list("mlp_only_layers", fields.get("mlp_only_layers", ()))
         fields.update(ints)  # plain ints (not NumPy scalars) for repr
+        if fields.get("attn_output_gate"):
+            ints["attn_output_gate"] = 1
         if "mlp_only_layers" in fields:
             fields["mlp_only_layers"] = list(only)
         self._fields = fields
@@ -253,9 +259,12 @@ class ModelCost:
             text = getattr(config, "text_config", None) or text
         if text is not None:
             items = _config_items(text, "config.text_config")
-        fields = {name: items[name] for name in CONFIG_FIELDS if items.get(name) is not None}
+        fields = normalize(items, CONFIG_FIELDS)
+        assumed = "gated_mlp" not in fields and items.get("model_type") is None
         fields.update(overrides)
-        return cls(**fields)
+        cost = cls(**fields)
+        cost._assumed_gated = assumed and "gated_mlp" not in overrides
+        return cost
 
     # -- use ----------------------------------------------------------------------------------
 
@@ -402,6 +411,8 @@ class ModelCost:
         if not n_dense:
             mlp = "MoE MLPs"
         gated = "gated" if self.gated_mlp else "not gated"
+        if getattr(self, "_assumed_gated", False):
+            gated = "gated: assumed, the config has no model_type"
         mla = ", multi-latent" if "kv_lora_rank" in self._fields else ""
         passes = "4 x forward (recompute)" if self.recompute else "3 x forward"
         lines = [

@@ -70,7 +70,8 @@ def _softmax(ints: dict[str, int], h: int, global_layer: bool) -> tuple[int, int
         raise ValueError(
             f"head_dim = hidden_size // num_attention_heads = {h} // {n_q} is 0; pass head_dim=..."
         )
-    return 2 * h * d * (2 * n_q + 2 * n_kv), 4 * n_q * d
+    gate = 2 * h * n_q * d if ints.get("attn_output_gate") else 0
+    return 2 * h * d * (2 * n_q + 2 * n_kv) + gate, 4 * n_q * d
 
 
 def _mamba(ints: dict[str, int], h: int) -> tuple[int, int]:
@@ -104,16 +105,24 @@ def _conv(ints: dict[str, int], h: int) -> tuple[int, int]:
     return 2 * (h * 3 * h + h * h), 2 * h * ints["conv_L_cache"]
 
 
-def _moe_layers(ints: dict[str, int], only: tuple[int, ...], n_layers: int, experts: int) -> set[int]:
+def _moe_layers(
+    ints: dict[str, int], only: tuple[int, ...], n_layers: int, experts: int
+) -> set[int]:
     if not experts:
         return set()
     first_dense = ints.get("first_k_dense_replace", 0)
     step = ints.get("decoder_sparse_step", 1)
-    return {i for i in range(n_layers) if i >= first_dense and i not in only and (i + 1) % step == 0}
+    return {
+        i for i in range(n_layers) if i >= first_dense and i not in only and (i + 1) % step == 0
+    }
 
 
 def _expert_count(ints: dict[str, int]) -> int:
-    counts = {name: ints[name] for name in ("num_experts", "n_routed_experts", "num_local_experts") if name in ints}
+    counts = {
+        name: ints[name]
+        for name in ("num_experts", "n_routed_experts", "num_local_experts")
+        if name in ints
+    }
     if len(set(counts.values())) > 1:
         raise ValueError(
             "the expert count is ambiguous: "
@@ -175,7 +184,10 @@ def layer_shape(
                 if name not in ints:
                     raise missing(name, f"{kinds.count(LINEAR)} linear-attention layers")
             n_k, d_k, n_v, d_v = (ints[name] for name in LINEAR_FIELDS)
-            mixers[kind] = (2 * h * (2 * n_k * d_k + 2 * n_v * d_v), 4 * n_v * d_k * d_v, 0)
+            # q, k, v, the output gate, the decay and beta gates in; the output projection out.
+            proj = 2 * h * (2 * n_k * d_k + 2 * n_v * d_v + 2 * n_v) + 2 * n_v * d_v * h
+            conv = 2 * (2 * n_k * d_k + n_v * d_v) * ints.get("linear_conv_kernel_dim", 0)
+            mixers[kind] = (proj, 4 * n_v * d_k * d_v + conv, 0)
         elif kind in (MAMBA, HYBRID):
             proj, scan = _mamba(ints, h)
             if kind == HYBRID:
@@ -203,14 +215,17 @@ def layer_shape(
         if "intermediate_size" not in ints:
             raise missing("intermediate_size", f"{n_dense} dense MLP layers")
         costs["dense"] = gate * h * ints["intermediate_size"]
+    # Gemma's per-layer inputs: one projection to every layer's input, a gate and a
+    # projection back in each layer.
+    per_layer = 6 * h * ints.get("hidden_size_per_layer_input", 0) * n_layers
     head = 0
     if flags["include_head"]:
         if "vocab_size" not in ints:
             raise missing("vocab_size", "the output head; include_head=False leaves it out")
         head = 2 * h * ints["vocab_size"]
 
-    linear, recurrent, full, sliding = head, 0, 0, 0
-    for kind, mlp in zip(kinds, mlp_kinds):
+    linear, recurrent, full, sliding = head + per_layer, 0, 0, 0
+    for kind, mlp in zip(kinds, mlp_kinds, strict=True):
         proj, per_token, pair = mixers[kind]
         linear += proj + costs[mlp]
         recurrent += per_token
