@@ -3,6 +3,7 @@ attention pair, summed into a `LayerShape` (checked config fields in, no transfo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
@@ -24,6 +25,24 @@ LINEAR_FIELDS = (
 MLA_FIELDS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 MAMBA2_FIELDS = ("mamba_n_heads", "mamba_d_state", "mamba_d_conv")
 MAMBA1_FIELDS = ("mamba_d_state", "mamba_d_conv", "mamba_dt_rank")
+
+
+def _pairs(length: int, window: int | None, causal: bool) -> int:
+    """Query-key pairs attention computes for one sequence (see `ModelCost`)."""
+    if not causal:
+        return length * length
+    if window is None or length <= window:
+        return length * (length + 1) // 2
+    return window * (window + 1) // 2 + (length - window) * window
+
+
+def _pattern(items: Sequence[str]) -> str:
+    """``items`` as Python source, written ``[...] * n`` when it repeats a shorter list."""
+    n = len(items)
+    for period in range(1, n // 2 + 1):
+        if n % period == 0 and list(items) == list(items[:period]) * (n // period):
+            return f"{list(items[:period])!r} * {n // period}"
+    return repr(list(items))
 
 
 def missing(name: str, needed_by: str) -> ValueError:
