@@ -305,6 +305,17 @@ def test_what_it_cannot_model_is_a_value_error_naming_the_field(config, field):
         ModelCost.from_config(config)
 
 
+@pytest.mark.parametrize("case", FAMILIES, ids=[case[0] for case in FAMILIES])
+def test_huge_layer_counts_are_refused_by_name_in_every_family(case):
+    config = {**case[1], "num_hidden_layers": 2**63 - 1}
+    config.pop("layers_block_type", None)  # NemotronH counts its blocks instead
+    if "layer_types" in config or "mlp_layer_types" in config:
+        config.pop("layer_types", None)
+        config.pop("mlp_layer_types", None)
+    with pytest.raises(ValueError, match="num_hidden_layers|layers_block_type"):
+        ModelCost.from_config(config)
+
+
 def test_huge_layer_counts_are_refused_before_anything_is_allocated():
     # 2**63 - 1 layers once raised a bare MemoryError building the layer list.
     with pytest.raises(

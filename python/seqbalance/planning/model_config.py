@@ -13,6 +13,7 @@ from .model_layers import (
     FULL,
     LAYER_TYPES,
     LINEAR_FIELDS,
+    MAX_LAYERS,
     MLA_FIELDS,
     MLP_KINDS,
     SLIDING,
@@ -20,9 +21,6 @@ from .model_layers import (
     layer_shape,
     missing,
 )
-
-#: The most layers a model may have: checked before anything per layer is allocated.
-MAX_LAYERS = 100_000
 
 _MAMBA_FIELDS = (
     "mamba_n_heads",

@@ -77,13 +77,11 @@ class ModelCost:
     kinds as the config says; a config object and its ``to_dict()`` agree) or refuses it
     with a ``ValueError`` naming the field it cannot model. Never a guess.
 
-    The keywords are the Hugging Face config field names (see `from_config` for how each
-    is read; ``None`` means absent) plus ``gated_mlp``, ``include_head``, ``recompute`` and
-    ``causal``.
-
-    Use: ``cost(lengths)`` returns a ``float64`` array, each the correctly rounded value of the
-    exact integer `flops` computes; `per_token` splits the cost per token into its
-    linear and attention parts and `describe` says from which length attention dominates.
+    The keywords: the Hugging Face config field names (see `from_config`; ``None`` means
+    absent), ``gated_mlp``, ``include_head``, ``recompute``, ``causal``. Use: ``cost(lengths)``
+    returns a ``float64`` array, each the correctly rounded value of the exact integer `flops`
+    computes; `per_token` splits the cost per token into its linear and attention parts and
+    `describe` says from which length attention dominates.
 
     Relation to `TransformerCost`: with standard multi-head attention,
     ``gated_mlp=False, include_head=False, causal=False``, ``flops`` equals
@@ -104,6 +102,8 @@ class ModelCost:
         >>> cost([1, 10]).tolist()
         [1171968.0, 11788800.0]
     """
+
+    _assumed_gated = False  # from_config: a mapping without model_type, modelled gated
 
     def __init__(
         self,
@@ -264,7 +264,7 @@ class ModelCost:
         assumed = "gated_mlp" not in fields and items.get("model_type") is None
         fields.update(overrides)
         cost = cls(**fields)
-        cost._assumed_gated = assumed and "gated_mlp" not in overrides
+        cost._assumed_gated = assumed and "gated_mlp" not in overrides  # for describe()
         return cost
 
     # -- use ----------------------------------------------------------------------------------
@@ -412,7 +412,7 @@ class ModelCost:
         if not n_dense:
             mlp = "MoE MLPs"
         gated = "gated" if self.gated_mlp else "not gated"
-        if getattr(self, "_assumed_gated", False):
+        if self._assumed_gated:
             gated = "gated: assumed, the config has no model_type"
         mla = ", multi-latent" if "kv_lora_rank" in self._fields else ""
         passes = "4 x forward (recompute)" if self.recompute else "3 x forward"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._inputs import _describe
+from .model_layers import MAX_LAYERS
 
 #: Families whose MLP is two matrices (up, activation, down), not gated.
 TWO_MATRIX = frozenset(
@@ -102,6 +103,15 @@ _RENAMES = {
 }
 
 
+def _layer_count(items: dict[str, Any]) -> int | None:
+    """``num_hidden_layers`` when it is an int small enough to build a list per layer from
+    (the constructor refuses the others, by name)."""
+    n = items.get("num_hidden_layers")
+    if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_LAYERS:
+        return n
+    return None
+
+
 def _refuse(name: str, value: Any, what: str, remedy: str = "") -> ValueError:
     tail = f": {remedy}" if remedy else ""
     return ValueError(f"ModelCost cannot model {name}={value!r} ({what}){tail}")
@@ -130,8 +140,8 @@ def _lfm2(items: dict[str, Any], out: dict[str, Any]) -> None:
     kinds = items.get("layer_types")
     if kinds is None and isinstance(items.get("full_attn_idxs"), Sequence):
         attention = set(items["full_attn_idxs"])
-        n = items.get("num_hidden_layers")
-        if isinstance(n, int):
+        n = _layer_count(items)
+        if n is not None:
             kinds = ["full_attention" if i in attention else "conv" for i in range(n)]
     if kinds is not None:
         out["layer_types"] = kinds
@@ -159,41 +169,46 @@ def _hunyuan(items: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 def _jamba(items: dict[str, Any], out: dict[str, Any]) -> None:
-    n = items.get("num_hidden_layers")
-    if not isinstance(n, int):
-        return
-    attn = (items.get("attn_layer_period"), items.get("attn_layer_offset"))
-    experts = (items.get("expert_layer_period"), items.get("expert_layer_offset"))
-    for name, value in zip(
-        ("attn_layer_period", "attn_layer_offset", "expert_layer_period", "expert_layer_offset"),
-        (*attn, *experts),
-        strict=True,
-    ):
-        if not isinstance(value, int) or value < (1 if "period" in name else 0):
-            raise _refuse(name, value, "which Jamba layers are attention or MoE")
-    out["layer_types"] = ["full_attention" if i % attn[0] == attn[1] else "mamba" for i in range(n)]
-    moe = (items.get("num_experts") or 0) > 1
-    out["mlp_layer_types"] = [
-        "sparse" if moe and i % experts[0] == experts[1] else "dense" for i in range(n)
-    ]
-    if not moe:
-        out.pop("num_experts", None)
     rank = items.get("mamba_dt_rank")
     if rank == "auto" and isinstance(items.get("hidden_size"), int):
         rank = math.ceil(items["hidden_size"] / 16)
     out["mamba_dt_rank"] = rank
+    n = _layer_count(items)
+    if n is None:
+        return
+    values = []
+    for name in (
+        "attn_layer_period",
+        "attn_layer_offset",
+        "expert_layer_period",
+        "expert_layer_offset",
+    ):
+        value = items.get(name)
+        if not isinstance(value, int) or value < (1 if "period" in name else 0):
+            raise _refuse(name, value, "which Jamba layers are attention or MoE")
+        values.append(value)
+    attn_period, attn_offset, moe_period, moe_offset = values
+    out["layer_types"] = [
+        "full_attention" if i % attn_period == attn_offset else "mamba" for i in range(n)
+    ]
+    moe = (items.get("num_experts") or 0) > 1
+    out["mlp_layer_types"] = [
+        "sparse" if moe and i % moe_period == moe_offset else "dense" for i in range(n)
+    ]
+    if not moe:
+        out.pop("num_experts", None)
 
 
 def _bamba(items: dict[str, Any], out: dict[str, Any]) -> None:
-    n = items.get("num_hidden_layers")
+    n = _layer_count(items)
     attention = items.get("attn_layer_indices") or ()
-    if isinstance(n, int):
+    if n is not None:
         out["layer_types"] = ["full_attention" if i in attention else "mamba" for i in range(n)]
 
 
 def _falcon_h1(items: dict[str, Any], out: dict[str, Any]) -> None:
-    n = items.get("num_hidden_layers")
-    if isinstance(n, int):
+    n = _layer_count(items)
+    if n is not None:
         out["layer_types"] = ["hybrid"] * n
 
 
@@ -223,8 +238,8 @@ def _nemotron_h(items: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 def _mamba(items: dict[str, Any], out: dict[str, Any]) -> None:
-    n = items.get("num_hidden_layers")
-    if isinstance(n, int):
+    n = _layer_count(items)
+    if n is not None:
         out["layer_types"] = ["mamba"] * n
         out["mlp_layer_types"] = ["none"] * n
     _copy(items, out, mamba_d_state="state_size", mamba_d_conv="conv_kernel")
@@ -267,15 +282,18 @@ _FAMILIES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 def _moe_range(items: dict[str, Any], out: dict[str, Any]) -> None:
     """ERNIE's MoE layers: from ``moe_layer_start_index`` to ``moe_layer_end_index`` (-1: the
     last) every ``moe_layer_interval`` layers."""
-    n = items.get("num_hidden_layers")
-    start, end = items.get("moe_layer_start_index"), items.get("moe_layer_end_index", -1)
-    step = items.get("moe_layer_interval", 1)
-    for name, value in (("moe_layer_start_index", start), ("moe_layer_end_index", end)):
+    n = _layer_count(items)
+    bounds = []
+    for name, default in (("moe_layer_start_index", None), ("moe_layer_end_index", -1)):
+        value = items.get(name, default)
         if not isinstance(value, int):
             raise _refuse(name, value, "which layers are MoE")
+        bounds.append(value)
+    start, end = bounds
+    step = items.get("moe_layer_interval", 1)
     if not isinstance(step, int) or step < 1:
         raise _refuse("moe_layer_interval", step, "which layers are MoE")
-    if isinstance(n, int):
+    if n is not None:
         last = n - 1 if end == -1 else end
         out["mlp_layer_types"] = [
             "sparse" if start <= i <= last and (i - start) % step == 0 else "dense"

@@ -8,6 +8,8 @@ from typing import Any, NamedTuple
 
 FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
 MAMBA, CONV, HYBRID, MLP_ONLY = "mamba", "conv", "hybrid", "mlp"
+#: The most layers a model may have: checked before anything per layer is allocated.
+MAX_LAYERS = 100_000
 #: The layer kinds ``layer_types`` may name; ``hybrid`` (attention and a Mamba mixer side by
 #: side, Falcon-H1) is reported as ``full_attention``, ``mlp`` is a layer with no mixer.
 LAYER_TYPES = (FULL, SLIDING, LINEAR, MAMBA, CONV, HYBRID, MLP_ONLY)
