@@ -295,6 +295,8 @@ REFUSED = [
     ({**SMALL, "mlp_layer_types": ["dense", "moe"]}, "mlp_layer_types[1]"),
     ({**SMALL, "mlp_layer_types": ["dense", "sparse"]}, "num_experts"),
     ({**SMALL, "num_hidden_layers": 2**63 - 1}, "num_hidden_layers"),
+    ({**SMALL, "attn_layer_period": 8, "mamba_d_state": 16}, "attn_layer_period"),
+    ({**SMALL, "model_type": "llama", "layers_block_type": ["mamba"] * 2}, "layers_block_type"),
     ({**SMALL, "num_hidden_layers": 100_001}, "num_hidden_layers"),
 ]  # fmt: skip
 
@@ -330,6 +332,17 @@ def test_huge_layer_counts_are_refused_before_anything_is_allocated():
     )
 
 
+def test_nemotron_h_reads_the_older_pattern_string():
+    config = next(case[1] for case in FAMILIES if case[0].startswith("nemotron_h"))
+    older = {**config, "hybrid_override_pattern": "ME*-"}
+    del older["layers_block_type"]
+    assert ModelCost.from_config(older).flops([5, 900]) == ModelCost.from_config(config).flops(
+        [5, 900]
+    )
+    with pytest.raises(ValueError, match=re.escape("layers_block_type[1]")):
+        ModelCost.from_config({**older, "hybrid_override_pattern": "M?"})
+
+
 def test_sliding_window_zero_means_none_only_from_a_config():
     on = ModelCost.from_config({**SMALL, "sliding_window": 4})
     off = ModelCost.from_config({**SMALL, "sliding_window": 0})
@@ -360,3 +373,12 @@ def test_ssm_and_conv_layers_cost_per_token_under_attention():
     lfm2 = next(case[1] for case in FAMILIES if case[0].startswith("lfm2"))
     conv_only = ModelCost.from_config(lfm2, layer_types=["conv"] * 3)
     assert conv_only.per_token(7)["attention"] == 3 * 3 * (2 * H * 3)
+
+
+@pytest.mark.parametrize("case", FAMILIES, ids=[case[0] for case in FAMILIES])
+def test_repr_evaluates_to_the_same_cost_without_the_model_type(case):
+    cost = ModelCost.from_config(case[1])
+    again = eval(repr(cost), {"ModelCost": ModelCost})
+    assert again.flops([1, 77, 5000]) == cost.flops([1, 77, 5000])
+    assert again.layer_types == cost.layer_types
+    assert again.moe_layers == cost.moe_layers

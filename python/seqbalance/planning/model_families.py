@@ -214,6 +214,10 @@ def _falcon_h1(items: dict[str, Any], out: dict[str, Any]) -> None:
 
 def _nemotron_h(items: dict[str, Any], out: dict[str, Any]) -> None:
     blocks = items.get("layers_block_type") or items.get("layer_types")
+    pattern = items.get("hybrid_override_pattern")
+    if blocks is None and isinstance(pattern, str):  # older config.json files: "M-M*-ME..."
+        letters = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+        blocks = [letters.get(letter, letter) for letter in pattern]
     if not isinstance(blocks, Sequence) or isinstance(blocks, (str, bytes)):
         raise _refuse("layers_block_type", blocks, "NemotronH's layers; a list is needed")
     mixer = {"mamba": "mamba", "attention": "full_attention", "mlp": "mlp", "moe": "mlp"}
@@ -279,6 +283,14 @@ _FAMILIES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 }
 
 
+# Fields only a family reader above understands: without one (no or another model_type) and
+# without layer_types, a config that has them would be read as plain attention layers.
+_FAMILY_ONLY = (
+    "attn_layer_period", "attn_layer_indices", "layers_block_type", "hybrid_override_pattern",
+    "full_attn_idxs", "block_auto_adjust_ff_dim", "ssm_state_size", "mamba_d_state",
+)  # fmt: skip
+
+
 def _moe_range(items: dict[str, Any], out: dict[str, Any]) -> None:
     """ERNIE's MoE layers: from ``moe_layer_start_index`` to ``moe_layer_end_index`` (-1: the
     last) every ``moe_layer_interval`` layers."""
@@ -332,4 +344,11 @@ def normalize(items: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, An
         out["gated_mlp"] = False
     if family in _FAMILIES:
         _FAMILIES[family](items, out)
+    elif "layer_types" not in out:
+        for name in _FAMILY_ONLY:
+            if name in items:
+                raise _refuse(
+                    name, items[name], f"a field of a family ModelCost reads by model_type, "
+                    f"not of model_type={family!r}", "pass layer_types= or the model_type",
+                )  # fmt: skip
     return out
