@@ -126,6 +126,31 @@ FAMILIES: list[tuple[str, dict[str, Any], int, list[str], list[int]]] = [
         [],
     ),
     (
+        "doge MoE: dense MLP, product-key router, one-neuron experts",
+        {
+            **BASE, "model_type": "doge", "num_hidden_layers": 2, "intermediate_size": 32,
+            "is_moe": True, "num_experts": 16, "num_experts_per_tok": 4,
+        },
+        # router over 2 * sqrt(16) keys; each expert a row in (h) and a row out (h). Doge's
+        # dynamic-mask projection (n_kv * d -> n_kv) is a documented omission.
+        2 * (_attention(4, 2, 4) + _gated(32) + H * 2 * 4 + 4 * 2 * H) + HEAD,
+        ["full_attention"] * 2,
+        [0, 1],
+    ),
+    (
+        "jetmoe: mixture of attention heads and of MLPs",
+        {
+            **BASE, "model_type": "jetmoe", "num_hidden_layers": 2, "kv_channels": 4,
+            "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 8,
+        },
+        # attention: 2 query experts h -> 2 * 4 and 2 output experts back, shared keys and
+        # values h -> 2 * 2 * 4 (its router, h x 4, is a documented omission); MLP: router
+        # h x 4, 2 experts of a gated 8-wide MLP.
+        2 * (2 * (H * 8 + 8 * H) + H * 16 + H * 4 + 2 * (H * 16 + 8 * H)) + HEAD,
+        ["full_attention"] * 2,
+        [0, 1],
+    ),
+    (
         "lfm2: conv layers, MLP size adjusted",
         {
             **BASE, "model_type": "lfm2", "num_hidden_layers": 3, "intermediate_size": 96,
@@ -283,7 +308,8 @@ REFUSED = [
     ({**SMALL, "model_type": "bert"}, "model_type"),
     ({**SMALL, "model_type": "zamba2"}, "model_type"),
     ({**SMALL, "model_type": "glm_moe_dsa", "index_topk": 8}, "index_topk"),
-    ({**SMALL, "model_type": "doge", "is_moe": True, "num_experts": 16}, "is_moe"),
+    ({**SMALL, "model_type": "doge", "is_moe": True}, "num_experts"),
+    ({**SMALL, "model_type": "jetmoe", "num_experts_per_tok": 3, "num_local_experts": 4}, "num_attention_heads"),
     ({**SMALL, "model_type": "hunyuan_v1_moe", "num_experts": 4, "moe_topk": [1, 2]}, "moe_topk"),
     ({**SMALL, "num_attention_heads_per_layer": [4, 8]}, "num_attention_heads_per_layer"),
     ({**SMALL, "model_type": "gemma4_text", "attention_k_eq_v": True}, "attention_k_eq_v"),

@@ -110,6 +110,7 @@ CONFIG_FIELDS = (
     "linear_conv_kernel_dim",
     "hidden_size_per_layer_input",
     "attn_output_gate",
+    "is_moe",
     "mlp_layer_types",
     *_UNMODELLED,
 )

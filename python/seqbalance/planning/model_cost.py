@@ -68,7 +68,8 @@ class ModelCost:
     a MoE layer ``2*h*E + top_k*6*h*i_e + 6*h*i_s`` (router over ``E`` experts, ``top_k`` routed
     experts of size ``i_e``, shared experts of total size ``i_s``; ``4`` instead of ``6`` with
     ``gated_mlp=False``); ``mlp_layer_types`` (``"dense"``, ``"sparse"``, ``"none"``) says which
-    layers are which. ``head = 2*h*V`` (``include_head=False`` drops it); Gemma's
+    layers are which; Doge's ``is_moe``: ``gate*h*i + 2*h*2*isqrt(E) + top_k*4*h``.
+    ``head = 2*h*V`` (``include_head=False`` drops it); Gemma's
     ``hidden_size_per_layer_input`` ``p`` adds ``6*h*p`` per layer; embeddings, norms, rotary
     and softmax count 0.
 
@@ -150,6 +151,7 @@ class ModelCost:
         linear_conv_kernel_dim: int | None = None,
         hidden_size_per_layer_input: int | None = None,
         attn_output_gate: bool | None = None,
+        is_moe: bool | None = None,
         mlp_layer_types: Sequence[str] | None = None,
         full_attention_interval: Any = None,
         max_window_layers: Any = None,
@@ -170,21 +172,17 @@ class ModelCost:
         self.recompute = check_flag(recompute, "recompute")
         self.causal = check_flag(causal, "causal")
         fields = {name: given[name] for name in CONFIG_FIELDS if given[name] is not None}
-        for flag in ("use_sliding_window", "attn_output_gate"):
+        for flag in ("use_sliding_window", "attn_output_gate", "is_moe"):
             if flag in fields:
                 fields[flag] = check_flag(fields[flag], flag)
         _check_unmodelled(fields)
         ints: dict[str, int] = {}
-        for name in _POSITIVE:
-            if name in fields:
-                ints[name] = _int_field(name, fields[name], 1)
-        for name in _NON_NEGATIVE:
-            if name in fields:
-                ints[name] = _int_field(name, fields[name], 0)
+        for names, minimum in ((_POSITIVE, 1), (_NON_NEGATIVE, 0)):
+            ints.update({n: _int_field(n, fields[n], minimum) for n in names if n in fields})
         only = _index_list("mlp_only_layers", fields.get("mlp_only_layers", ()))
         fields.update(ints)  # plain ints (not NumPy scalars) for repr
-        if fields.get("attn_output_gate"):
-            ints["attn_output_gate"] = 1
+        for flag in ("attn_output_gate", "is_moe"):
+            ints[flag] = int(fields.get(flag, False))
         if "mlp_only_layers" in fields:
             fields["mlp_only_layers"] = list(only)
         self._fields = fields

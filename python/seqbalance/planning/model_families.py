@@ -89,7 +89,6 @@ REFUSED: dict[str, str] = {
     "minimax": "lightning attention layers",
     "longcat_flash": "zero-computation experts and two attention blocks per layer",
     "deepseek_v4": "compressed attention layers",
-    "jetmoe": "mixture-of-attention-heads layers",
     "aria_text": "MoE experts whose size is not a config field",
     "phi4_multimodal": "vision and speech LoRA adapters on its projections",
 }
@@ -148,10 +147,10 @@ def _lfm2(items: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 def _doge(items: dict[str, Any], out: dict[str, Any]) -> None:
-    if items.get("is_moe"):
-        raise _refuse("is_moe", True, "Doge's product-key experts", "pass is_moe=False")
-    for name in ("num_experts", "num_experts_per_tok"):
-        out.pop(name, None)
+    out["is_moe"] = bool(items.get("is_moe"))
+    if not out["is_moe"]:  # the expert fields are defaults the dense model does not use
+        for name in ("num_experts", "num_experts_per_tok"):
+            out.pop(name, None)
 
 
 def _gemma4(items: dict[str, Any], out: dict[str, Any]) -> None:
@@ -262,6 +261,26 @@ def _copy(items: dict[str, Any], out: dict[str, Any], **names: str) -> None:
             out[canonical] = items[family]
 
 
+def _jetmoe(items: dict[str, Any], out: dict[str, Any]) -> None:
+    # Mixture of attention heads: top_k query/output experts of kv_channels * n_kv each, the
+    # same weights per token as n_q = top_k * n_kv heads of kv_channels (its router, h x
+    # experts per layer, is left out: under 0.1 %).
+    _copy(items, out, head_dim="kv_channels")
+    heads, kv, top_k = (
+        items.get(name)
+        for name in ("num_attention_heads", "num_key_value_heads", "num_experts_per_tok")
+    )
+    if (
+        isinstance(heads, int)
+        and isinstance(kv, int)
+        and isinstance(top_k, int)
+        and heads != kv * top_k
+    ):
+        raise _refuse(
+            "num_attention_heads", heads, f"JetMoE attention runs {top_k} experts of {kv} heads"
+        )
+
+
 def _output_gate(items: dict[str, Any], out: dict[str, Any]) -> None:
     out.setdefault("attn_output_gate", True)  # the query projection also makes the gate
 
@@ -270,6 +289,7 @@ _FAMILIES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "lfm2": _lfm2,
     "lfm2_moe": _lfm2,
     "doge": _doge,
+    "jetmoe": _jetmoe,
     "gemma4_text": _gemma4,
     "hunyuan_v1_moe": _hunyuan,
     "jamba": _jamba,

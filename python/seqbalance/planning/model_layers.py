@@ -3,6 +3,7 @@ attention pair, summed into a `LayerShape` (checked config fields in, no transfo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -159,6 +160,13 @@ def _moe_mlp(ints: dict[str, int], h: int, experts: int, gate: int, n_moe: int) 
     top_k = ints["num_experts_per_tok"]
     if top_k > experts:
         raise ValueError(f"num_experts_per_tok ({top_k}) is more than the {experts} experts")
+    if ints.get("is_moe"):
+        # Doge's cross-domain MoE: the dense MLP, a product-key router over 2 * isqrt(E)
+        # keys, and top_k one-neuron experts (a row in, a row out).
+        if "intermediate_size" not in ints:
+            raise missing("intermediate_size", "Doge's dense MLP")
+        router = 2 * h * 2 * math.isqrt(experts)
+        return gate * h * ints["intermediate_size"] + router + top_k * 4 * h
     expert_size = ints.get("moe_intermediate_size", ints.get("intermediate_size"))
     if expert_size is None:
         raise missing("moe_intermediate_size", "the size of each expert")
@@ -225,6 +233,8 @@ def layer_shape(
     if mlp_kinds is None:
         sparse = _moe_layers(ints, only, n_layers, experts)
         mlp_kinds = tuple("sparse" if i in sparse else "dense" for i in range(n_layers))
+    if ints.get("is_moe") and not experts:
+        raise missing("num_experts", "is_moe is set")
     moe_layers = tuple(i for i, kind in enumerate(mlp_kinds) if kind == "sparse")
     if moe_layers and not experts:
         raise missing("num_experts", f"{len(moe_layers)} MoE layers")
