@@ -52,6 +52,8 @@ CONFIG_FIXES: dict[str, dict[str, Any]] = {
     "ministral": {"head_dim": 128},
     # num_key_value_heads defaults to None and the attention fails to build.
     "nemotron": {"head_dim": 128, "num_key_value_heads": 8},
+    # num_experts_per_tok defaults to None (DeepSeek-V2: 6 of 160 experts per token).
+    "deepseek_v2": {"num_experts_per_tok": 6},
     # the expert fields default to None (dots.llm1: 128 experts, 6 per token, 2 shared).
     "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
     # lfm2's default has no convolution layers; LFM2-1.2B's pattern has both kinds.

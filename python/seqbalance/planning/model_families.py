@@ -18,9 +18,8 @@ from .model_layers import MAX_LAYERS
 #: Families whose MLP is two matrices (up, activation, down), not gated.
 TWO_MATRIX = frozenset(
     {
-        "apertus", "arcee", "biogpt", "bloom", "codegen", "falcon", "fuyu", "gpt2",
-        "gpt_bigcode", "gpt_neo", "gpt_neox", "gptj", "jais2", "mpt", "nanochat", "nemotron",
-        "opt", "persimmon", "phi", "starcoder2", "xglm",
+        "apertus", "arcee", "biogpt", "fuyu", "gpt_neox", "jais2", "nanochat", "nemotron",
+        "persimmon", "phi", "starcoder2",
     }
 )  # fmt: skip
 
@@ -72,10 +71,28 @@ REFUSED: dict[str, str] = {
         ),
         _CROSS,
     ),
+    **dict.fromkeys(
+        (
+            "bloom",
+            "codegen",
+            "ctrl",
+            "dbrx",
+            "falcon",
+            "gpt2",
+            "gpt_bigcode",
+            "gpt_neo",
+            "gptj",
+            "mpt",
+            "openai-gpt",
+            "opt",
+            "xglm",
+        ),
+        "its MLP size or expert layout under names of its own (n_inner, ffn_dim, ffn_config"
+        ", ...) and attention flags such as multi_query",
+    ),
     "git": "a vision-text model whose text layers are BERT-style",
     "blt": "byte latent transformer: local and global models of different widths",
     "cpmant": "segment and position-bias layers of its own",
-    "ctrl": "a plain MLP under the name dff",
     "gpt_neox_japanese": "an MLP size given as intermediate_multiple_size",
     "gemma3n": "per-layer MLP sizes, AltUp and Laurel projections",
     "gemma3n_text": "per-layer MLP sizes, AltUp and Laurel projections",
