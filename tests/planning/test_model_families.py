@@ -12,8 +12,11 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from seqbalance import ModelCost
+from seqbalance.planning.model_config import CONFIG_FIELDS
 
 H, V = 16, 100  # hidden size and vocabulary of every config below
 HEAD = H * V  # the output head
@@ -408,3 +411,33 @@ def test_repr_evaluates_to_the_same_cost_without_the_model_type(case):
     assert again.flops([1, 77, 5000]) == cost.flops([1, 77, 5000])
     assert again.layer_types == cost.layer_types
     assert again.moe_layers == cost.moe_layers
+
+
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.just(2**63 - 1),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.lists(
+        st.one_of(st.integers(-2, 5), st.text(max_size=2), st.lists(st.none(), max_size=1)),
+        max_size=4,
+    ),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+
+
+@given(st.data())
+def test_any_bad_value_of_any_field_is_a_type_or_value_error_naming_a_field(data):
+    name, config, *_ = data.draw(st.sampled_from(FAMILIES))
+    field = data.draw(st.sampled_from(sorted(config)))
+    bad = {**config, field: data.draw(JUNK)}
+    try:
+        cost = ModelCost.from_config(bad)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        # a field of the config, or one ModelCost takes that the config lacks
+        assert any(key in message for key in (*bad, *CONFIG_FIELDS)), message
+    else:
+        assert all(value >= 0 for value in cost.flops([0, 1, 100]))

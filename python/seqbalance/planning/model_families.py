@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._inputs import _describe
+from .model_config import _index_list, _int_field, _is_int
 from .model_layers import MAX_LAYERS
 
 #: Families whose MLP is two matrices (up, activation, down), not gated.
@@ -144,18 +145,26 @@ def _uniform(name: str, value: Any) -> Any:
 
 def _lfm2(items: dict[str, Any], out: dict[str, Any]) -> None:
     size = items.get("intermediate_size")
-    if items.get("block_auto_adjust_ff_dim") and isinstance(size, int):
+    if (
+        items.get("block_auto_adjust_ff_dim")
+        and isinstance(size, int)
+        and not isinstance(size, bool)
+    ):
         # The MLP LFM2 builds: 2/3 of the size, times the multiplier, rounded up.
         size = int(2 * size / 3)
         multiplier, multiple = items.get("block_ffn_dim_multiplier"), items.get("block_multiple_of")
         if multiplier is not None:
+            if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)):
+                raise TypeError(
+                    f"block_ffn_dim_multiplier must be a number, got {_describe(multiplier)}"
+                )
             if not isinstance(multiple, int) or multiple < 1:
                 raise _refuse("block_multiple_of", multiple, "an LFM2 MLP size rounding")
             size = multiple * ((int(multiplier * size) + multiple - 1) // multiple)
         out["intermediate_size"] = size
     kinds = items.get("layer_types")
     if kinds is None and isinstance(items.get("full_attn_idxs"), Sequence):
-        attention = set(items["full_attn_idxs"])
+        attention = set(_index_list("full_attn_idxs", items["full_attn_idxs"]))
         n = _layer_count(items)
         if n is not None:
             kinds = ["full_attention" if i in attention else "conv" for i in range(n)]
@@ -186,7 +195,7 @@ def _hunyuan(items: dict[str, Any], out: dict[str, Any]) -> None:
 
 def _jamba(items: dict[str, Any], out: dict[str, Any]) -> None:
     rank = items.get("mamba_dt_rank")
-    if rank == "auto" and isinstance(items.get("hidden_size"), int):
+    if rank == "auto" and _is_int(items.get("hidden_size")):
         rank = math.ceil(items["hidden_size"] / 16)
     out["mamba_dt_rank"] = rank
     n = _layer_count(items)
@@ -207,7 +216,7 @@ def _jamba(items: dict[str, Any], out: dict[str, Any]) -> None:
     out["layer_types"] = [
         "full_attention" if i % attn_period == attn_offset else "mamba" for i in range(n)
     ]
-    moe = (items.get("num_experts") or 0) > 1
+    moe = _int_field("num_experts", items.get("num_experts", 0), 0) > 1
     out["mlp_layer_types"] = [
         "sparse" if moe and i % moe_period == moe_offset else "dense" for i in range(n)
     ]
@@ -217,7 +226,7 @@ def _jamba(items: dict[str, Any], out: dict[str, Any]) -> None:
 
 def _bamba(items: dict[str, Any], out: dict[str, Any]) -> None:
     n = _layer_count(items)
-    attention = items.get("attn_layer_indices") or ()
+    attention = _index_list("attn_layer_indices", items.get("attn_layer_indices") or ())
     if n is not None:
         out["layer_types"] = ["full_attention" if i in attention else "mamba" for i in range(n)]
 
@@ -239,7 +248,7 @@ def _nemotron_h(items: dict[str, Any], out: dict[str, Any]) -> None:
     mixer = {"mamba": "mamba", "attention": "full_attention", "mlp": "mlp", "moe": "mlp"}
     mlp = {"mamba": "none", "attention": "none", "mlp": "dense", "moe": "sparse"}
     for i, block in enumerate(blocks):
-        if block not in mixer:
+        if not isinstance(block, str) or block not in mixer:
             raise _refuse(f"layers_block_type[{i}]", block, "a NemotronH block kind")
     if items.get("moe_latent_size") is not None:
         raise _refuse("moe_latent_size", items["moe_latent_size"], "latent MoE projections")
@@ -274,8 +283,8 @@ def _mamba(items: dict[str, Any], out: dict[str, Any]) -> None:
 
 def _copy(items: dict[str, Any], out: dict[str, Any], **names: str) -> None:
     for canonical, family in names.items():
-        if items.get(family) is not None:
-            out[canonical] = items[family]
+        if items.get(family) is not None:  # checked under the name the config gives it
+            out[canonical] = _int_field(family, items[family], 1)
 
 
 def _jetmoe(items: dict[str, Any], out: dict[str, Any]) -> None:
@@ -365,10 +374,13 @@ def normalize(items: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, An
     for canonical, names in _RENAMES.items():
         for name in names:
             if canonical not in out and name in items:
-                out[canonical] = _uniform(name, items[name])
+                minimum = 1 if canonical == "num_experts_per_tok" else 0
+                out[canonical] = _int_field(name, _uniform(name, items[name]), minimum)
     if "num_experts_per_tok" in out:
         out["num_experts_per_tok"] = _uniform("num_experts_per_tok", out["num_experts_per_tok"])
     per_layer = items.get("num_attention_heads_per_layer")
+    if per_layer is not None:
+        per_layer = _index_list("num_attention_heads_per_layer", per_layer)
     if per_layer is not None and any(
         heads != items.get("num_attention_heads") for heads in per_layer
     ):
