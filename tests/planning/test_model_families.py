@@ -441,3 +441,16 @@ def test_any_bad_value_of_any_field_is_a_type_or_value_error_naming_a_field(data
         assert any(key in message for key in (*bad, *CONFIG_FIELDS)), message
     else:
         assert all(value >= 0 for value in cost.flops([0, 1, 100]))
+
+
+def test_describe_counts_ssm_conv_and_mlp_only_layers():
+    def first_line(prefix: str) -> str:
+        config = next(case[1] for case in FAMILIES if case[0].startswith(prefix))
+        return ModelCost.from_config(config).describe().splitlines()[0]
+
+    assert first_line("nemotron_h") == (
+        "ModelCost: 4 layers (1 full attention, 1 mamba, 2 mlp), 1 MoE and 1 dense MLPs, "
+        "2 layers without one (not gated); training = 3 x forward"
+    )
+    assert first_line("mamba") == "ModelCost: 2 layers (2 mamba), no MLPs; training = 3 x forward"
+    assert first_line("lfm2").startswith("ModelCost: 3 layers (1 full attention, 2 conv), dense")

@@ -404,18 +404,19 @@ class ModelCost:
         counts = ", ".join(
             f"{kinds.count(kind)} {kind.replace('_', ' ')}" for kind in REPORTED if kind in kinds
         )
-        n_moe = len(self.moe_layers)
-        n_dense = len(kinds) - n_moe
+        n_moe, n_none = len(self.moe_layers), self._fields.get("mlp_layer_types", []).count("none")
+        n_dense = len(kinds) - n_moe - n_none
         mlp = f"{n_moe} MoE and {n_dense} dense MLPs" if n_moe and n_dense else "dense MLPs"
-        if not n_dense:
-            mlp = "MoE MLPs"
+        mlp = mlp if n_dense else "MoE MLPs" if n_moe else "no MLPs"
+        mlp += f", {n_none} layers without one" if n_none and (n_dense or n_moe) else ""
+        mlp += "" if mlp == "no MLPs" else " ({gated})"
         gated = "gated" if self.gated_mlp else "not gated"
         if self._assumed_gated:
             gated = "gated: assumed, the config has no model_type"
         mla = ", multi-latent" if "kv_lora_rank" in self._fields else ""
         passes = "4 x forward (recompute)" if self.recompute else "3 x forward"
         lines = [
-            f"ModelCost: {len(kinds)} layer{'s' if len(kinds) > 1 else ''} ({counts}{mla}), {mlp} ({gated}); "
+            f"ModelCost: {len(kinds)} layer{'s' if len(kinds) > 1 else ''} ({counts}{mla}), {mlp.format(gated=gated)}; "
             f"training = {passes}"
         ]
         sample = 4096
