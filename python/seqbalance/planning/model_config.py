@@ -4,15 +4,33 @@ the layer types, and the FLOPs coefficients the layers add up to (no transformer
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from .._inputs import MAX_VALUE, _describe
+from .model_layers import (
+    FULL,
+    LAYER_TYPES,
+    LINEAR_FIELDS,
+    MAX_LAYERS,
+    MLA_FIELDS,
+    MLP_KINDS,
+    SLIDING,
+    LayerShape,
+    layer_shape,
+    missing,
+)
 
-FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
-LAYER_TYPES = (FULL, SLIDING, LINEAR)
-
+_MAMBA_FIELDS = (
+    "mamba_n_heads",
+    "mamba_n_groups",
+    "mamba_d_state",
+    "mamba_d_conv",
+    "mamba_expand",
+    "mamba_d_ssm",
+    "mamba_dt_rank",
+)
 # Config fields read as ints: those that must be >= 1 when given, and those that may be 0.
 _POSITIVE = (
     "hidden_size",
@@ -33,6 +51,12 @@ _POSITIVE = (
     "linear_key_head_dim",
     "linear_num_value_heads",
     "linear_value_head_dim",
+    "global_head_dim",
+    "num_global_key_value_heads",
+    "conv_L_cache",
+    *_MAMBA_FIELDS,
+    "linear_conv_kernel_dim",
+    "hidden_size_per_layer_input",
 )
 _NON_NEGATIVE = (
     "num_experts",
@@ -45,13 +69,6 @@ _NON_NEGATIVE = (
     "qk_rope_head_dim",
 )
 _EXPERT_COUNTS = ("num_experts", "n_routed_experts", "num_local_experts")
-_LINEAR_FIELDS = (
-    "linear_num_key_heads",
-    "linear_key_head_dim",
-    "linear_num_value_heads",
-    "linear_value_head_dim",
-)
-_MLA_FIELDS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 # Fields that change layer shapes in ways the formula does not model (see _check_unmodelled).
 _UNMODELLED = (
     "full_attention_interval",
@@ -60,6 +77,7 @@ _UNMODELLED = (
     "moe_layer_freq",
     "interleave_moe_layer_step",
     "attention_chunk_size",
+    "index_topk",
 )
 #: Every config field `ModelCost.from_config` reads, in the order ``repr`` shows them.
 CONFIG_FIELDS = (
@@ -83,8 +101,17 @@ CONFIG_FIELDS = (
     "decoder_sparse_step",
     "q_lora_rank",
     "kv_lora_rank",
-    *_MLA_FIELDS,
-    *_LINEAR_FIELDS,
+    *MLA_FIELDS,
+    *LINEAR_FIELDS,
+    "global_head_dim",
+    "num_global_key_value_heads",
+    "conv_L_cache",
+    *_MAMBA_FIELDS,
+    "linear_conv_kernel_dim",
+    "hidden_size_per_layer_input",
+    "attn_output_gate",
+    "is_moe",
+    "mlp_layer_types",
     *_UNMODELLED,
 )
 _FLAGS = {"gated_mlp": True, "include_head": True, "recompute": False, "causal": True}
@@ -104,12 +131,6 @@ def _int_field(name: str, value: Any, minimum: int) -> int:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _missing(name: str, needed_by: str) -> ValueError:
-    return ValueError(
-        f"ModelCost cannot read the model: {name} is missing ({needed_by}); pass {name}=..."
-    )
 
 
 def _check_unmodelled(fields: dict[str, Any]) -> None:
@@ -142,6 +163,12 @@ def _check_unmodelled(fields: dict[str, Any]) -> None:
             "which layers are MoE",
             f"{moe_rule} and interleave_moe_layer_step=None",
         )
+    if fields.get("index_topk") is not None:
+        raise refuse(
+            "index_topk",
+            "sparse attention over the top-k keys",
+            "pass index_topk=None to count it as full causal attention (an overestimate)",
+        )
     if fields.get("attention_chunk_size") is not None:
         raise refuse(
             "attention_chunk_size",
@@ -156,52 +183,36 @@ def _index_list(name: str, value: Any) -> tuple[int, ...]:
     return tuple(_int_field(f"{name}[{i}]", item, 0) for i, item in enumerate(value))
 
 
-def _layer_types(value: Any, n_layers: int) -> tuple[str, ...]:
+def _kind_list(name: str, value: Any, n_layers: int, known: tuple[str, ...]) -> tuple[str, ...]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise TypeError(f"layer_types must be a list of strings, got {_describe(value)}")
+        raise TypeError(f"{name} must be a list of strings, got {_describe(value)}")
     if len(value) != n_layers:
         raise ValueError(
-            f"layer_types must have num_hidden_layers ({n_layers}) entries, got {len(value)}"
+            f"{name} must have num_hidden_layers ({n_layers}) entries, got {len(value)}"
         )
     for i, kind in enumerate(value):
-        if not isinstance(kind, str) or kind not in LAYER_TYPES:
+        if not isinstance(kind, str) or kind not in known:
             raise ValueError(
-                f"layer_types[{i}] is {kind!r}, a layer type ModelCost does not know "
-                f"(it knows {', '.join(map(repr, LAYER_TYPES))})"
+                f"{name}[{i}] is {kind!r}, a layer type ModelCost does not know "
+                f"(it knows {', '.join(map(repr, known))})"
             )
     return tuple(str(kind) for kind in value)
 
 
-class LayerShape(NamedTuple):
-    """A model's forward FLOPs per token and per attention pair, summed over its layers."""
-
-    layer_types: tuple[str, ...]
-    moe_layers: tuple[int, ...]
-    #: per token, independent of the length: the head, every projection, every MLP
-    linear: int
-    #: per token: the linear-attention cores
-    recurrent: int
-    #: per causal pair of the full-attention layers
-    full: int
-    #: (window, per pair) of the sliding-window layers
-    windows: tuple[tuple[int, int], ...]
+def _layer_types(value: Any, n_layers: int) -> tuple[str, ...]:
+    return _kind_list("layer_types", value, n_layers, LAYER_TYPES)
 
 
-def layer_shape(
-    ints: dict[str, int],
-    fields: dict[str, Any],
-    only: tuple[int, ...],
-    gated_mlp: bool,
-    include_head: bool,
-    causal: bool,
+def read_layers(
+    ints: dict[str, int], fields: dict[str, Any], only: tuple[int, ...], flags: dict[str, bool]
 ) -> LayerShape:
-    """The `LayerShape` of checked config fields (``ints``: the integer ones; ``only``:
-    ``mlp_only_layers``), or the ``ValueError`` naming a field the layers need.
-    """
+    """The layer kinds and MLP kinds of checked config fields, then their `LayerShape`."""
     for name in ("hidden_size", "num_hidden_layers"):
         if name not in ints:
-            raise _missing(name, "every model has it")
-    h, n_layers = ints["hidden_size"], ints["num_hidden_layers"]
+            raise missing(name, "every model has it")
+    n_layers = ints["num_hidden_layers"]
+    if n_layers > MAX_LAYERS:
+        raise ValueError(f"num_hidden_layers must be <= {MAX_LAYERS:,}, got {n_layers}")
     if "layer_types" in fields:
         kinds = _layer_types(fields["layer_types"], n_layers)
         fields["layer_types"] = list(kinds)
@@ -209,116 +220,11 @@ def layer_shape(
         kinds = (SLIDING,) * n_layers
     else:
         kinds = (FULL,) * n_layers
-    n_sliding, n_linear = kinds.count(SLIDING), kinds.count(LINEAR)
-    n_softmax = n_layers - n_linear
-    if n_sliding and "sliding_window" not in ints:
-        raise _missing("sliding_window", f"{n_sliding} layers use a sliding window")
-    if n_sliding and not causal:
-        raise ValueError(
-            f"causal=False with {n_sliding} sliding-window layers: ModelCost models sliding "
-            "windows under a causal mask only; pass causal=True"
-        )
-
-    # Softmax attention (full or sliding): projections per token, coefficient of pairs(L).
-    attention_proj = attention_core = 0
-    if n_softmax:
-        if "num_attention_heads" not in ints:
-            raise _missing("num_attention_heads", f"{n_softmax} attention layers")
-        n_q = ints["num_attention_heads"]
-        if "kv_lora_rank" in ints:
-            for name in _MLA_FIELDS:
-                if name not in ints:
-                    raise _missing(name, "multi-latent attention, kv_lora_rank is set")
-            r_q, r_kv = ints.get("q_lora_rank", 0), ints["kv_lora_rank"]
-            d_n, d_r, d_v = (ints[name] for name in _MLA_FIELDS)
-            query = h * r_q + r_q * n_q * (d_n + d_r) if r_q else h * n_q * (d_n + d_r)
-            attention_proj = (
-                2 * query + 2 * h * (r_kv + d_r) + 2 * r_kv * n_q * (d_n + d_v) + 2 * n_q * d_v * h
-            )
-            attention_core = 2 * n_q * (d_n + d_r) + 2 * n_q * d_v
-        else:
-            n_kv = ints.get("num_key_value_heads", n_q)
-            d = ints["head_dim"] if "head_dim" in ints else h // n_q
-            if d == 0:
-                raise ValueError(
-                    f"head_dim = hidden_size // num_attention_heads = {h} // {n_q} is 0; "
-                    "pass head_dim=..."
-                )
-            attention_proj = 2 * h * d * (2 * n_q + 2 * n_kv)
-            attention_core = 4 * n_q * d
-    recurrent_proj = recurrent_core = 0
-    if n_linear:
-        for name in _LINEAR_FIELDS:
-            if name not in ints:
-                raise _missing(name, f"{n_linear} linear-attention layers")
-        n_k, d_k, n_v, d_v = (ints[name] for name in _LINEAR_FIELDS)
-        recurrent_proj = 2 * h * (2 * n_k * d_k + 2 * n_v * d_v)
-        recurrent_core = 4 * n_v * d_k * d_v
-
-    moe_layers, mlp_total = _mlps(ints, only, h, n_layers, gated_mlp)
-    head = 0
-    if include_head:
-        if "vocab_size" not in ints:
-            raise _missing("vocab_size", "the output head; include_head=False leaves it out")
-        head = 2 * h * ints["vocab_size"]
-
-    window = ints.get("sliding_window", 0)
-    return LayerShape(
-        layer_types=kinds,
-        moe_layers=moe_layers,
-        linear=head + n_softmax * attention_proj + n_linear * recurrent_proj + mlp_total,
-        recurrent=n_linear * recurrent_core,
-        full=(n_softmax - n_sliding) * attention_core,
-        windows=((window, n_sliding * attention_core),) if n_sliding else (),
-    )
-
-
-def _mlps(
-    ints: dict[str, int], only: tuple[int, ...], h: int, n_layers: int, gated_mlp: bool
-) -> tuple[tuple[int, ...], int]:
-    """(the MoE layers, forward MLP FLOPs per token over all layers)."""
-    gate = 6 if gated_mlp else 4
-    counts = {name: ints[name] for name in _EXPERT_COUNTS if name in ints}
-    if len(set(counts.values())) > 1:
-        raise ValueError(
-            "the expert count is ambiguous: "
-            + ", ".join(f"{name}={value}" for name, value in counts.items())
-            + "; pass the right one and the others =None"
-        )
-    experts = next(iter(counts.values()), 0)
-    moe_layers: tuple[int, ...] = ()
-    moe = 0
-    if experts:
-        first_dense = ints.get("first_k_dense_replace", 0)
-        step = ints.get("decoder_sparse_step", 1)
-        moe_layers = tuple(
-            i for i in range(n_layers) if i >= first_dense and i not in only and (i + 1) % step == 0
-        )
-    if moe_layers:
-        if "num_experts_per_tok" not in ints:
-            raise _missing("num_experts_per_tok", f"{len(moe_layers)} MoE layers")
-        top_k = ints["num_experts_per_tok"]
-        if top_k > experts:
-            raise ValueError(f"num_experts_per_tok ({top_k}) is more than the {experts} experts")
-        expert_size = ints.get("moe_intermediate_size", ints.get("intermediate_size"))
-        if expert_size is None:
-            raise _missing("moe_intermediate_size", "the size of each expert")
-        if "shared_expert_intermediate_size" in ints:
-            shared = ints["shared_expert_intermediate_size"]
-        elif ints.get("n_shared_experts", 0):
-            if "moe_intermediate_size" not in ints:
-                raise _missing("moe_intermediate_size", "the size of each shared expert")
-            shared = ints["n_shared_experts"] * ints["moe_intermediate_size"]
-        else:
-            shared = 0
-        moe = 2 * h * experts + top_k * gate * h * expert_size + gate * h * shared
-    n_dense = n_layers - len(moe_layers)
-    dense = 0
-    if n_dense:
-        if "intermediate_size" not in ints:
-            raise _missing("intermediate_size", f"{n_dense} dense MLP layers")
-        dense = gate * h * ints["intermediate_size"]
-    return moe_layers, len(moe_layers) * moe + n_dense * dense
+    mlp_kinds = None
+    if "mlp_layer_types" in fields:
+        mlp_kinds = _kind_list("mlp_layer_types", fields["mlp_layer_types"], n_layers, MLP_KINDS)
+        fields["mlp_layer_types"] = list(mlp_kinds)
+    return layer_shape(ints, fields, kinds, mlp_kinds, only, flags)
 
 
 def _config_items(config: Any, name: str) -> dict[str, Any]:

@@ -21,33 +21,16 @@ from .model_config import (
     _NON_NEGATIVE,
     _POSITIVE,
     CONFIG_FIELDS,
-    LAYER_TYPES,
     _check_unmodelled,
     _config_items,
     _index_list,
     _int_field,
-    layer_shape,
+    read_layers,
 )
+from .model_families import normalize
+from .model_layers import REPORTED, _pairs, _pattern
 
 __all__ = ["ModelCost"]
-
-
-def _pairs(length: int, window: int | None, causal: bool) -> int:
-    """Query-key pairs attention computes for one sequence (see `ModelCost`)."""
-    if not causal:
-        return length * length
-    if window is None or length <= window:
-        return length * (length + 1) // 2
-    return window * (window + 1) // 2 + (length - window) * window
-
-
-def _pattern(items: Sequence[str]) -> str:
-    """``items`` as Python source, written ``[...] * n`` when it repeats a shorter list."""
-    n = len(items)
-    for period in range(1, n // 2 + 1):
-        if n % period == 0 and list(items) == list(items[:period]) * (n // period):
-            return f"{list(items[:period])!r} * {n // period}"
-    return repr(list(items))
 
 
 class ModelCost:
@@ -60,31 +43,46 @@ class ModelCost:
 
     per layer, by its attention type:
 
-    - full or sliding attention (``n_q`` query heads, ``n_kv`` key/value heads, head dim ``d``):
-      ``proj = 2*h*d*(2*n_q + 2*n_kv)``, ``core = 4*n_q*d*pairs(L)``;
+    - full or sliding attention (``n_q`` query heads, ``n_kv`` key/value heads, head dim ``d``;
+      ``global_head_dim`` on full-attention layers when set): ``proj = 2*h*d*(2*n_q + 2*n_kv)``
+      (``+ 2*h*n_q*d`` with ``attn_output_gate``), ``core = 4*n_q*d*pairs(L)``;
     - MLA (``q_lora_rank`` ``r_q``, 0 = no query compression; ``kv_lora_rank`` ``r_kv``;
       ``qk_nope_head_dim`` ``d_n``, ``qk_rope_head_dim`` ``d_r``, ``v_head_dim`` ``d_v``):
       ``proj = 2*(h*r_q + r_q*n_q*(d_n+d_r) if r_q else h*n_q*(d_n+d_r)) + 2*h*(r_kv+d_r)
       + 2*r_kv*n_q*(d_n+d_v) + 2*n_q*d_v*h``, ``core = 2*n_q*(d_n+d_r+d_v)*pairs(L)``;
     - linear attention (``n_k`` key heads of dim ``d_k``, ``n_v`` value heads of dim ``d_v``):
-      ``proj = 2*h*(2*n_k*d_k + 2*n_v*d_v)``, ``core = 4*n_v*d_k*d_v*L`` (gates and short
-      convolutions left out);
-
+      ``proj = 2*h*(2*n_k*d_k + 2*n_v*d_v + 2*n_v) + 2*n_v*d_v*h`` (q, k, v, output gate,
+      decay and beta in, output out), ``core = 4*n_v*d_k*d_v*L`` plus its short convolution
+      ``2*(2*n_k*d_k + n_v*d_v)*linear_conv_kernel_dim*L``;
+    - ``mamba``: a Mamba-2 mixer of width ``d_in`` (``mamba_d_ssm``, else ``mamba_expand*h``),
+      ``mamba_n_heads`` heads, ``mamba_n_groups`` groups of state ``N`` (``mamba_d_state``):
+      ``proj = 2*h*(2*d_in + 2*groups*N + heads) + 2*d_in*h``; Mamba-1 when ``mamba_dt_rank``
+      ``r`` is set: ``proj = 2*(2*h*d_in + d_in*(r + 2*N) + r*d_in + d_in*h)``; per token,
+      under the attention part: the scan ``4*d_in*N*L`` and the convolution
+      ``2*channels*mamba_d_conv*L``; ``hybrid`` (attention and a mixer side by side,
+      Falcon-H1) is reported as ``full_attention`` with both;
+    - ``conv`` (LFM2): ``proj = 8*h*h``, convolution ``2*h*conv_L_cache*L``; ``mlp``: no mixer;
     ``pairs(L) = L*(L+1)/2`` under a causal mask; with a sliding window ``w`` (a query sees at
     most ``w`` keys, itself included) ``w*(w+1)/2 + (L-w)*w`` once ``L > w``; ``L*L`` with
     ``causal=False``. MLP: ``6*h*i`` (gated, SwiGLU-style), ``4*h*i`` with ``gated_mlp=False``;
     a MoE layer ``2*h*E + top_k*6*h*i_e + 6*h*i_s`` (router over ``E`` experts, ``top_k`` routed
     experts of size ``i_e``, shared experts of total size ``i_s``; ``4`` instead of ``6`` with
-    ``gated_mlp=False``). ``head = 2*h*V`` (``include_head=False`` drops it); embeddings,
-    norms, rotary and softmax count 0.
+    ``gated_mlp=False``); ``mlp_layer_types`` (``"dense"``, ``"sparse"``, ``"none"``) says which
+    layers are which; Doge's ``is_moe``: ``gate*h*i + 2*h*2*isqrt(E) + top_k*4*h``.
+    ``head = 2*h*V`` (``include_head=False`` drops it); Gemma's
+    ``hidden_size_per_layer_input`` ``p`` adds ``6*h*p`` per layer; embeddings, norms, rotary
+    and softmax count 0.
 
-    The keywords are the Hugging Face config field names (see `from_config` for how each
-    is read; ``None`` means absent) plus ``gated_mlp``, ``include_head``, ``recompute`` and
-    ``causal``.
+    The rule `from_config` keeps: for every decoder-only config transformers ships, it either
+    models it (linear FLOPs per token = 6 x the weights a token multiplies, within 1 %; layer
+    kinds as the config says; a config object and its ``to_dict()`` agree) or refuses it
+    with a ``ValueError`` naming the field it cannot model. Never a guess.
 
-    Use: ``cost(lengths)`` returns a ``float64`` array, each the correctly rounded value of the
-    exact integer `flops` computes; `per_token` splits the cost per token into its
-    linear and attention parts and `describe` says from which length attention dominates.
+    The keywords: the Hugging Face config field names (see `from_config`; ``None`` means
+    absent), ``gated_mlp``, ``include_head``, ``recompute``, ``causal``. Use: ``cost(lengths)``
+    returns a ``float64`` array, each the correctly rounded value of the exact integer `flops`
+    computes; `per_token` splits the cost per token into its linear and attention parts and
+    `describe` says from which length attention dominates.
 
     Relation to `TransformerCost`: with standard multi-head attention,
     ``gated_mlp=False, include_head=False, causal=False``, ``flops`` equals
@@ -105,6 +103,8 @@ class ModelCost:
         >>> cost([1, 10]).tolist()
         [1171968.0, 11788800.0]
     """
+
+    _assumed_gated = False  # from_config: a mapping without model_type, modelled gated
 
     def __init__(
         self,
@@ -138,12 +138,28 @@ class ModelCost:
         linear_key_head_dim: int | None = None,
         linear_num_value_heads: int | None = None,
         linear_value_head_dim: int | None = None,
+        global_head_dim: int | None = None,
+        num_global_key_value_heads: int | None = None,
+        conv_L_cache: int | None = None,  # noqa: N803 (LFM2's field name)
+        mamba_n_heads: int | None = None,
+        mamba_n_groups: int | None = None,
+        mamba_d_state: int | None = None,
+        mamba_d_conv: int | None = None,
+        mamba_expand: int | None = None,
+        mamba_d_ssm: int | None = None,
+        mamba_dt_rank: int | None = None,
+        linear_conv_kernel_dim: int | None = None,
+        hidden_size_per_layer_input: int | None = None,
+        attn_output_gate: bool | None = None,
+        is_moe: bool | None = None,
+        mlp_layer_types: Sequence[str] | None = None,
         full_attention_interval: Any = None,
         max_window_layers: Any = None,
         sliding_window_pattern: Any = None,
         moe_layer_freq: Any = None,
         interleave_moe_layer_step: Any = None,
         attention_chunk_size: Any = None,
+        index_topk: Any = None,
         gated_mlp: bool = True,
         include_head: bool = True,
         recompute: bool = False,
@@ -156,27 +172,25 @@ class ModelCost:
         self.recompute = check_flag(recompute, "recompute")
         self.causal = check_flag(causal, "causal")
         fields = {name: given[name] for name in CONFIG_FIELDS if given[name] is not None}
-        if "use_sliding_window" in fields:
-            fields["use_sliding_window"] = check_flag(
-                fields["use_sliding_window"], "use_sliding_window"
-            )
+        for flag in ("use_sliding_window", "attn_output_gate", "is_moe"):
+            if flag in fields:
+                fields[flag] = check_flag(fields[flag], flag)
         _check_unmodelled(fields)
         ints: dict[str, int] = {}
-        for name in _POSITIVE:
-            if name in fields:
-                ints[name] = _int_field(name, fields[name], 1)
-        for name in _NON_NEGATIVE:
-            if name in fields:
-                ints[name] = _int_field(name, fields[name], 0)
+        for names, minimum in ((_POSITIVE, 1), (_NON_NEGATIVE, 0)):
+            ints.update({n: _int_field(n, fields[n], minimum) for n in names if n in fields})
         only = _index_list("mlp_only_layers", fields.get("mlp_only_layers", ()))
         fields.update(ints)  # plain ints (not NumPy scalars) for repr
+        for flag in ("attn_output_gate", "is_moe"):
+            ints[flag] = int(fields.get(flag, False))
         if "mlp_only_layers" in fields:
             fields["mlp_only_layers"] = list(only)
         self._fields = fields
         self._build(ints, fields, only)
 
     def _build(self, ints: dict[str, int], fields: dict[str, Any], only: tuple[int, ...]) -> None:
-        shape = layer_shape(ints, fields, only, self.gated_mlp, self.include_head, self.causal)
+        flags = {name: getattr(self, name) for name in _FLAGS}
+        shape = read_layers(ints, fields, only, flags)
         self.layer_types = shape.layer_types
         self.moe_layers = shape.moe_layers
         #: Forward FLOPs per token that do not depend on the length (head, projections, MLPs).
@@ -204,8 +218,13 @@ class ModelCost:
         moe_intermediate_size``); the MLA fields (layers are MLA iff ``kv_lora_rank`` is set);
         the linear-attention fields. A null value counts as absent. Layer ``i`` (0-based) is MoE
         iff the expert count is > 0, ``i >= first_k_dense_replace``, ``i`` is not in
-        ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0``. A multimodal config's
-        ``text_config`` is read instead of the top level when present.
+        ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0`` (or as
+        ``mlp_layer_types`` says). A multimodal config's ``text_config`` is read instead of the
+        top level when present. By ``model_type``, the family's own fields (see
+        ``docs/model-costs.md``): two-matrix MLPs (gpt_neox, phi, starcoder2, ...), SSM and
+        convolution layers (jamba, bamba, falcon_h1, nemotron_h, mamba, lfm2), shared experts
+        and dense layers under other names; ``sliding_window`` 0 means none; families it
+        cannot model are refused naming ``model_type`` or the field.
 
         Args:
             config: a config object (read with ``to_dict()``, or its attributes) or a mapping,
@@ -214,11 +233,9 @@ class ModelCost:
                 removes it), e.g. ``layer_types=[...]`` or ``include_head=False``.
 
         Raises:
-            ValueError: a field it cannot read (missing, an unknown layer type, or one that
-                changes layer shapes it does not model: ``full_attention_interval`` or
-                ``sliding_window_pattern`` without ``layer_types``, ``max_window_layers`` while
-                ``use_sliding_window`` is true, ``moe_layer_freq`` other than 1,
-                ``interleave_moe_layer_step``, ``attention_chunk_size``), named in the message.
+            ValueError: a field it cannot read, named in the message: missing, an unknown layer
+                type, or one that changes layer shapes it does not model (e.g.
+                ``full_attention_interval`` without ``layer_types``, ``index_topk``).
             TypeError: ``config`` is neither a mapping nor an object with attributes, an
                 unknown override, or a field of the wrong type.
 
@@ -241,9 +258,12 @@ class ModelCost:
             text = getattr(config, "text_config", None) or text
         if text is not None:
             items = _config_items(text, "config.text_config")
-        fields = {name: items[name] for name in CONFIG_FIELDS if items.get(name) is not None}
+        fields = normalize(items, CONFIG_FIELDS)
+        assumed = "gated_mlp" not in fields and items.get("model_type") is None
         fields.update(overrides)
-        return cls(**fields)
+        cost = cls(**fields)
+        cost._assumed_gated = assumed and "gated_mlp" not in overrides  # for describe()
+        return cost
 
     # -- use ----------------------------------------------------------------------------------
 
@@ -382,18 +402,21 @@ class ModelCost:
         """A few readable lines: the layers, the cost per token, where attention dominates."""
         kinds = self.layer_types
         counts = ", ".join(
-            f"{kinds.count(kind)} {kind.replace('_', ' ')}" for kind in LAYER_TYPES if kind in kinds
+            f"{kinds.count(kind)} {kind.replace('_', ' ')}" for kind in REPORTED if kind in kinds
         )
-        n_moe = len(self.moe_layers)
-        n_dense = len(kinds) - n_moe
+        n_moe, n_none = len(self.moe_layers), self._fields.get("mlp_layer_types", []).count("none")
+        n_dense = len(kinds) - n_moe - n_none
         mlp = f"{n_moe} MoE and {n_dense} dense MLPs" if n_moe and n_dense else "dense MLPs"
-        if not n_dense:
-            mlp = "MoE MLPs"
+        mlp = mlp if n_dense else "MoE MLPs" if n_moe else "no MLPs"
+        mlp += f", {n_none} layers without one" if n_none and (n_dense or n_moe) else ""
+        mlp += "" if mlp == "no MLPs" else " ({gated})"
         gated = "gated" if self.gated_mlp else "not gated"
+        if self._assumed_gated:
+            gated = "gated: assumed, the config has no model_type"
         mla = ", multi-latent" if "kv_lora_rank" in self._fields else ""
         passes = "4 x forward (recompute)" if self.recompute else "3 x forward"
         lines = [
-            f"ModelCost: {len(kinds)} layer{'s' if len(kinds) > 1 else ''} ({counts}{mla}), {mlp} ({gated}); "
+            f"ModelCost: {len(kinds)} layer{'s' if len(kinds) > 1 else ''} ({counts}{mla}), {mlp.format(gated=gated)}; "
             f"training = {passes}"
         ]
         sample = 4096
