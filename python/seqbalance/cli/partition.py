@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
 
 import numpy as np
 
@@ -15,18 +14,9 @@ from ..partition import partition_ids
 from ..planning.costs import group_sums, sample_costs
 from ..planning.groups import uid_runs
 from ..planning.metrics import balance_report_from_ids
-from ._common import (
-    _equal_size,
-    _format_seconds,
-)
-from .plan import _run_plan
-from .readers import (
-    SYNTHETIC_DESCRIPTION,
-    InputError,
-    read_grouped_lengths,
-    read_lengths,
-    synthetic_rl_batch,
-)
+from ._common import _equal_size, _format_seconds, read_input, say, waited_seconds
+from .plan import PLAN_NOTICE, _run_plan
+from .readers import InputError
 
 #: Inputs up to this many items are timed as the best of three calls (the first call of a process
 #: also pays one-off costs); larger ones once, since each call takes seconds there.
@@ -100,52 +90,30 @@ def _refine_hint(
     return balance_report_from_ids(lengths, ids, k).balanced.imbalance, seconds
 
 
+def _refine_gain(refined: tuple[float, float] | None, imbalance: float) -> str | None:
+    """How much lighter ``--refine`` makes the heaviest rank (``"8.7%"``), or None when it
+    gains nothing that shows (under 0.05%, which would print as 0.0%)."""
+    if refined is None or imbalance <= 0:
+        return None
+    gain = (1 - refined[0] / imbalance) * 100
+    return f"{gain:.1f}%" if gain >= 0.05 else None
+
+
 def _unit(unit: str, count: int) -> str:
     """``tokens`` after a count, ``token`` after 1."""
     return unit[:-1] if count == 1 and unit.endswith("s") else unit
 
 
-def _read_input(
-    args: argparse.Namespace,
-) -> tuple[np.ndarray, list[Any] | None, list[Any] | None, str]:
-    """Lengths, the group id of each (``--uid-field``, else ``None``), the key of each
-    (``--key-field``, else ``None``) and where they came from."""
-    labelled = args.uid_field is not None or args.key_field is not None
-    if labelled:
-        flag = "--uid-field" if args.uid_field is not None else "--key-field"
-        if args.file is None or args.field is None:
-            raise InputError(
-                f"{flag} reads JSON Lines: give a FILE ('-' for stdin) and --field NAME"
-            )
-        if args.uid_field is not None and args.group_size != 1:
-            raise InputError("pass either --group-size or --uid-field, not both")
-        lengths, uids, keys = read_grouped_lengths(
-            args.file, args.field, args.uid_field, args.key_field
-        )
-        source = f"{args.file}: {lengths.size:,} lengths"
-        if uids is not None:
-            source += f" in {len(uid_runs(uids)):,} uid groups"
-        return lengths, uids, keys, source
-    if args.file is None:
-        if args.field is not None:
-            raise InputError(
-                "--field reads JSON Lines: give a FILE ('-' for stdin) to read it from"
-            )
-        return synthetic_rl_batch(), None, None, SYNTHETIC_DESCRIPTION
-    lengths = read_lengths(args.file, args.field)
-    return lengths, None, None, f"{args.file}: {lengths.size:,} lengths"
-
-
 def _run_partition(args: argparse.Namespace) -> int:
-    lengths, uids, keys, source = _read_input(args)
+    planning = args.dp is not None or args.max_token_len is not None
+    lengths, uids, keys, source = read_input(args, whole_lengths=planning)
     group_size = args.group_size
-    if lengths.size % group_size:
-        raise InputError(
-            f"number of lengths ({lengths.size}) is not divisible by --group-size ({group_size})"
-        )
     equal_size = _equal_size(args)
-    if args.dp is not None or args.max_token_len is not None:
-        return _run_plan(args, lengths, uids, keys, source)
+    if planning:
+        # The old route to planning: it keeps working, and says once that `plan` is the verb.
+        status = _run_plan(args, lengths, uids, keys, source)
+        say(PLAN_NOTICE)
+        return status
     for flag, value in (
         ("--order", args.order),
         ("--max-sequences", args.max_sequences),
@@ -180,7 +148,12 @@ def _run_partition(args: argparse.Namespace) -> int:
     # The naive baseline keeps groups whole, as a grouped trainer's contiguous split does.
     grouped = {"uid_list": uids} if uids is not None else {"group_size": group_size}
     report = balance_report_from_ids(lengths, ids, args.k, **grouped)
-    refined = None if args.refine else _refine_hint(lengths, weights, sizes, args.k, equal_size)
+    # With --refine the answer is the refined split; without, the hint's (None: not computed).
+    refined = (
+        (report.balanced.imbalance, seconds)
+        if args.refine
+        else _refine_hint(lengths, weights, sizes, args.k, equal_size)
+    )
 
     reference_seconds = None
     same_result = None
@@ -202,6 +175,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             "cost": str(args.cost),
             "refine": args.refine,
             "seconds": seconds,
+            "wall_seconds": waited_seconds(),
             "reference_seconds": reference_seconds,
             "same_as_reference": same_result,
             "report": report.to_dict(),
@@ -227,14 +201,17 @@ def _run_partition(args: argparse.Namespace) -> int:
         f"(spread {report.naive.spread:,} -> {report.balanced.spread:,} "
         f"{_unit(unit, report.balanced.spread)})"
     )
-    if refined is not None and refined[0] < report.balanced.imbalance:
+    gain = _refine_gain(refined, report.balanced.imbalance) if not args.refine else None
+    if gain is not None and refined is not None:
         print(
             f"--refine would give max/mean {refined[0]:.4f} "
-            f"({(1 - refined[0] / report.balanced.imbalance) * 100:.1f}% lighter heaviest rank, "
-            f"{_format_seconds(refined[1])})"
+            f"({gain} lighter heaviest rank, {_format_seconds(refined[1])})"
         )
     calls = "best of 3" if repeat == 3 else "one call"
-    print(f"time: {_format_seconds(seconds)} for partition_ids ({calls})")
+    print(
+        f"time: {_format_seconds(waited_seconds())} "
+        f"({_format_seconds(seconds)} for partition_ids, {calls})"
+    )
     if reference_seconds is not None:
         same = "" if same_result is None else f", same result: {'yes' if same_result else 'NO'}"
         print(
