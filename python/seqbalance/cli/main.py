@@ -125,6 +125,8 @@ def _add_plan(commands: Any) -> None:
         default=1,
         help="data-parallel ranks sharing the batch (default 1)",
     )
+    # partition's -k, here only to say that plan counts ranks with --dp.
+    plan.add_argument("-k", type=_int_at_least(1), default=None, help=argparse.SUPPRESS)
     _add_count_flags(plan)
     plan.add_argument("--refine", action="store_true", help="refine the split over the ranks")
     add_cost_flags(plan)

@@ -34,6 +34,8 @@ PLAN_NOTICE = (
 
 def _run_plan_command(args: argparse.Namespace) -> int:
     """``seqbalance plan``: read the input (whole token counts), plan, summarise."""
+    if args.k is not None:
+        raise InputError(f"seqbalance plan counts ranks with --dp {args.k}, not -k (partition's)")
     lengths, uids, keys, source = read_input(args, whole_lengths=True)
     return _run_plan(args, lengths, uids, keys, source)
 
