@@ -35,7 +35,6 @@ TRAINER_NAMES = {
 }
 
 
-
 def _marker_line(block: Block) -> str:
     """The line above the block's fence (where a ``docs-test`` marker sits)."""
     lines = (DOCS / block.page).read_text(encoding="utf-8").splitlines()

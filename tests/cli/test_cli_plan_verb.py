@@ -71,7 +71,9 @@ def test_the_first_time_line_is_the_wait_then_the_librarys_share():
     assert result.returncode == 0, result.stderr
     times = [line for line in result.stdout.splitlines() if line.startswith("time:")]
     assert len(times) == 1
-    match = re.fullmatch(r"time: ([\d.]+) (s|ms) \(([\d.]+) (s|ms|µs) in plan_dp_micro_batches\)", times[0])
+    match = re.fullmatch(
+        r"time: ([\d.]+) (s|ms) \(([\d.]+) (s|ms|µs) in plan_dp_micro_batches\)", times[0]
+    )
     assert match is not None, times[0]
     scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
     waited = float(match.group(1)) * scale[match.group(2)]
@@ -108,7 +110,14 @@ def test_plan_errors_are_one_line(args, fragment):
 def test_plan_help_names_its_flags():
     result = run("plan", "--help")
     assert result.returncode == 0
-    for flag in ("--max-token-len", "--dp", "--order", "--max-sequences", "--cost", "--model-config"):
+    for flag in (
+        "--max-token-len",
+        "--dp",
+        "--order",
+        "--max-sequences",
+        "--cost",
+        "--model-config",
+    ):
         assert flag in result.stdout
 
 
@@ -137,7 +146,9 @@ def _naive_summary(lengths, costs, rank_ids, micro_batch_ids, n_ranks, count):
                 st.just(count),
                 st.lists(
                     st.tuples(
-                        st.integers(0, 2**62), st.integers(0, n_ranks - 1), st.integers(0, count - 1)
+                        st.integers(0, 2**62),
+                        st.integers(0, n_ranks - 1),
+                        st.integers(0, count - 1),
                     ),
                     min_size=1,
                     max_size=30,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from .._inputs import MAX_VALUE, EqualSize
 from ..partition import partition_ids
 from ..planning.costs import group_sums, sample_costs
 from ..planning.groups import uid_runs
-from ..planning.metrics import balance_report_from_ids
+from ..planning.metrics import BalanceReport, LoadStats, balance_report_from_ids, naive_bounds
 from ._common import _equal_size, _format_seconds, read_input, say, waited_seconds
 from .plan import PLAN_NOTICE, _run_plan
 from .readers import InputError
@@ -46,6 +47,8 @@ def _group_weights(values: np.ndarray, group_size: int) -> np.ndarray:
     if group_size == 1:
         return values
     groups = values.reshape(-1, group_size)
+    if values.dtype.kind == "f":
+        return groups.sum(axis=1)
     if int(values.max()) <= MAX_VALUE // group_size:
         return groups.sum(axis=1, dtype=np.int64)  # cannot wrap around
     # Values near 2**63: exact Python sums, to name the group that does not fit.
@@ -87,7 +90,32 @@ def _refine_hint(
     group_ids = partition_ids(weights, k, equal_size=equal_size, refine=True)
     seconds = time.perf_counter() - start
     ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
-    return balance_report_from_ids(lengths, ids, k).balanced.imbalance, seconds
+    return _report(lengths, ids, k).balanced.imbalance, seconds
+
+
+def _report(values: np.ndarray, ids: np.ndarray, k: int, **grouped: Any) -> BalanceReport:
+    """`balance_report_from_ids`, which takes integers, or the same report of float costs
+    (``grouped``: ``group_size`` or ``uid_list``, the groups the naive split keeps whole)."""
+    if values.dtype.kind != "f":
+        return balance_report_from_ids(values, ids, k, **grouped)
+    n = values.size
+    if grouped.get("uid_list") is not None:
+        starts = np.asarray([start for start, _ in uid_runs(grouped["uid_list"])], dtype=np.int64)
+    else:
+        starts = np.arange(0, n, grouped.get("group_size") or 1, dtype=np.int64)
+    prefix = np.concatenate([[0.0], np.cumsum(values)])
+    bounds = np.asarray(naive_bounds(n, k, starts), dtype=np.int64)
+    return BalanceReport(
+        n_items=n,
+        total=float(prefix[-1]),  # type: ignore[arg-type]
+        balanced=LoadStats.of(
+            np.bincount(ids, weights=values, minlength=k).tolist(),
+            np.bincount(ids, minlength=k).tolist(),
+        ),
+        naive=LoadStats.of(
+            (prefix[bounds[1:]] - prefix[bounds[:-1]]).tolist(), np.diff(bounds).tolist()
+        ),
+    )
 
 
 def _refine_gain(refined: tuple[float, float] | None, imbalance: float) -> str | None:
@@ -123,6 +151,11 @@ def _run_partition(args: argparse.Namespace) -> int:
         if value is not None:
             what = "orders" if flag == "--order" else "shapes"
             raise InputError(f"{flag} {what} micro-batches: it needs --max-token-len")
+    if lengths.dtype.kind == "f" and args.cost != "tokens":
+        raise InputError(
+            f"these are float costs, not token lengths: --cost and --model-config weigh whole "
+            f"token lengths (drop --{'cost' if isinstance(args.cost, str) else 'model-config'})"
+        )
     # What a sample weighs (--cost); the report shows the same quantity.
     lengths = sample_costs(args.cost, lengths)
     # Groups of consecutive samples (--group-size, or runs of equal --uid-field) are balanced as
@@ -147,7 +180,7 @@ def _run_partition(args: argparse.Namespace) -> int:
     ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
     # The naive baseline keeps groups whole, as a grouped trainer's contiguous split does.
     grouped = {"uid_list": uids} if uids is not None else {"group_size": group_size}
-    report = balance_report_from_ids(lengths, ids, args.k, **grouped)
+    report = _report(lengths, ids, args.k, **grouped)
     # With --refine the answer is the refined split; without, the hint's (None: not computed).
     refined = (
         (report.balanced.imbalance, seconds)
@@ -192,7 +225,13 @@ def _run_partition(args: argparse.Namespace) -> int:
     if args.refine:
         options += ", refine=True"
     print(f"{source}\n{options}\n")
-    unit = "tokens" if args.cost == "tokens" else str(args.cost)
+    unit = (
+        "cost"
+        if lengths.dtype.kind == "f"
+        else "tokens"
+        if args.cost == "tokens"
+        else str(args.cost)
+    )
     print(report)
     print()
     print(

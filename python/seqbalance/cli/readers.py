@@ -23,6 +23,7 @@ import numpy as np
 
 from .._inputs import MAX_VALUE
 from ._npy import read_npy
+from ._numbers import float_token, not_an_integer, values_array
 from ._paths import InputError, check_is_file
 
 __all__ = [
@@ -167,35 +168,13 @@ def _parse_text_lines(
         try:
             value: int | float = int(token)
         except ValueError:
-            value = _float_token(token, where) if floats else _not_an_integer(token, where)
+            value = float_token(token, where) if floats else not_an_integer(token, where)
         if value < 0:
             raise InputError(f"{where}: lengths must be >= 0, got {value}")
         if value > MAX_VALUE:
             raise InputError(f"{where}: lengths must be <= 2**63 - 1, got {value}")
         values.append(value)
-    return _values_array(values)
-
-
-def _not_an_integer(token: str, where: str) -> int:
-    raise InputError(f"{where}: expected one integer per line, got {token[:40]!r}")
-
-
-def _float_token(token: str, where: str) -> float:
-    """A cost written as a decimal number (``12.5``, ``1e3``): finite, or the line's error."""
-    try:
-        value = float(token)
-    except ValueError:
-        raise InputError(f"{where}: expected one number per line, got {token[:40]!r}") from None
-    if not math.isfinite(value):
-        raise InputError(f"{where}: costs must be finite, got {token[:40]!r}")
-    return value
-
-
-def _values_array(values: list[int | float]) -> np.ndarray:
-    """int64 for whole numbers; float64 as soon as one value is a float (a cost)."""
-    if any(isinstance(value, float) for value in values):
-        return np.array(values, dtype=np.float64)
-    return np.array(values, dtype=np.int64)
+    return values_array(values)
 
 
 def _read_text(stream: IO[bytes], path: Path, floats: bool = False) -> np.ndarray:
@@ -303,7 +282,7 @@ def _read_jsonl_groups(
                     uids.append(_json_uid(record, where, uid_field))
                 if keys is not None and key_field is not None:
                     keys.append(_json_uid(record, where, key_field, "--key-field"))
-        parts.append(_values_array(values))
+        parts.append(values_array(values))
     return (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)), uids, keys
 
 
@@ -315,7 +294,7 @@ def _read_jsonl(stream: IO[bytes], path: Path, field: str, floats: bool = False)
             for offset, line in enumerate(_decode(chunk, path).split("\n"))
             if line.strip()
         ]
-        parts.append(_values_array(values))
+        parts.append(values_array(values))
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
