@@ -4,14 +4,15 @@ Report (the figure the CLI is held to: the whole command at most 2x the library 
 
     python benches/bench_cli_plan.py                    # 10^7 lengths, --dp 64 --max-token-len 65536
     python benches/bench_cli_plan.py --n 1000000 --rounds 3
-    python benches/bench_cli_plan.py --source /other/checkout/python --verb partition
+    python benches/bench_cli_plan.py --before /other/checkout/python   # + that tree's command
 
 It writes the lengths to a ``.npy`` file, times the command in a child process (wall time: the
 interpreter's start-up, the read, the plan and the summary, what the user waits for), then in this
 process ``plan_dp_micro_batches`` on the same array with ``as_ids=True`` (what the command calls)
-and with list output, and prints each with its ratio to the ``as_ids`` call. ``--source`` runs the
-command from another source tree's ``python/`` folder (``--verb partition`` for a tree from before
-the ``plan`` verb), so a before/after pair comes from one run on one machine.
+and with list output, and prints each with its ratio to the ``as_ids`` call. ``--before DIR`` also
+times the same job run from another source tree's ``python/`` folder, as ``seqbalance partition
+--dp 64 --max-token-len 65536`` (the route before the ``plan`` verb), so a before/after pair comes
+from one run on one machine.
 
 Under pytest (benchmarks disabled, the suite's default) the small case checks that the command's
 ``--json`` plan is the library's, and times nothing.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -47,8 +49,9 @@ def command(path: Path, verb: str, extra: tuple[str, ...] = ()) -> list[str]:
     ]  # fmt: skip
 
 
-def run_command(path: Path, verb: str, source: str | None) -> float:
-    """Wall seconds of the command in a child process (it must succeed)."""
+def run_command(path: Path, verb: str, source: str | None) -> tuple[float, float | None]:
+    """Wall seconds of the command in a child process (it must succeed), and the planner's share
+    its own time line reports (``None`` for a tree whose time line has no share)."""
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = source
@@ -57,7 +60,10 @@ def run_command(path: Path, verb: str, source: str | None) -> float:
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"the command failed ({done.returncode}): {done.stderr.strip()}")
-    return seconds
+    share = re.search(r"^time: .*\(([\d.]+) (s|ms) in plan_dp_micro_batches\)$", done.stdout, re.M)
+    if share is None:
+        return seconds, None
+    return seconds, float(share.group(1)) * (1.0 if share.group(2) == "s" else 1e-3)
 
 
 def test_the_commands_plan_is_the_librarys(tmp_path):
@@ -78,22 +84,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10_000_000, help="lengths (default 10^7)")
     parser.add_argument("--rounds", type=int, default=1, help="best of this many of each")
-    parser.add_argument("--verb", default="plan", help="plan, or partition for an older tree")
-    parser.add_argument("--source", help="PYTHONPATH for the command (another source tree)")
+    parser.add_argument("--before", help="another tree's python/ folder: time its command too")
     args = parser.parse_args()
     lengths = rl_lengths(args.n, seed=1)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "lengths.npy"
         np.save(path, lengths)
-        cli = min(run_command(path, args.verb, args.source) for _ in range(args.rounds))
+        cli, inside = min(run_command(path, "plan", None) for _ in range(args.rounds))
+        before = None
+        if args.before is not None:
+            before = min(run_command(path, "partition", args.before)[0] for _ in range(args.rounds))
         ids = best_of(
             lambda: plan_dp_micro_batches(lengths, DP, CAP, cost="tokens", as_ids=True),
             args.rounds,
         )
         lists = best_of(lambda: plan_dp_micro_batches(lengths, DP, CAP, cost="tokens"), args.rounds)
-    where = args.source or "this tree"
     print(f"{args.n:,} lengths, --dp {DP} --max-token-len {CAP:,}, best of {args.rounds}")
-    print(f"  seqbalance {args.verb} ({where}), wall   {cli:8.2f} s   {cli / ids:5.2f}x")
+    if before is not None:
+        print(
+            f"  seqbalance partition, {args.before}: wall   {before:8.2f} s   {before / ids:5.2f}x"
+        )
+    print(f"  seqbalance plan (this tree), wall    {cli:8.2f} s   {cli / ids:5.2f}x")
+    if inside is not None:
+        # The same run's planner, as the command timed it: the ratio without other runs' noise.
+        print(
+            f"    of which plan_dp_micro_batches     {inside:8.2f} s   (wall {cli / inside:.2f}x it)"
+        )
     print(f"  plan_dp_micro_batches(as_ids=True)   {ids:8.2f} s   1.00x")
     print(f"  plan_dp_micro_batches (lists)        {lists:8.2f} s   {lists / ids:5.2f}x")
 

@@ -82,7 +82,7 @@ def test_the_first_time_line_is_the_wait_then_the_librarys_share():
     assert waited > library and waited > 0.05
 
 
-def test_plan_progress_on_stderr_for_large_inputs(tmp_path: Path):
+def test_progress_on_stderr_for_large_inputs(tmp_path: Path):
     path = tmp_path / "big.npy"
     np.save(path, np.random.default_rng(0).integers(1, 4096, PROGRESS_FROM, dtype=np.int64))
     result = run("plan", str(path), "--dp", "4", "--max-token-len", "65536")
@@ -92,6 +92,11 @@ def test_plan_progress_on_stderr_for_large_inputs(tmp_path: Path):
     assert lines[1].startswith("seqbalance plan: planned in ") and "summarising" in lines[1]
     small = run("plan", "--dp", "4", "--max-token-len", "65536")
     assert small.stderr == ""
+    partition = run("partition", str(path), "-k", "2")
+    assert partition.returncode == 0, partition.stderr
+    assert partition.stderr == (
+        f"seqbalance partition: partitioning {PROGRESS_FROM:,} items over 2 ranks\n"
+    )
 
 
 @pytest.mark.parametrize(

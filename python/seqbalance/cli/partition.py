@@ -15,7 +15,7 @@ from ..partition import partition_ids
 from ..planning.costs import group_sums, sample_costs
 from ..planning.groups import uid_runs
 from ..planning.metrics import BalanceReport, LoadStats, balance_report_from_ids, naive_bounds
-from ._common import _equal_size, _format_seconds, read_input, say, waited_seconds
+from ._common import _equal_size, _format_seconds, progress, read_input, say, waited_seconds
 from .plan import PLAN_NOTICE, _run_plan
 from .readers import InputError
 
@@ -176,6 +176,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             )
         weights = group_sums(lengths, starts)
         sizes = np.diff(np.append(starts, lengths.size))
+    progress(args, weights.size, f"partitioning {weights.size:,} items over {args.k} ranks")
     group_ids, seconds, repeat = _partition(weights, args.k, equal_size, args.refine)
     ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
     # The naive baseline keeps groups whole, as a grouped trainer's contiguous split does.
