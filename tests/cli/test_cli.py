@@ -31,8 +31,20 @@ def test_no_arguments_runs_the_main_job_on_the_built_in_batch():
     assert "built-in synthetic RL batch: 8,192 response lengths" in out
     assert "balance report: 8,192 items" in out
     assert "imbalance (max/mean): naive split" in out and "-> balanced" in out
-    assert "time:" in out and "for partition_ids (best of 3)" in out
+    # The first time line is what the user waited, which includes the reference's run.
+    (time_line,) = [line for line in out.splitlines() if line.startswith("time:")]
+    assert time_line.endswith("for partition_ids, best of 3)")
     assert "pure-Python reference:" in out and "same result: yes" in out
+    waited = _seconds(time_line.split("(")[0].removeprefix("time:"))
+    called = _seconds(time_line.split("(")[1].split(" for ")[0])
+    reference_time = _seconds(out.split("pure-Python reference:")[1].split("(")[0])
+    assert waited >= reference_time + called
+
+
+def _seconds(text: str) -> float:
+    """``"1.20 s"``, ``"596.1 ms"`` or ``"507 µs"`` in seconds."""
+    number, unit = text.split()
+    return float(number) * {"s": 1.0, "ms": 1e-3, "µs": 1e-6}[unit]
 
 
 def test_built_in_batch_is_fixed_heavy_tailed_and_grouped():
@@ -154,9 +166,9 @@ def test_compare_reference_is_ignored_by_a_micro_batch_plan(capsys, monkeypatch)
 @pytest.mark.parametrize(
     ("content", "fragments"),
     [
-        ("10\nabc\n", ["lengths.txt:2: expected one integer per line, got 'abc'"]),
+        ("10\nabc\n", ["lengths.txt:2: expected one number per line, got 'abc'"]),
         ("10\n-3\n", ["lengths.txt:2: lengths must be >= 0, got -3"]),
-        ("1.5\n", ["lengths.txt:1: expected one integer per line"]),
+        ("1.5\nnan\n", ["lengths.txt:2: costs must be finite, got 'nan'"]),
         ("\n\n", ["lengths.txt: no lengths found"]),
         (f"{2**63}\n", ["must be <= 2**63 - 1"]),
     ],
@@ -180,7 +192,7 @@ def test_bad_jsonl_files(tmp_path: Path):
     path.write_text('{"len": "3"}\n')
     assert_one_line_error(
         run("partition", str(path), "--field", "len", "-k", "1"),
-        "field 'len' must be an integer or a list",
+        "field 'len' must be a number or a list",
     )
     path.write_text("[3]\n")
     assert_one_line_error(
@@ -222,11 +234,11 @@ def test_bad_arguments_and_shapes(lengths_file: Path, tmp_path: Path):
     )
     assert_one_line_error(
         run("partition", str(lengths_file), "-k", "5"),
-        "number of items (4) is smaller than k_partitions (5)",
+        "number of items (4) is smaller than -k (5)",
     )
     assert_one_line_error(
         run("partition", str(lengths_file), "-k", "3", "--equal-size"),
-        "not divisible by k_partitions (3)",
+        "not divisible by -k (3) with --equal-size (--nearly-equal allows",
     )
     assert_one_line_error(
         run("partition", str(lengths_file), "--group-size", "3"),
@@ -288,7 +300,7 @@ def test_main_in_process_returns_the_exit_status(lengths_file: Path, capsys):
     assert main(["partition", str(lengths_file), "-k", "2"]) == 0
     assert "balance report: 4 items" in capsys.readouterr().out
     assert main(["partition", str(lengths_file), "-k", "9"]) == 2
-    assert "smaller than k_partitions" in capsys.readouterr().err
+    assert "smaller than -k" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", "--repeat", "0"])
     assert exit_info.value.code == 2

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqbalance import cli
-from seqbalance.cli import partition as cli_partition
+from seqbalance.cli import _common as cli_common
 from seqbalance.cli import readers as _cli_io
 from seqbalance.cli.readers import InputError, read_lengths
 from tests.cli._cli_runs import CLI_TIMEOUT, assert_one_line_error, run
@@ -192,7 +192,7 @@ def test_running_out_of_memory_is_one_line(monkeypatch, capsys, tmp_path: Path):
     def exhausted(*args, **kwargs):
         raise MemoryError("cannot allocate 8000000000 bytes")
 
-    monkeypatch.setattr(cli_partition, "read_lengths", exhausted)
+    monkeypatch.setattr(cli_common, "read_lengths", exhausted)
     assert cli.main(["partition", str(tmp_path / "x.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [

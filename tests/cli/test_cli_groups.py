@@ -145,7 +145,7 @@ def test_uid_field_errors_are_one_line(tmp_path, capsys):
     assert_main_one_line_error(
         capsys,
         [good, "--field", "len", "--uid-field", "uid", "-k", "4"],
-        "number of groups (3) is smaller than k_partitions (4)",
+        "number of groups (3) is smaller than -k (4)",
     )
 
 

@@ -51,7 +51,7 @@ def test_text_output_prints_the_plan_summary(capsys):
     [
         (["--dp", "4"], "--dp needs --max-token-len"),
         (["--dp", "4", "-k", "2", "--max-token-len", "65536"], "pass either -k"),
-        (["--max-token-len", "100"], "is longer than max_token_len (100)"),
+        (["--max-token-len", "100"], "is longer than --max-token-len (100)"),
         (["--cost", "flops"], "invalid choice: 'flops'"),
         (["--dp", "0", "--max-token-len", "100"], "must be >= 1, got 0"),
     ],

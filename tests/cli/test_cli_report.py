@@ -30,7 +30,7 @@ def test_a_length_over_the_cap_is_named_by_the_users_index_and_line(capsys, tmp_
     path.write_text(text + "\n")
     assert main(["partition", str(path), "--max-token-len", "100", *plan]) == 2
     err = _err(capsys)
-    assert "lengths[7] = 900 is longer than max_token_len (100)" in err
+    assert "lengths[7] = 900 is longer than --max-token-len (100)" in err
     assert err.endswith(f"(line 10 of {path})")
 
 
@@ -39,7 +39,7 @@ def test_jsonl_errors_name_the_line_too(capsys, tmp_path):
     path.write_text("\n".join(json.dumps({"n": n}) for n in [5, 500, 6]) + "\n")
     assert main(["partition", str(path), "--field", "n", "-k", "1", "--max-token-len", "50"]) == 2
     assert _err(capsys).endswith(
-        f"lengths[1] = 500 is longer than max_token_len (50) (line 2 of {path})"
+        f"lengths[1] = 500 is longer than --max-token-len (50) (line 2 of {path})"
     )
 
 
@@ -47,7 +47,7 @@ def test_npy_errors_name_the_index_alone(capsys, tmp_path):
     path = tmp_path / "l.npy"
     np.save(path, np.array([5, 500, 6], dtype=np.int64))
     assert main(["partition", str(path), "-k", "1", "--max-token-len", "50"]) == 2
-    assert _err(capsys).endswith("lengths[1] = 500 is longer than max_token_len (50)")
+    assert _err(capsys).endswith("lengths[1] = 500 is longer than --max-token-len (50)")
 
 
 def test_line_of_item_skips_blank_lines_and_knows_its_limits(tmp_path):

@@ -76,9 +76,15 @@ def test_usage_example_comment_matches_the_output():
     namespace: dict = {}
     with contextlib.redirect_stdout(io.StringIO()) as out:
         exec(compile(code, "README usage", "exec"), namespace)
-    claimed = re.search(r"print\(parts\)\s+# (\[\[.*?\]\])", code)
-    assert claimed is not None
-    assert out.getvalue().strip() == claimed.group(1)
+    claimed = re.findall(r"print\(\w+\)\s+# (\[\[.*?\]\])", code)
+    assert len(claimed) >= 3  # parts, and the halves before and after refine
+    assert out.getvalue().strip().splitlines() == claimed
+    # The refine example shows what refine does: a different answer, a lighter heaviest part.
+    lengths, halves, refined = namespace["lengths"], namespace["halves"], namespace["refined"]
+    assert refined != halves
+    heaviest = [max(sum(lengths[i] for i in part) for part in parts) for parts in (halves, refined)]
+    assert heaviest[1] < heaviest[0]
+    assert f"{heaviest[0]:,} tokens" in text and f"{heaviest[1]:,} with" in text
 
 
 def test_readme_never_installs_seqbalance_from_an_index():

@@ -1,9 +1,9 @@
-"""The ``seqbalance`` command line: ``partition`` (the main job) and ``bench``.
+"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan`` and ``bench``.
 
 ``main`` is the entry point of the ``seqbalance`` console script and of ``python -m seqbalance``.
-The modules: ``main`` (the parser and the failure policy), ``partition``, ``plan`` (the
-micro-batch summaries of ``partition --max-token-len``), ``bench`` and ``readers`` (streamed
-input files).
+The modules: ``main`` (the parser, its shared flags and the failure policy), ``partition``,
+``plan`` (micro-batches under a token cap, also behind ``partition --max-token-len``), ``bench``,
+``readers`` (streamed input files) and ``_messages`` (library messages in the shell's words).
 """
 
 from __future__ import annotations

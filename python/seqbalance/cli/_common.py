@@ -1,17 +1,30 @@
-"""What the command line's sub-commands share: exit statuses, the parser class, argument types."""
+"""What the command line's sub-commands share: exit statuses, the parser class, argument types,
+reading the input, the wall clock and progress lines."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
 from .._inputs import MAX_COUNT, MAX_VALUE, EqualSize
+from ..planning.groups import uid_runs
 from ..planning.model_cost import ModelCost
-from .readers import InputError, read_model_config
+from ._messages import config_words
+from .readers import (
+    SYNTHETIC_DESCRIPTION,
+    InputError,
+    read_grouped_lengths,
+    read_lengths,
+    read_model_config,
+    synthetic_rl_batch,
+)
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -97,5 +110,103 @@ def resolve_cost(args: argparse.Namespace) -> None:
     try:
         model = ModelCost.from_config(config)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{args.model_config}: {exc}") from None
+        raise InputError(
+            f"{args.model_config}: {config_words(str(exc), args.model_config)}"
+        ) from None
     args.cost = ModelFlops(model, args.model_config)
+
+
+def read_input(
+    args: argparse.Namespace, whole_lengths: bool = False
+) -> tuple[np.ndarray, list[Any] | None, list[Any] | None, str]:
+    """Lengths, the group id of each (``--uid-field``, else ``None``), the key of each
+    (``--key-field``, else ``None``) and where they came from.
+
+    ``whole_lengths``: the values must be whole token counts (planning); otherwise a JSON Lines
+    field or a text line may hold float costs, read as a float64 array.
+    """
+    floats = not whole_lengths
+    labelled = args.uid_field is not None or args.key_field is not None
+    if args.file not in (None, "-"):
+        _say_reading(args)
+    if labelled:
+        flag = "--uid-field" if args.uid_field is not None else "--key-field"
+        if args.file is None or args.field is None:
+            raise InputError(
+                f"{flag} reads JSON Lines: give a FILE ('-' for stdin) and --field NAME"
+            )
+        if args.uid_field is not None and args.group_size != 1:
+            raise InputError("pass either --group-size or --uid-field, not both")
+        lengths, uids, keys = read_grouped_lengths(
+            args.file, args.field, args.uid_field, args.key_field, floats=floats
+        )
+        source = f"{args.file}: {lengths.size:,} lengths"
+        if uids is not None:
+            source += f" in {len(uid_runs(uids)):,} uid groups"
+    elif args.file is None:
+        if args.field is not None:
+            raise InputError(
+                "--field reads JSON Lines: give a FILE ('-' for stdin) to read it from"
+            )
+        lengths, uids, keys, source = synthetic_rl_batch(), None, None, SYNTHETIC_DESCRIPTION
+    else:
+        lengths, uids, keys = read_lengths(args.file, args.field, floats=floats), None, None
+        kind = "costs" if lengths.dtype.kind == "f" else "lengths"
+        source = f"{args.file}: {lengths.size:,} {kind}"
+    if lengths.size % args.group_size:
+        raise InputError(
+            f"number of lengths ({lengths.size}) is not divisible by --group-size "
+            f"({args.group_size})"
+        )
+    return lengths, uids, keys, source
+
+
+# ---------------------------------------------------------------------------- wall clock, progress
+
+#: When the command line was imported: the wall clock's start where the process's is unknown.
+_IMPORTED = time.perf_counter()
+
+#: Inputs of at least this many lengths get progress lines on stderr (their work takes seconds).
+PROGRESS_FROM = 1 << 20
+
+#: Files of at least this many bytes say that they are being read (reading them takes seconds).
+PROGRESS_FILE_BYTES = 64 << 20
+
+
+def waited_seconds() -> float:
+    """Seconds the user has waited for this command: since the process started (interpreter
+    start-up and imports included) where Linux's /proc says when, else since this import."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            # Field 22, counted after the command name (which may hold spaces and parentheses).
+            started_ticks = int(stat.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as uptime:
+            up = float(uptime.read().split()[0])
+        waited = up - started_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        waited = -1.0
+    since_import = time.perf_counter() - _IMPORTED
+    return waited if waited >= since_import else since_import
+
+
+def progress(args: argparse.Namespace, n_items: int, text: str) -> None:
+    """One progress line on stderr for an input of ``n_items`` when that takes seconds."""
+    if n_items >= PROGRESS_FROM:
+        say(f"seqbalance {args.command}: {text}")
+
+
+def say(line: str) -> None:
+    """Write one line to stderr; a closed stderr is not a second error."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _say_reading(args: argparse.Namespace) -> None:
+    try:
+        size = os.stat(args.file).st_size
+    except (OSError, ValueError):
+        return  # the reader names the problem
+    if size >= PROGRESS_FILE_BYTES:
+        say(f"seqbalance {args.command}: reading {args.file} ({size / 1e6:,.0f} MB)")

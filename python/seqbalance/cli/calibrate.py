@@ -240,18 +240,25 @@ def time_by_rank(cost: Any, tokens: np.ndarray, ids: np.ndarray, k: int) -> dict
 
 
 def time_by_plan(
-    cost: Any, tokens: np.ndarray, plan: list[list[list[int]]]
+    cost: Any,
+    tokens: np.ndarray,
+    rank_ids: np.ndarray,
+    micro_batch_ids: np.ndarray,
+    n_ranks: int,
 ) -> dict[str, Any] | None:
-    """Predicted seconds per rank of a plan ``[rank][micro_batch] -> indexes``: each non-empty
-    micro-batch's `TimeCost.predict`, summed; ``None`` when ``cost`` is not a ``--time-cost``."""
-    if not isinstance(cost, TimeCostNanoseconds) or not plan:
+    """Predicted seconds per rank of a plan given as ids (each sample's rank and micro-batch):
+    what `TimeCost.predict` gives each non-empty micro-batch, summed per rank (the documents'
+    seconds plus one ``micro_batch`` term per micro-batch that holds any); ``None`` when ``cost``
+    is not a ``--time-cost``."""
+    if not isinstance(cost, TimeCostNanoseconds) or n_ranks == 0:
         return None
-    seconds, token_sums = [], []
-    for rank in plan:
-        batches = [tokens[batch] for batch in rank if batch]
-        seconds.append(float(cost.time_cost.predict(batches).sum()) if batches else 0.0)
-        token_sums.append(sum(int(tokens[batch].sum()) for batch in rank if batch))
-    return _summary(np.array(seconds), np.array(token_sums, dtype=np.float64), cost.file)
+    documents = np.bincount(rank_ids, weights=cost.time_cost(tokens), minlength=n_ranks)
+    width = int(micro_batch_ids.max(initial=0)) + 1
+    cells = np.unique(rank_ids * width + micro_batch_ids)
+    busy = np.bincount(cells // width, minlength=n_ranks)
+    seconds = documents + busy * cost.time_cost.coefficients["micro_batch"]
+    token_sums = np.bincount(rank_ids, weights=tokens, minlength=n_ranks)
+    return _summary(seconds, token_sums, cost.file)
 
 
 def time_lines(summary: dict[str, Any] | None) -> str:

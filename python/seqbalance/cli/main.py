@@ -1,4 +1,4 @@
-"""The ``seqbalance`` command line: ``partition`` (the main job) and ``bench``.
+"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan`` and ``bench``.
 
 Run with no arguments, it partitions the built-in synthetic RL batch and times the same call on
 the pure-Python reference, so a new user sees the main job, and what it buys, in one command.
@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .. import __version__
 from ._common import (
@@ -26,17 +27,21 @@ from ._common import (
     _int_list,
     _Parser,
     resolve_cost,
+    say,
 )
+from ._messages import flag_words
 from .bench import _run_bench
 from .calibrate import add_calibrate_parser, add_time_cost_flag, resolve_time_cost
 from .partition import _run_partition
+from .plan import _run_plan_command
 from .readers import SYNTHETIC_DESCRIPTION, InputError, line_of_item
 
 __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (``partition`` and ``bench`` sub-commands)."""
+    """The argument parser: one ``_add_<verb>`` per sub-command, flags shared through
+    ``_add_input_flags``, ``_add_count_flags``, `add_cost_flags` and ``_add_shape_flags``."""
     parser = _Parser(
         prog="seqbalance",
         description="Balance sequence lengths across data-parallel ranks. With no arguments: "
@@ -46,96 +51,51 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"seqbalance {__version__}", help="print the version"
     )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add_partition(commands)
+    _add_plan(commands)
+    _add_bench(commands)
+    add_calibrate_parser(commands)
+    return parser
 
+
+#: The verbs, as the message for a missing one lists them.
+VERBS = ("partition", "plan", "bench", "calibrate")
+
+
+def _add_partition(commands: Any) -> None:
     partition = commands.add_parser(
         "partition",
         help="balance lengths over k ranks and print the balance report",
         description="Balance lengths over k ranks (get_seqlen_balanced_partitions) and print "
-        "the balance report against the naive contiguous split, and the time taken.",
+        "the balance report against the naive contiguous split, and the time taken. "
+        "(Micro-batches under a token cap: seqbalance plan.)",
     )
+    _add_input_flags(partition)
     partition.add_argument(
-        "file",
-        nargs="?",
-        help="lengths: one integer per line, a .npy file, or JSON Lines with --field "
-        "('-' reads stdin); default: the " + SYNTHETIC_DESCRIPTION,
-    )
-    partition.add_argument(
-        "-k", type=_int_at_least(1), default=None, help="partitions (ranks; default 8)"
-    )
-    counts = partition.add_mutually_exclusive_group()
-    counts.add_argument("--equal-size", action="store_true", help="equal item counts")
-    counts.add_argument(
-        "--nearly-equal",
-        action="store_true",
-        help="item (or group) counts within one of each other, for any n (equal_size='nearly')",
-    )
-    partition.add_argument(
-        "--group-size",
+        "-k",
         type=_int_at_least(1),
-        default=1,
-        metavar="N",
-        help="keep N consecutive samples together (e.g. the responses to one prompt)",
-    )
-    partition.add_argument("--refine", action="store_true", help="improve the split (refine=True)")
-    partition.add_argument(
-        "--cost",
-        choices=("tokens", "workload"),
         default=None,
-        help="what a sample weighs: its tokens (default) or verl's workload 24576*s + s**2",
+        help="partitions: the ranks to balance over (default 8)",
     )
+    _add_count_flags(partition)
     partition.add_argument(
-        "--model-config",
-        metavar="FILE.json",
-        help="balance by the training FLOPs of a model: its Hugging Face config.json "
-        "(seqbalance.ModelCost; exclusive with --cost)",
+        "--refine", action="store_true", help="improve the split (a lighter heaviest rank)"
     )
-    add_time_cost_flag(partition)
+    add_cost_flags(partition)
+    # The old route to planning, kept working (with a notice that `plan` is the verb).
     partition.add_argument(
         "--max-token-len",
         type=_int_at_least(1),
         metavar="N",
-        help="also plan micro-batches of at most N tokens on every rank and print their summary",
-    )
-    partition.add_argument(
-        "--order",
-        choices=("bubble", "largest_first", "none"),
-        help="with --max-token-len: the order of each rank's micro-batches (default bubble: the "
-        "small ones at both ends, for pipeline bubbles; largest_first: by cost, descending)",
-    )
-    partition.add_argument(
-        "--max-sequences",
-        type=_int_at_least(1),
-        metavar="N",
-        help="with --max-token-len: at most N samples per micro-batch (static shapes, CUDA graphs)",
-    )
-    partition.add_argument(
-        "--footprint",
-        choices=("sum", "padded"),
-        help="with --max-token-len: what a micro-batch is charged against the cap: its tokens "
-        "(sum, the default) or its samples times its longest (padded, non-varlen attention)",
-    )
-    partition.add_argument(
-        "--key-field",
-        metavar="NAME",
-        help="with --max-token-len: JSON Lines field holding each sample's key (a modality, a "
-        "policy version); samples of different keys never share a micro-batch",
+        help="also plan micro-batches of at most N tokens on every rank (seqbalance plan is the verb)",
     )
     partition.add_argument(
         "--dp",
         type=_int_at_least(1),
         metavar="N",
-        help="with --max-token-len: one plan for N data-parallel ranks (plan_dp_micro_batches)",
+        help="with --max-token-len: one plan for N data-parallel ranks (as seqbalance plan --dp N)",
     )
-    partition.add_argument(
-        "--field", metavar="NAME", help="JSON Lines field holding the length (or a token list)"
-    )
-    partition.add_argument(
-        "--uid-field",
-        metavar="NAME",
-        help="JSON Lines field holding a group id: consecutive records with equal ids form a "
-        "group kept on one rank (prompt groups of any sizes)",
-    )
-    partition.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_shape_flags(partition, "with --max-token-len: ")
     partition.add_argument(
         "--compare-reference",
         action="store_true",
@@ -143,6 +103,128 @@ def build_parser() -> argparse.ArgumentParser:
     )
     partition.set_defaults(run=_run_partition)
 
+
+def _add_plan(commands: Any) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="plan micro-batches under a token cap, for one rank or --dp ranks",
+        description="Plan micro-batches of at most --max-token-len tokens (plan_dp_micro_batches): "
+        "for one rank, or with --dp N one plan for N data-parallel ranks, every rank running "
+        "the same number of micro-batches. Prints the summary per rank and the time taken.",
+    )
+    _add_input_flags(plan)
+    plan.add_argument(
+        "--max-token-len",
+        type=_int_at_least(1),
+        metavar="N",
+        required=True,
+        help="the cap: at most N tokens in a micro-batch",
+    )
+    plan.add_argument(
+        "--dp",
+        type=_int_at_least(1),
+        metavar="N",
+        default=1,
+        help="data-parallel ranks sharing the batch (default 1)",
+    )
+    # partition's -k, here only to say that plan counts ranks with --dp.
+    plan.add_argument("-k", type=_int_at_least(1), default=None, help=argparse.SUPPRESS)
+    _add_count_flags(plan)
+    plan.add_argument("--refine", action="store_true", help="refine the split over the ranks")
+    add_cost_flags(plan)
+    _add_shape_flags(plan, "")
+    plan.set_defaults(run=_run_plan_command)
+
+
+def _add_input_flags(parser: argparse.ArgumentParser) -> None:
+    """FILE, --field, --uid-field and --json: what a verb reads and how it answers."""
+    parser.add_argument(
+        "file",
+        nargs="?",
+        help="lengths: one integer per line, a .npy file, or JSON Lines with --field "
+        "('-' reads stdin); default: the " + SYNTHETIC_DESCRIPTION,
+    )
+    parser.add_argument(
+        "--field", metavar="NAME", help="JSON Lines field holding the length (or a token list)"
+    )
+    parser.add_argument(
+        "--uid-field",
+        metavar="NAME",
+        help="JSON Lines field holding a group id: consecutive records with equal ids form a "
+        "group kept on one rank (prompt groups of any sizes)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_count_flags(parser: argparse.ArgumentParser) -> None:
+    """--equal-size, --nearly-equal and --group-size: how many samples each rank gets."""
+    counts = parser.add_mutually_exclusive_group()
+    counts.add_argument("--equal-size", action="store_true", help="equal item counts")
+    counts.add_argument(
+        "--nearly-equal",
+        action="store_true",
+        help="item (or group) counts within one of each other, for any n",
+    )
+    parser.add_argument(
+        "--group-size",
+        type=_int_at_least(1),
+        default=1,
+        metavar="N",
+        help="keep N consecutive samples together (e.g. the responses to one prompt)",
+    )
+
+
+def add_cost_flags(parser: argparse.ArgumentParser) -> None:
+    """What a sample weighs, on every verb that balances (``partition``, ``plan``).
+
+    A new cost flag goes here, and its reading into ``args.cost`` into `resolve_cost`, which
+    `main` runs for every verb these flags were added to.
+    """
+    parser.add_argument(
+        "--cost",
+        choices=("tokens", "workload"),
+        default=None,
+        help="what a sample weighs: its tokens (default) or verl's workload 24576*s + s**2",
+    )
+    parser.add_argument(
+        "--model-config",
+        metavar="FILE.json",
+        help="balance by the training FLOPs of a model: its Hugging Face config.json "
+        "(seqbalance.ModelCost; exclusive with --cost)",
+    )
+    add_time_cost_flag(parser)
+    parser.set_defaults(resolve_cost=True)
+
+
+def _add_shape_flags(parser: argparse.ArgumentParser, needs: str) -> None:
+    """--order and the shape limits of micro-batches (``needs``: the flag they go with)."""
+    parser.add_argument(
+        "--order",
+        choices=("bubble", "largest_first", "none"),
+        help=f"{needs}the order of each rank's micro-batches (default bubble: the "
+        "small ones at both ends, for pipeline bubbles; largest_first: by cost, descending)",
+    )
+    parser.add_argument(
+        "--max-sequences",
+        type=_int_at_least(1),
+        metavar="N",
+        help=f"{needs}at most N samples per micro-batch (static shapes, CUDA graphs)",
+    )
+    parser.add_argument(
+        "--footprint",
+        choices=("sum", "padded"),
+        help=f"{needs}what a micro-batch is charged against the cap: its tokens "
+        "(sum, the default) or its samples times its longest (padded, non-varlen attention)",
+    )
+    parser.add_argument(
+        "--key-field",
+        metavar="NAME",
+        help=f"{needs}JSON Lines field holding each sample's key (a modality, a "
+        "policy version); samples of different keys never share a micro-batch",
+    )
+
+
+def _add_bench(commands: Any) -> None:
     bench = commands.add_parser(
         "bench",
         help="time seqbalance against the pure-Python reference over a grid",
@@ -156,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_counts = bench.add_mutually_exclusive_group()
     bench_counts.add_argument("--equal-size", action="store_true", help="equal item counts")
     bench_counts.add_argument(
-        "--nearly-equal", action="store_true", help="counts within one (equal_size='nearly')"
+        "--nearly-equal", action="store_true", help="counts within one of each other"
     )
     bench.add_argument(
         "--repeat",
@@ -169,16 +251,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="FILE.png", help="draw speed-up against n (needs matplotlib)"
     )
     bench.set_defaults(run=_run_bench)
-    add_calibrate_parser(commands)
-    return parser
-
-
-def _say(line: str) -> None:
-    """Write one line to stderr; a closed stderr is not a second error."""
-    try:
-        print(line, file=sys.stderr)
-    except (OSError, ValueError):
-        pass
 
 
 def _silence_stdout() -> None:
@@ -207,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        _say("seqbalance: interrupted")
+        say("seqbalance: interrupted")
         return EXIT_INTERRUPTED
 
 
@@ -218,28 +290,29 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(arguments)
     if args.command is None:
-        parser.error("choose a command: partition, bench or calibrate")
+        parser.error(f"choose a command: {', '.join(VERBS)}")
     if args.command == "partition":
         args.k_given = args.k is not None
         args.k = 8 if args.k is None else args.k
     prefix = f"seqbalance {args.command}: error:"
     try:
-        if args.command == "partition":
+        if getattr(args, "resolve_cost", False):
             resolve_time_cost(args)
             resolve_cost(args)
         return int(args.run(args))
     except (InputError, ValueError, TypeError, OverflowError) as exc:
-        # The library's own messages name the argument and the value; one line is enough.
-        _say(f"{prefix} {_with_line(_one_line(exc), args)}")
+        # The library's own messages name the argument and the value, in its keywords: the
+        # shell user set them with flags, so the message names those.
+        say(f"{prefix} {_with_line(flag_words(_one_line(exc)), args)}")
     except MemoryError as exc:
         detail = f" ({_one_line(exc)})" if str(exc) else ""
-        _say(f"{prefix} out of memory{detail}; try a smaller input")
+        say(f"{prefix} out of memory{detail}; try a smaller input")
     except RecursionError:
-        _say(f"{prefix} input nested too deeply")
+        say(f"{prefix} input nested too deeply")
     except BrokenPipeError:
         raise
     except OSError as exc:
-        _say(f"{prefix} {exc.strerror or _one_line(exc)}")
+        say(f"{prefix} {exc.strerror or _one_line(exc)}")
     return EXIT_USAGE
 
 

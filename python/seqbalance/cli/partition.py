@@ -14,20 +14,11 @@ from .._inputs import MAX_VALUE, EqualSize
 from ..partition import partition_ids
 from ..planning.costs import group_sums, sample_costs
 from ..planning.groups import uid_runs
-from ..planning.metrics import balance_report_from_ids
-from ._common import (
-    _equal_size,
-    _format_seconds,
-)
+from ..planning.metrics import BalanceReport, LoadStats, balance_report_from_ids, naive_bounds
+from ._common import _equal_size, _format_seconds, progress, read_input, say, waited_seconds
 from .calibrate import time_by_rank, time_lines
-from .plan import _run_plan
-from .readers import (
-    SYNTHETIC_DESCRIPTION,
-    InputError,
-    read_grouped_lengths,
-    read_lengths,
-    synthetic_rl_batch,
-)
+from .plan import PLAN_NOTICE, _run_plan
+from .readers import InputError
 
 #: Inputs up to this many items are timed as the best of three calls (the first call of a process
 #: also pays one-off costs); larger ones once, since each call takes seconds there.
@@ -57,6 +48,8 @@ def _group_weights(values: np.ndarray, group_size: int) -> np.ndarray:
     if group_size == 1:
         return values
     groups = values.reshape(-1, group_size)
+    if values.dtype.kind == "f":
+        return groups.sum(axis=1)
     if int(values.max()) <= MAX_VALUE // group_size:
         return groups.sum(axis=1, dtype=np.int64)  # cannot wrap around
     # Values near 2**63: exact Python sums, to name the group that does not fit.
@@ -98,7 +91,41 @@ def _refine_hint(
     group_ids = partition_ids(weights, k, equal_size=equal_size, refine=True)
     seconds = time.perf_counter() - start
     ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
-    return balance_report_from_ids(lengths, ids, k).balanced.imbalance, seconds
+    return _report(lengths, ids, k).balanced.imbalance, seconds
+
+
+def _report(values: np.ndarray, ids: np.ndarray, k: int, **grouped: Any) -> BalanceReport:
+    """`balance_report_from_ids`, which takes integers, or the same report of float costs
+    (``grouped``: ``group_size`` or ``uid_list``, the groups the naive split keeps whole)."""
+    if values.dtype.kind != "f":
+        return balance_report_from_ids(values, ids, k, **grouped)
+    n = values.size
+    if grouped.get("uid_list") is not None:
+        starts = np.asarray([start for start, _ in uid_runs(grouped["uid_list"])], dtype=np.int64)
+    else:
+        starts = np.arange(0, n, grouped.get("group_size") or 1, dtype=np.int64)
+    prefix = np.concatenate([[0.0], np.cumsum(values)])
+    bounds = np.asarray(naive_bounds(n, k, starts), dtype=np.int64)
+    return BalanceReport(
+        n_items=n,
+        total=float(prefix[-1]),  # type: ignore[arg-type]
+        balanced=LoadStats.of(
+            np.bincount(ids, weights=values, minlength=k).tolist(),
+            np.bincount(ids, minlength=k).tolist(),
+        ),
+        naive=LoadStats.of(
+            (prefix[bounds[1:]] - prefix[bounds[:-1]]).tolist(), np.diff(bounds).tolist()
+        ),
+    )
+
+
+def _refine_gain(refined: tuple[float, float] | None, imbalance: float) -> str | None:
+    """How much lighter ``--refine`` makes the heaviest rank (``"8.7%"``), or None when it
+    gains nothing that shows (under 0.05%, which would print as 0.0%)."""
+    if refined is None or imbalance <= 0:
+        return None
+    gain = (1 - refined[0] / imbalance) * 100
+    return f"{gain:.1f}%" if gain >= 0.05 else None
 
 
 def _unit(unit: str, count: int) -> str:
@@ -106,47 +133,16 @@ def _unit(unit: str, count: int) -> str:
     return unit[:-1] if count == 1 and unit.endswith("s") else unit
 
 
-def _read_input(
-    args: argparse.Namespace,
-) -> tuple[np.ndarray, list[Any] | None, list[Any] | None, str]:
-    """Lengths, the group id of each (``--uid-field``, else ``None``), the key of each
-    (``--key-field``, else ``None``) and where they came from."""
-    labelled = args.uid_field is not None or args.key_field is not None
-    if labelled:
-        flag = "--uid-field" if args.uid_field is not None else "--key-field"
-        if args.file is None or args.field is None:
-            raise InputError(
-                f"{flag} reads JSON Lines: give a FILE ('-' for stdin) and --field NAME"
-            )
-        if args.uid_field is not None and args.group_size != 1:
-            raise InputError("pass either --group-size or --uid-field, not both")
-        lengths, uids, keys = read_grouped_lengths(
-            args.file, args.field, args.uid_field, args.key_field
-        )
-        source = f"{args.file}: {lengths.size:,} lengths"
-        if uids is not None:
-            source += f" in {len(uid_runs(uids)):,} uid groups"
-        return lengths, uids, keys, source
-    if args.file is None:
-        if args.field is not None:
-            raise InputError(
-                "--field reads JSON Lines: give a FILE ('-' for stdin) to read it from"
-            )
-        return synthetic_rl_batch(), None, None, SYNTHETIC_DESCRIPTION
-    lengths = read_lengths(args.file, args.field)
-    return lengths, None, None, f"{args.file}: {lengths.size:,} lengths"
-
-
 def _run_partition(args: argparse.Namespace) -> int:
-    lengths, uids, keys, source = _read_input(args)
+    planning = args.dp is not None or args.max_token_len is not None
+    lengths, uids, keys, source = read_input(args, whole_lengths=planning)
     group_size = args.group_size
-    if lengths.size % group_size:
-        raise InputError(
-            f"number of lengths ({lengths.size}) is not divisible by --group-size ({group_size})"
-        )
     equal_size = _equal_size(args)
-    if args.dp is not None or args.max_token_len is not None:
-        return _run_plan(args, lengths, uids, keys, source)
+    if planning:
+        # The old route to planning: it keeps working, and says once that `plan` is the verb.
+        status = _run_plan(args, lengths, uids, keys, source)
+        say(PLAN_NOTICE)
+        return status
     for flag, value in (
         ("--order", args.order),
         ("--max-sequences", args.max_sequences),
@@ -156,6 +152,11 @@ def _run_partition(args: argparse.Namespace) -> int:
         if value is not None:
             what = "orders" if flag == "--order" else "shapes"
             raise InputError(f"{flag} {what} micro-batches: it needs --max-token-len")
+    if lengths.dtype.kind == "f" and args.cost != "tokens":
+        raise InputError(
+            f"these are float costs, not token lengths: --cost and --model-config weigh whole "
+            f"token lengths (drop --{'cost' if isinstance(args.cost, str) else 'model-config'})"
+        )
     # What a sample weighs (--cost); the report shows the same quantity.
     tokens, lengths = lengths, sample_costs(args.cost, lengths)
     # Groups of consecutive samples (--group-size, or runs of equal --uid-field) are balanced as
@@ -176,12 +177,18 @@ def _run_partition(args: argparse.Namespace) -> int:
             )
         weights = group_sums(lengths, starts)
         sizes = np.diff(np.append(starts, lengths.size))
+    progress(args, weights.size, f"partitioning {weights.size:,} items over {args.k} ranks")
     group_ids, seconds, repeat = _partition(weights, args.k, equal_size, args.refine)
     ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
     # The naive baseline keeps groups whole, as a grouped trainer's contiguous split does.
     grouped = {"uid_list": uids} if uids is not None else {"group_size": group_size}
-    report = balance_report_from_ids(lengths, ids, args.k, **grouped)
-    refined = None if args.refine else _refine_hint(lengths, weights, sizes, args.k, equal_size)
+    report = _report(lengths, ids, args.k, **grouped)
+    # With --refine the answer is the refined split; without, the hint's (None: not computed).
+    refined = (
+        (report.balanced.imbalance, seconds)
+        if args.refine
+        else _refine_hint(lengths, weights, sizes, args.k, equal_size)
+    )
     predicted = time_by_rank(args.cost, tokens, ids, args.k)
 
     reference_seconds = None
@@ -204,6 +211,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             "cost": str(args.cost),
             "refine": args.refine,
             "seconds": seconds,
+            "wall_seconds": waited_seconds(),
             "reference_seconds": reference_seconds,
             "same_as_reference": same_result,
             "report": report.to_dict(),
@@ -222,7 +230,13 @@ def _run_partition(args: argparse.Namespace) -> int:
     if args.refine:
         options += ", refine=True"
     print(f"{source}\n{options}\n")
-    unit = "tokens" if args.cost == "tokens" else str(args.cost)
+    unit = (
+        "cost"
+        if lengths.dtype.kind == "f"
+        else "tokens"
+        if args.cost == "tokens"
+        else str(args.cost)
+    )
     print(report)
     print()
     print(
@@ -233,14 +247,17 @@ def _run_partition(args: argparse.Namespace) -> int:
     )
     if predicted is not None:
         print(time_lines(predicted))
-    if refined is not None and refined[0] < report.balanced.imbalance:
+    gain = _refine_gain(refined, report.balanced.imbalance) if not args.refine else None
+    if gain is not None and refined is not None:
         print(
             f"--refine would give max/mean {refined[0]:.4f} "
-            f"({(1 - refined[0] / report.balanced.imbalance) * 100:.1f}% lighter heaviest rank, "
-            f"{_format_seconds(refined[1])})"
+            f"({gain} lighter heaviest rank, {_format_seconds(refined[1])})"
         )
     calls = "best of 3" if repeat == 3 else "one call"
-    print(f"time: {_format_seconds(seconds)} for partition_ids ({calls})")
+    print(
+        f"time: {_format_seconds(waited_seconds())} "
+        f"({_format_seconds(seconds)} for partition_ids, {calls})"
+    )
     if reference_seconds is not None:
         same = "" if same_result is None else f", same result: {'yes' if same_result else 'NO'}"
         print(

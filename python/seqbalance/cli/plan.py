@@ -1,4 +1,12 @@
-"""``seqbalance partition --max-token-len``: the micro-batch plan summary (one rank or the DP-wide plan)."""
+"""``seqbalance plan``: micro-batches under a token cap, for one rank or a DP-wide plan.
+
+Also the old route, ``seqbalance partition --max-token-len`` (with ``-k``: the two-step pattern a
+trainer runs on every rank), which prints a one-line notice that ``plan`` is the verb.
+
+The summary is computed from the plan as arrays (``as_ids=True``: the rank and micro-batch of
+every sample) with NumPy, never a Python object per sample: at 10^7 lengths it takes a fraction
+of the planner's own time. Only ``--json``, which prints the plan itself, builds lists.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +17,28 @@ from typing import Any
 
 import numpy as np
 
-from ..partition import get_seqlen_balanced_partitions
+from .._inputs import MAX_VALUE
+from ..partition import partition_ids
 from ..planning.costs import sample_costs
 from ..planning.dp_plan import plan_dp_micro_batches
 from ..planning.micro_batches import min_num_micro_batches_for, plan_micro_batches
-from ._common import (
-    _equal_size,
-    _format_seconds,
-)
+from ._common import _equal_size, _format_seconds, progress, read_input, waited_seconds
 from .calibrate import time_by_plan, time_lines
-from .readers import (
-    InputError,
+from .readers import InputError
+
+#: What ``partition --max-token-len`` says on stderr once its plan is printed.
+PLAN_NOTICE = (
+    "seqbalance partition: note: planning has its own verb: "
+    "seqbalance plan [FILE] --max-token-len N [--dp N] (same flags; --dp, not -k, counts ranks)"
 )
+
+
+def _run_plan_command(args: argparse.Namespace) -> int:
+    """``seqbalance plan``: read the input (whole token counts), plan, summarise."""
+    if args.k is not None:
+        raise InputError(f"seqbalance plan counts ranks with --dp {args.k}, not -k (partition's)")
+    lengths, uids, keys, source = read_input(args, whole_lengths=True)
+    return _run_plan(args, lengths, uids, keys, source)
 
 
 def _run_plan(
@@ -30,110 +48,185 @@ def _run_plan(
     keys: list[Any] | None,
     source: str,
 ) -> int:
-    """``--max-token-len`` (with ``-k`` or ``--dp``): micro-batches under the cap, summarised."""
+    """Micro-batches under ``--max-token-len`` (``--dp`` ranks, or ``partition``'s ``-k``),
+    summarised per rank."""
     cap = args.max_token_len
+    two_step = args.command == "partition" and args.dp is None
     if cap is None:
         raise InputError("--dp needs --max-token-len (the DP-wide micro-batch plan)")
-    if args.dp is not None and args.k_given:
+    if args.command == "partition" and args.dp is not None and args.k_given:
         raise InputError("pass either -k (two-step plan per rank) or --dp (DP-wide plan), not both")
-    if uids is not None and args.dp is None:
+    if uids is not None and two_step:
         raise InputError(
             "--uid-field with --max-token-len needs --dp (the DP-wide plan keeps uid groups whole)"
         )
-    equal_size = _equal_size(args)
+    n_ranks = args.k if two_step else args.dp
+    order = args.order or "bubble"
     limits: dict[str, Any] = dict(
         max_sequences=args.max_sequences, footprint=args.footprint or "sum", keys=keys
     )
-    keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=args.group_size, **limits)
+    progress(args, lengths.size, f"planning {lengths.size:,} lengths over {n_ranks} ranks")
     start = time.perf_counter()
-    if args.dp is not None:
-        function = "plan_dp_micro_batches"
-        if uids is not None:
-            keywords = dict(cost=args.cost, uid_list=uids, **limits)
-        plan = plan_dp_micro_batches(
-            lengths,
-            args.dp,
-            cap,
-            equal_size=equal_size,
-            refine=args.refine,
-            order=args.order or "bubble",
-            **keywords,
-        )
-    else:
-        # The two-step pattern a trainer runs on every rank: the agreed count is the largest.
+    if two_step:
         function = "get_seqlen_balanced_partitions + plan_micro_batches per rank"
-        group_size = args.group_size
-        # Checked on the whole batch first, so an error names the user's index, not a rank's.
-        min_num_micro_batches_for(lengths, cap, **keywords)
-        costs = sample_costs(args.cost, lengths)
-        group_costs = costs.reshape(-1, group_size).sum(axis=1) if group_size > 1 else costs
-        ranks = [
-            [g * group_size + offset for g in part for offset in range(group_size)]
-            for part in get_seqlen_balanced_partitions(
-                group_costs, args.k, equal_size, refine=args.refine
-            )
-        ]
-
-        def on_rank(rank: list[int]) -> dict[str, Any]:
-            return {**keywords, "keys": None if keys is None else [keys[i] for i in rank]}
-
-        agreed = max(
-            min_num_micro_batches_for(lengths[rank], cap, **on_rank(rank)) for rank in ranks
+        rank_ids, micro_batch_ids, count = _two_step(args, lengths, keys, limits, order)
+    else:
+        function = "plan_dp_micro_batches"
+        grouping: dict[str, Any] = (
+            {"uid_list": uids} if uids is not None else {"force_group_size": args.group_size}
         )
-        plan = [
-            [
-                [rank[i] for i in batch]
-                for batch in plan_micro_batches(
-                    lengths[rank],
-                    cap,
-                    min_num_micro_batches=agreed,
-                    order=args.order or "bubble",
-                    **on_rank(rank),
-                )
-            ]
-            for rank in ranks
-        ]
+        rank_ids, micro_batch_ids, count = plan_dp_micro_batches(
+            lengths,
+            n_ranks,
+            cap,
+            cost=args.cost,
+            equal_size=_equal_size(args),
+            refine=args.refine,
+            order=order,
+            as_ids=True,
+            **grouping,
+            **limits,
+        )
     seconds = time.perf_counter() - start
-    costs = sample_costs(args.cost, lengths).tolist()
-    tokens = lengths.tolist()
-    rows = [
-        {
-            "samples": sum(len(batch) for batch in rank),
-            "micro_batches": sum(1 for batch in rank if batch),
-            "tokens": sum(tokens[i] for batch in rank for i in batch),
-            "cost": sum(costs[i] for batch in rank for i in batch),
-            "fullest_micro_batch": max(sum(tokens[i] for i in batch) for batch in rank),
-            "most_samples": max(len(batch) for batch in rank),
-        }
-        for rank in plan
-    ]
-    count = len(plan[0]) if plan else 0
-    predicted = time_by_plan(args.cost, lengths, plan)
+    progress(args, lengths.size, f"planned in {_format_seconds(seconds)}; summarising")
+    costs = sample_costs(args.cost, lengths)
+    summary = _summarise(lengths, costs, rank_ids, micro_batch_ids, n_ranks, count)
+    columns = {name: values.tolist() for name, values in summary.items()}
+    rows = [{name: columns[name][rank] for name in columns} for rank in range(n_ranks)]
+    predicted = time_by_plan(args.cost, lengths, rank_ids, micro_batch_ids, n_ranks)
     if args.json:
         payload = {
             "source": source,
             "n": int(lengths.size),
-            "ranks": len(plan),
+            "ranks": n_ranks,
             "max_token_len": cap,
             "cost": str(args.cost),
             "group_size": args.group_size,
+            "order": order,
+            "refine": args.refine,
             "max_sequences": args.max_sequences,
             "footprint": args.footprint or "sum",
             "key_field": args.key_field,
             "micro_batches_per_rank": count,
             "seconds": seconds,
+            "wall_seconds": waited_seconds(),
             "ranks_summary": rows,
-            "plan": plan,
+            "plan": _plan_lists(rank_ids, micro_batch_ids, n_ranks, count),
         }
         if predicted is not None:
             payload["predicted_time"] = predicted
         print(json.dumps(payload))
         return 0
-    heaviest = max(row["cost"] for row in rows)
-    mean = sum(row["cost"] for row in rows) / len(rows)
+    _print_summary(args, source, function, rows, count, keys is not None)
+    if predicted is not None:
+        print(time_lines(predicted))
+    print(f"time: {_format_seconds(waited_seconds())} ({_format_seconds(seconds)} in {function})")
+    return 0
+
+
+def _two_step(
+    args: argparse.Namespace,
+    lengths: np.ndarray,
+    keys: list[Any] | None,
+    limits: dict[str, Any],
+    order: str,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The two-step pattern a trainer runs on every rank (``partition -k K --max-token-len``):
+    balance the ranks, then plan each rank's micro-batches with the count they agree on (the
+    largest), as ``(rank_ids, micro_batch_ids, count)``."""
+    cap, group_size = args.max_token_len, args.group_size
+    keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=group_size, **limits)
+    # Checked on the whole batch first, so an error names the user's index, not a rank's.
+    min_num_micro_batches_for(lengths, cap, **keywords)
+    costs = sample_costs(args.cost, lengths)
+    group_costs = costs.reshape(-1, group_size).sum(axis=1) if group_size > 1 else costs
+    group_ranks = partition_ids(
+        group_costs, args.k, equal_size=_equal_size(args), refine=args.refine
+    )
+    rank_ids = np.repeat(group_ranks, group_size)
+    ranks = [np.flatnonzero(rank_ids == rank) for rank in range(args.k)]
+
+    def on_rank(rank: np.ndarray) -> dict[str, Any]:
+        return {**keywords, "keys": None if keys is None else [keys[i] for i in rank.tolist()]}
+
+    agreed = max(min_num_micro_batches_for(lengths[rank], cap, **on_rank(rank)) for rank in ranks)
+    micro_batch_ids = np.zeros(lengths.size, dtype=np.int64)
+    for rank in ranks:
+        batches = plan_micro_batches(
+            lengths[rank], cap, min_num_micro_batches=agreed, order=order, **on_rank(rank)
+        )
+        for number, batch in enumerate(batches):
+            micro_batch_ids[rank[batch]] = number
+    return rank_ids, micro_batch_ids, agreed
+
+
+def _sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """``values`` summed by ``index`` into ``size`` bins: exact int64 for integers (exact Python
+    ints where the sums could pass 2**63 - 1), float64 for float costs."""
+    if values.dtype.kind == "f":
+        return np.bincount(index, weights=values, minlength=size)
+    if values.size == 0 or int(values.max()) <= MAX_VALUE // values.size:
+        sums = np.zeros(size, dtype=np.int64)
+        np.add.at(sums, index, values.astype(np.int64, copy=False))
+        return sums
+    # Costs near 2**63: sums of 21-bit limbs, each exact in float64 for up to 2**32 values.
+    mask = (1 << 21) - 1
+    limbs = [np.bincount(index, weights=(values >> s) & mask, minlength=size) for s in (0, 21, 42)]
+    return np.array(
+        [int(a) + (int(b) << 21) + (int(c) << 42) for a, b, c in zip(*limbs, strict=True)],
+        dtype=object,
+    )
+
+
+def _summarise(
+    lengths: np.ndarray,
+    costs: np.ndarray,
+    rank_ids: np.ndarray,
+    micro_batch_ids: np.ndarray,
+    n_ranks: int,
+    count: int,
+) -> dict[str, np.ndarray]:
+    """Per rank: samples, micro-batches holding any, tokens, cost, the fullest micro-batch's
+    tokens and the most samples in one micro-batch, from the plan as ids (no Python loop over
+    samples)."""
+    cells = n_ranks * max(count, 1)
+    cell_of = rank_ids * max(count, 1) + micro_batch_ids
+    cell_samples = np.bincount(cell_of, minlength=cells).reshape(n_ranks, -1)
+    cell_tokens = _sums(cell_of, lengths, cells).reshape(n_ranks, -1)
+    return {
+        "samples": cell_samples.sum(axis=1),
+        "micro_batches": (cell_samples > 0).sum(axis=1),
+        "tokens": cell_tokens.sum(axis=1),
+        "cost": _sums(rank_ids, costs, n_ranks),
+        "fullest_micro_batch": cell_tokens.max(axis=1),
+        "most_samples": cell_samples.max(axis=1),
+    }
+
+
+def _plan_lists(
+    rank_ids: np.ndarray, micro_batch_ids: np.ndarray, n_ranks: int, count: int
+) -> list[list[list[int]]]:
+    """``plan[rank][micro_batch] -> ascending sample indexes``, from the ids (for ``--json``)."""
+    cell_of = rank_ids * count + micro_batch_ids
+    order = np.argsort(cell_of, kind="stable")
+    cuts = np.cumsum(np.bincount(cell_of, minlength=n_ranks * count))[:-1]
+    cells = [cell.tolist() for cell in np.split(order, cuts)]
+    return [cells[rank * count : (rank + 1) * count] for rank in range(n_ranks)]
+
+
+def _print_summary(
+    args: argparse.Namespace,
+    source: str,
+    function: str,
+    rows: list[dict[str, Any]],
+    count: int,
+    keyed: bool,
+) -> None:
+    cap = args.max_token_len
     print(
-        f"{source}\n{function}: ranks={len(plan)}, max_token_len={cap:,}, cost={args.cost}, "
-        f"group_size={args.group_size}{_limits_text(args)}\n"
+        f"{source}\n{function}: ranks={len(rows)}, max_token_len={cap:,}, cost={args.cost}, "
+        f"group_size={args.group_size}, order={args.order or 'bubble'}"
+        f"{', refine=True' if args.refine else ''}{_limits_text(args)}\n"
     )
     print(
         f"{'rank':>4} {'samples':>8} {'micro-batches':>14} {'tokens':>12} {'cost':>16} "
@@ -142,21 +235,24 @@ def _run_plan(
     for r, row in enumerate(rows):
         print(
             f"{r:>4} {row['samples']:>8,} {row['micro_batches']:>14} {row['tokens']:>12,} "
-            f"{row['cost']:>16,} {row['fullest_micro_batch']:>20,}"
+            f"{_number(row['cost']):>16} {row['fullest_micro_batch']:>20,}"
         )
     fullest = max(row["fullest_micro_batch"] for row in rows)
     print(
         f"\nevery rank runs {count} micro-batches of at most {cap:,} tokens "
         f"(fullest {fullest:,}; empty ones, if any, come last for padding)"
     )
-    if args.max_sequences is not None or args.footprint == "padded" or keys is not None:
+    if args.max_sequences is not None or args.footprint == "padded" or keyed:
         most = max(row["most_samples"] for row in rows)
         print(f"shape limits kept: at most {most} samples in a micro-batch{_limits_text(args)}")
+    heaviest = max(row["cost"] for row in rows)
+    mean = sum(row["cost"] for row in rows) / len(rows)
     print(f"heaviest rank by {args.cost}: max/mean {heaviest / max(mean, 1e-9):.4f}")
-    if predicted is not None:
-        print(time_lines(predicted))
-    print(f"time: {_format_seconds(seconds)}")
-    return 0
+
+
+def _number(value: float) -> str:
+    """A cost with thousands separators: whole, or with two decimals for float costs."""
+    return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
 
 
 def _limits_text(args: argparse.Namespace) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import io
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 
 from .._inputs import MAX_VALUE
 from ._npy import read_npy
+from ._numbers import float_token, not_an_integer, values_array
 from ._paths import InputError, check_is_file
 
 __all__ = [
@@ -152,33 +154,36 @@ def _parse_digits(chunk: bytes) -> np.ndarray | None:
     return values
 
 
-def _parse_text_lines(chunk: bytes, first_line: int, path: Path) -> np.ndarray:
-    """Line by line, with Python's ``int`` rules; the first bad line is the error."""
-    values = []
+def _parse_text_lines(
+    chunk: bytes, first_line: int, path: Path, floats: bool = False
+) -> np.ndarray:
+    """Line by line, with Python's ``int`` rules (``floats``: also ``float``'s, for costs);
+    the first bad line is the error."""
+    values: list[int | float] = []
     for offset, line in enumerate(_decode(chunk, path).split("\n")):
         token = line.strip()
         if not token:
             continue
         where = f"{path}:{first_line + offset}"
         try:
-            value = int(token)
+            value: int | float = int(token)
         except ValueError:
-            raise InputError(
-                f"{where}: expected one integer per line, got {token[:40]!r}"
-            ) from None
+            value = float_token(token, where) if floats else not_an_integer(token, where)
         if value < 0:
             raise InputError(f"{where}: lengths must be >= 0, got {value}")
         if value > MAX_VALUE:
             raise InputError(f"{where}: lengths must be <= 2**63 - 1, got {value}")
         values.append(value)
-    return np.array(values, dtype=np.int64)
+    return values_array(values)
 
 
-def _read_text(stream: IO[bytes], path: Path) -> np.ndarray:
+def _read_text(stream: IO[bytes], path: Path, floats: bool = False) -> np.ndarray:
     parts = []
     for first_line, chunk in _chunks(stream, path):
         values = _parse_digits(chunk)
-        parts.append(values if values is not None else _parse_text_lines(chunk, first_line, path))
+        if values is None:
+            values = _parse_text_lines(chunk, first_line, path, floats)
+        parts.append(values)
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
@@ -201,8 +206,8 @@ def _json_record(line: str, where: str) -> dict[str, Any]:
     return record
 
 
-def _json_value(line: str, where: str, field: str) -> int:
-    return _json_length(_json_record(line, where), where, field)
+def _json_value(line: str, where: str, field: str, floats: bool = False) -> int | float:
+    return _json_length(_json_record(line, where), where, field, floats)
 
 
 def _json_uid(record: dict[str, Any], where: str, uid_field: str, flag: str = "--uid-field") -> Any:
@@ -218,19 +223,35 @@ def _json_uid(record: dict[str, Any], where: str, uid_field: str, flag: str = "-
     return uid
 
 
-def _json_length(record: dict[str, Any], where: str, field: str) -> int:
+def _json_length(
+    record: dict[str, Any], where: str, field: str, floats: bool = False
+) -> int | float:
+    """The field's length: an integer, a list counted by its length, or (``floats``) a float
+    cost; planning (``floats`` false) needs whole token counts."""
     if field not in record:
         raise InputError(f"{where}: no field {field!r}")
     value = record[field]
     # A list (e.g. token ids) counts by its length; a number must be a whole one.
     if isinstance(value, list):
         value = len(value)
+    if isinstance(value, float):
+        if not floats:
+            raise InputError(
+                f"{where}: field {field!r} must be a whole number of tokens to plan "
+                f"micro-batches, got {value!r} (float costs: seqbalance partition)"
+            )
+        if not math.isfinite(value):
+            raise InputError(f"{where}: field {field!r} must be finite, got {value!r}")
+        if value < 0:
+            raise InputError(f"{where}: field {field!r} must be >= 0, got {value!r}")
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             shown = json.dumps(value)[:40]
         except (ValueError, RecursionError):
             shown = type(value).__name__
-        raise InputError(f"{where}: field {field!r} must be an integer or a list, got {shown}")
+        kinds = "a number or a list" if floats else "an integer or a list"
+        raise InputError(f"{where}: field {field!r} must be {kinds}, got {shown}")
     if value < 0:
         raise InputError(f"{where}: field {field!r} must be >= 0, got {value}")
     if value > MAX_VALUE:
@@ -239,36 +260,41 @@ def _json_length(record: dict[str, Any], where: str, field: str) -> int:
 
 
 def _read_jsonl_groups(
-    stream: IO[bytes], path: Path, field: str, uid_field: str | None, key_field: str | None
+    stream: IO[bytes],
+    path: Path,
+    field: str,
+    uid_field: str | None,
+    key_field: str | None,
+    floats: bool = False,
 ) -> tuple[np.ndarray, list[Any] | None, list[Any] | None]:
     """Lengths (as `_read_jsonl`) and every record's group id and key, in file order."""
     parts = []
     uids: list[Any] | None = [] if uid_field is not None else None
     keys: list[Any] | None = [] if key_field is not None else None
     for first_line, chunk in _chunks(stream, path):
-        values = []
+        values: list[int | float] = []
         for offset, line in enumerate(_decode(chunk, path).split("\n")):
             if line.strip():
                 where = f"{path}:{first_line + offset}"
                 record = _json_record(line, where)
-                values.append(_json_length(record, where, field))
+                values.append(_json_length(record, where, field, floats))
                 if uids is not None and uid_field is not None:
                     uids.append(_json_uid(record, where, uid_field))
                 if keys is not None and key_field is not None:
                     keys.append(_json_uid(record, where, key_field, "--key-field"))
-        parts.append(np.array(values, dtype=np.int64))
+        parts.append(values_array(values))
     return (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)), uids, keys
 
 
-def _read_jsonl(stream: IO[bytes], path: Path, field: str) -> np.ndarray:
+def _read_jsonl(stream: IO[bytes], path: Path, field: str, floats: bool = False) -> np.ndarray:
     parts = []
     for first_line, chunk in _chunks(stream, path):
         values = [
-            _json_value(line, f"{path}:{first_line + offset}", field)
+            _json_value(line, f"{path}:{first_line + offset}", field, floats)
             for offset, line in enumerate(_decode(chunk, path).split("\n"))
             if line.strip()
         ]
-        parts.append(np.array(values, dtype=np.int64))
+        parts.append(values_array(values))
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
@@ -310,12 +336,12 @@ def line_of_item(file: str, index: int) -> int | None:
     return None
 
 
-def read_lengths(file: str, field: str | None = None) -> np.ndarray:
+def read_lengths(file: str, field: str | None = None, floats: bool = False) -> np.ndarray:
     """Read lengths from ``file``: ``.npy``, JSON Lines (with ``field``), or one integer per line.
 
     ``-`` reads text (or JSON Lines with ``field``) from standard input. Returns a 1-D int64
-    array. Raises `InputError` with a
-    one-line message naming the file and line.
+    array; with ``floats``, a text or JSON Lines file may hold float costs (``12.5``), and then
+    the array is float64. Raises `InputError` with a one-line message naming the file and line.
     """
     path = Path(file)
     if file != "-" and path.suffix == ".npy":
@@ -326,18 +352,22 @@ def read_lengths(file: str, field: str | None = None) -> np.ndarray:
     else:
         if field is None and path.suffix in (".jsonl", ".ndjson"):
             raise InputError(f"{path}: JSON Lines input needs --field NAME")
-        values = _read_text_input(file, lambda stream: _read_stream(stream, path, field))
+        values = _read_text_input(file, lambda stream: _read_stream(stream, path, field, floats))
     if values.size == 0:
         raise InputError(f"{path}: no lengths found")
     return values
 
 
 def read_grouped_lengths(
-    file: str, field: str, uid_field: str | None, key_field: str | None = None
+    file: str,
+    field: str,
+    uid_field: str | None,
+    key_field: str | None = None,
+    floats: bool = False,
 ) -> tuple[np.ndarray, list[Any] | None, list[Any] | None]:
     """Lengths, group ids and keys from a JSON Lines ``file`` (``-``: stdin): ``field`` holds
     each record's length (or a list counted by its length), ``uid_field`` its group id and
-    ``key_field`` its key (each ``None`` when not asked for).
+    ``key_field`` its key (each ``None`` when not asked for); ``floats`` as in `read_lengths`.
 
     Consecutive records with equal ids form one group. Raises `InputError` (one line,
     naming the file and line) for a ``.npy`` file, a missing field or a non-scalar id or key.
@@ -347,7 +377,7 @@ def read_grouped_lengths(
         flag = "--uid-field" if uid_field is not None else "--key-field"
         raise InputError(f"{path}: {flag} reads JSON Lines, not .npy")
     values, uids, keys = _read_text_input(
-        file, lambda stream: _read_jsonl_groups(stream, path, field, uid_field, key_field)
+        file, lambda stream: _read_jsonl_groups(stream, path, field, uid_field, key_field, floats)
     )
     if values.size == 0:
         raise InputError(f"{path}: no lengths found")
@@ -396,7 +426,9 @@ def _stdin_bytes() -> IO[bytes]:
     return io.BytesIO(sys.stdin.read().encode("utf-8"))
 
 
-def _read_stream(stream: IO[bytes], path: Path, field: str | None) -> np.ndarray:
+def _read_stream(
+    stream: IO[bytes], path: Path, field: str | None, floats: bool = False
+) -> np.ndarray:
     if field is not None:
-        return _read_jsonl(stream, path, field)
-    return _read_text(stream, path)
+        return _read_jsonl(stream, path, field, floats)
+    return _read_text(stream, path, floats)

@@ -48,8 +48,8 @@ class ModelCost:
       (``+ 2*h*n_q*d`` with ``attn_output_gate``), ``core = 4*n_q*d*pairs(L)``;
     - MLA (``q_lora_rank`` ``r_q``, 0 = no query compression; ``kv_lora_rank`` ``r_kv``;
       ``qk_nope_head_dim`` ``d_n``, ``qk_rope_head_dim`` ``d_r``, ``v_head_dim`` ``d_v``):
-      ``proj = 2*(h*r_q + r_q*n_q*(d_n+d_r) if r_q else h*n_q*(d_n+d_r)) + 2*h*(r_kv+d_r)
-      + 2*r_kv*n_q*(d_n+d_v) + 2*n_q*d_v*h``, ``core = 2*n_q*(d_n+d_r+d_v)*pairs(L)``;
+      ``proj = 2*(h*r_q + r_q*n_q*(d_n+d_r) if r_q else h*n_q*(d_n+d_r)) + 2*h*(r_kv+d_r) +
+      2*r_kv*n_q*(d_n+d_v) + 2*n_q*d_v*h``, ``core = 2*n_q*(d_n+d_r+d_v)*pairs(L)``;
     - linear attention (``n_k`` key heads of dim ``d_k``, ``n_v`` value heads of dim ``d_v``):
       ``proj = 2*h*(2*n_k*d_k + 2*n_v*d_v + 2*n_v) + 2*n_v*d_v*h`` (q, k, v, output gate,
       decay and beta in, output out), ``core = 4*n_v*d_k*d_v*L`` plus its short convolution

@@ -7,8 +7,12 @@
 //! sort's `vec![0u32; 1 << 16]` histogram failed (an abort under `RLIMIT_AS`, issue 23).
 //!
 //! One `#[test]` only, so that no other test of this binary allocates while the count runs.
+//! It takes about a minute (each call is rerun once per large allocation it makes), so it says
+//! on stderr which call it has finished, past the test harness's capture.
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use seqbalance_core::error::CoreError;
 use seqbalance_core::interrupt::Interrupt;
@@ -81,6 +85,7 @@ fn acceptable(outcome: &Result<(), String>) -> bool {
 /// Run `call` on what `prepare` makes (uncounted: the test's own copies of the input) with its
 /// N-th large allocation failing, for every N the call reaches.
 fn survives_every_failure<T>(name: &str, prepare: &dyn Fn() -> T, call: &dyn Fn(T) -> Result<(), String>) {
+    let start = Instant::now();
     for at in 1.. {
         let input = prepare();
         LARGE_SEEN.store(0, Ordering::SeqCst);
@@ -91,10 +96,18 @@ fn survives_every_failure<T>(name: &str, prepare: &dyn Fn() -> T, call: &dyn Fn(
         if !reached {
             assert!(outcome.is_ok(), "{name}: {outcome:?} without an injected failure");
             assert!(at > 1, "{name}: made no large allocation; the test checks nothing");
+            progress(&format!("{name}: {} large allocations, each failed once", at - 1), start);
             return;
         }
         assert!(acceptable(&outcome), "{name}, allocation {at} failing: {outcome:?}");
     }
+}
+
+/// One line on stderr, written past libtest's capture (which only takes `print!`/`eprint!`), so
+/// a minute-long run shows that it moves; a closed stderr is not an error.
+fn progress(line: &str, start: Instant) {
+    let text = format!("alloc_failure: {line} ({:.1} s)\n", start.elapsed().as_secs_f64());
+    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 fn plain<T, E: std::fmt::Debug>(result: Result<T, E>) -> Result<(), String> {
