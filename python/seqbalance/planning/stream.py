@@ -306,36 +306,51 @@ class StreamPacker:
             }
 
     def __setstate__(self, state: Any) -> None:
-        try:
-            if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-                raise ValueError(f"an unknown version {_describe(state)}")
-            cap, max_open, max_sequences, footprint, by_key = state["settings"]
-            self.__init__(  # type: ignore[misc]
-                cap,
-                max_open=max_open,
-                max_sequences=max_sequences,
-                footprint=footprint,
-                by_key=by_key,
-            )
-            core_state = tuple(state["core"])
-            if core_state[:4] != self._core.state()[:4]:
-                raise ValueError("its core's settings differ from the packer's")
-            core = _native._StreamCore.from_state(*core_state)
-            next_key_id = state["next_key_id"]
-            key_ids = dict(state["keys"])
-            if not isinstance(next_key_id, int) or next_key_id < 0:
-                raise ValueError("a bad next key id")
-            ids = list(key_ids.values())
-            if any(not isinstance(i, int) or not 0 <= i < next_key_id for i in ids):
-                raise ValueError("a key id out of range")
-            if len(set(ids)) != len(ids):
-                raise ValueError("two keys with one id")
-            if by_key and not set(core.open_keys()) <= set(ids):
-                raise ValueError("an open pack with a key id that no key has")
-            if not by_key and (ids or any(core.open_keys())):
-                raise ValueError("keys in a packer without by_key")
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as error:
-            raise ValueError(f"not a StreamPacker state: {error}") from None
-        self._core = core
-        self._key_ids = key_ids
-        self._next_key_id = next_key_id
+        loaded = _loaded(state)
+        # A refused state raised above and changed nothing; a live packer (``__setstate__``
+        # called on it directly) keeps its own lock, which other threads may be waiting on.
+        lock = self.__dict__.get("_lock")
+        if lock is None:
+            self.__dict__.update(loaded.__dict__)
+            return
+        with lock:
+            self.__dict__.update({k: v for k, v in loaded.__dict__.items() if k != "_lock"})
+
+
+_STATE_ERROR = "not a StreamPacker state: "
+
+
+def _loaded(state: Any) -> StreamPacker:
+    """A new packer that goes on from ``state`` (what `StreamPacker.__getstate__` returns)."""
+    try:
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise ValueError(f"an unknown version {_describe(state)}")
+        cap, max_open, max_sequences, footprint, by_key = state["settings"]
+        packer = StreamPacker(
+            cap, max_open=max_open, max_sequences=max_sequences, footprint=footprint, by_key=by_key
+        )
+        core_state = tuple(state["core"])
+        if core_state[:4] != packer._core.state()[:4]:
+            raise ValueError("its core's settings differ from the packer's")
+        core = _native._StreamCore.from_state(*core_state)
+        next_key_id = state["next_key_id"]
+        key_ids = dict(state["keys"])
+        if not isinstance(next_key_id, int) or next_key_id < 0:
+            raise ValueError("a bad next key id")
+        ids = list(key_ids.values())
+        if any(not isinstance(i, int) or not 0 <= i < next_key_id for i in ids):
+            raise ValueError("a key id out of range")
+        if len(set(ids)) != len(ids):
+            raise ValueError("two keys with one id")
+        if by_key and not set(core.open_keys()) <= set(ids):
+            raise ValueError("an open pack with a key id that no key has")
+        if not by_key and (ids or any(core.open_keys())):
+            raise ValueError("keys in a packer without by_key")
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as error:
+        # The native checks already say what they refuse with the same words in front.
+        reason = str(error).removeprefix(_STATE_ERROR)
+        raise ValueError(f"{_STATE_ERROR}{reason}") from None
+    packer._core = core
+    packer._key_ids = key_ids
+    packer._next_key_id = next_key_id
+    return packer
