@@ -8,8 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from seqbalance import StreamPacker
+from seqbalance._inputs import as_int64_array
 
 _LAST = 2**63  # the most items a packer numbers: its indexes fit an int64
 
@@ -65,3 +68,69 @@ def test_a_load_on_a_live_packer_replaces_it_and_a_fresh_one_unpickles() -> None
     assert live.by_key
     assert live.add(7, "a") == [[0, 1]]
     assert live.add(4, "b") == []
+
+
+_LENGTH_VALUES = st.one_of(
+    st.booleans(),
+    st.sampled_from([np.True_, np.False_, np.uint64(2**63), np.uint64(2**64 - 1)]),
+    st.integers(min_value=-3, max_value=12),
+    st.integers(min_value=2**63 - 2, max_value=2**64 + 1),
+    st.integers(min_value=0, max_value=2**63 - 1).map(np.int64),
+    st.integers(min_value=0, max_value=2**64 - 1).map(np.uint64),
+)
+
+
+def _outcome(call: Any) -> tuple[Any, ...]:
+    try:
+        return ("returned", call())
+    except (TypeError, ValueError, OverflowError) as error:
+        # The same condition, worded for one value ("length") or a batch ("lengths[0]").
+        return ("raised", type(error), str(error).replace("lengths[0]", "length"))
+
+
+@given(value=_LENGTH_VALUES, cap=st.sampled_from([10, 2**63 - 1, 2**64 - 1]))
+def test_add_and_add_many_take_the_same_lengths_as_every_length_reader(value: Any, cap: int) -> None:
+    # One rule: bools count as 0/1 and ints above 2**63 - 1 are an OverflowError, as
+    # `pack_sequences` and the partitioners read lengths; then 0 and lengths over the cap are
+    # refused alike.
+    one, many = StreamPacker(cap), StreamPacker(cap)
+    added = _outcome(lambda: one.add(value))
+    assert added == _outcome(lambda: many.add_many([value]))
+    assert one.__getstate__() == many.__getstate__()
+    if isinstance(value, np.integer):
+        assert added == _outcome(lambda: StreamPacker(cap).add_many(np.array([value])))
+    read = _outcome(lambda: as_int64_array([value], "lengths").tolist())
+    if read[0] == "raised":
+        assert added == read
+    else:
+        assert read[1][0] == int(value)
+
+
+def test_bools_count_as_0_and_1_in_add_as_in_add_many() -> None:
+    one, many = StreamPacker(2), StreamPacker(2)
+    assert one.add(True) == [] and one.add(True) == [[0, 1]]
+    assert many.add_many([True, True]) == [[0, 1]]
+    with pytest.raises(ValueError, match="length must be >= 1, got 0"):
+        one.add(False)
+
+
+def test_uint64_lengths_past_2_pow_63_are_refused_by_add_as_by_add_many() -> None:
+    packer = StreamPacker(2**64 - 1)
+    big = np.array([2**63], dtype=np.uint64)
+    with pytest.raises(OverflowError, match=r"lengths\[0\] must be <= 2\*\*63 - 1"):
+        packer.add_many(big)
+    with pytest.raises(OverflowError, match=r"^length must be <= 2\*\*63 - 1"):
+        packer.add(big[0])
+    with pytest.raises(OverflowError, match=r"^length must be <= 2\*\*63 - 1"):
+        packer.add(2**63)
+    assert packer.items_added == 0
+
+
+def test_keys_that_are_no_sequence_are_refused_and_change_nothing() -> None:
+    packer = StreamPacker(10, by_key=True)
+    packer.add(3, "a")
+    for keys in (itertools.cycle("ab"), {"a", "b"}, (k for k in "ab")):
+        with pytest.raises(TypeError, match="^keys must be a sequence or 1-D array of hashables"):
+            packer.add_many([1, 2], keys)
+    assert packer.items_added == 1
+    assert packer.add_many([1, 2], ["a", "b"]) == []

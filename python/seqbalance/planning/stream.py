@@ -14,12 +14,16 @@ import numpy as np
 
 from .. import _native
 from .._inputs import (
+    MAX_VALUE,
     _describe,
     as_int64_array,
     check_choice,
     check_count_bound,
     check_flag,
     check_k_partitions,
+    check_key,
+    check_per_item,
+    read_length,
 )
 
 __all__ = ["FOOTPRINTS", "StreamPacker"]
@@ -97,6 +101,8 @@ class StreamPacker:
         chosen = _check_footprint(footprint)
         keyed = check_flag(by_key, "by_key")
         self._cap = cap
+        # The longest length an item may have: the cap, or the most any length reader takes.
+        self._longest = min(cap, MAX_VALUE)
         self._max_open = opened
         self._max_sequences = most
         self._footprint: Footprint = chosen
@@ -140,7 +146,11 @@ class StreamPacker:
     # -- the stream ----------------------------------------------------------------------------
 
     def _check_length(self, length: Any) -> int:
-        value = check_k_partitions(length, "length")
+        # Read as every length reader reads one (bools as 0/1, at most 2**63 - 1), so that
+        # `add` and `add_many` take the same values.
+        value = read_length(length, "length")
+        if value == 0:
+            raise ValueError("length must be >= 1, got 0")
         if value > self._cap:
             raise ValueError(f"length = {value} is longer than pack_max_length ({self._cap})")
         return value
@@ -160,6 +170,7 @@ class StreamPacker:
         except TypeError:
             raise TypeError(f"{name} must be hashable, got {_describe(key)}") from None
         if known is None:
+            check_key(key, name)
             known = self._next_key_id + len(fresh)
             fresh[key] = known
         return known
@@ -177,7 +188,9 @@ class StreamPacker:
         """Add one sequence; it gets the next index (the number of items accepted before it).
 
         Args:
-            length: its length, an int from 1 to ``pack_max_length``.
+            length: its length, an int from 1 to ``pack_max_length`` and at most
+                ``2**63 - 1``, read as every length reader reads lengths (a ``bool`` counts as
+                0/1, NumPy integers by value), so `add` and `add_many` take the same values.
             key: with ``by_key=True``, its key (required, any hashable except None); otherwise
                 leave it None.
 
@@ -187,9 +200,10 @@ class StreamPacker:
             in that order.
 
         Raises:
-            TypeError: a length that is not an int, an unhashable key.
-            ValueError: a length of 0 or above the cap (naming it), a missing or unexpected key.
-                Nothing changes.
+            TypeError: a length that is not an integer, an unhashable key.
+            ValueError: a length of 0 or above the cap (naming it), a missing or unexpected key,
+                a key that does not equal itself (a NaN). Nothing changes.
+            OverflowError: a length above ``2**63 - 1``.
 
         Example:
             >>> packer = StreamPacker(8, max_sequences=2)
@@ -198,7 +212,7 @@ class StreamPacker:
         """
         # The common case (a plain int in range, no keys) skips the general checks: a stream
         # calls this once per sample.
-        if type(length) is int and 0 < length <= self._cap and key is None and not self._by_key:
+        if type(length) is int and 0 < length <= self._longest and key is None and not self._by_key:
             with self._lock:
                 return self._core.add(length, 0)
         value = self._check_length(length)
@@ -216,14 +230,16 @@ class StreamPacker:
 
         Args:
             lengths: their lengths (ints or a 1-D integer array), each from 1 to the cap.
-            keys: with ``by_key=True``, one key per length (required); otherwise None.
+            keys: with ``by_key=True``, one key per length (required): a list, tuple or 1-D
+                array (not an iterator, a generator or a set); otherwise None.
 
         Returns:
             The packs the batch closed, in the order they closed.
 
         Raises:
             TypeError, ValueError, OverflowError: bad lengths (naming the first one's position),
-                keys missing, unexpected, unhashable or of another count than the lengths. The
+                keys missing, unexpected, unhashable, not a sequence, a NaN or of another count
+                than the lengths. The
                 whole batch is refused and nothing changes, also on ``KeyboardInterrupt`` or
                 ``MemoryError``.
 
@@ -240,7 +256,8 @@ class StreamPacker:
                 return self._core.add_many(values)
             if not self._by_key:
                 raise ValueError(f"keys must be None when by_key=False, got {_describe(keys)}")
-            key_list = list(keys)
+            check_per_item(keys, "keys", "hashables")
+            key_list = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
             if len(key_list) != values.size:
                 raise ValueError(
                     f"keys has {len(key_list)} items but lengths has {values.size}; "
