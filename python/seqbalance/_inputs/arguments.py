@@ -112,6 +112,31 @@ def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
     return k
 
 
+#: ``max_sequences`` above this reads as this: no input has as many items, so neither limit binds.
+MAX_SEQUENCES_READ = 2**63 - 1
+
+
+def check_max_sequences(max_sequences: Any) -> int | None:
+    """Return ``max_sequences`` as an int >= 1 (``None`` stays None: no limit), or raise.
+
+    Any int >= 1 is a valid limit. One at or above the number of items never binds, so it
+    plans exactly as no limit would; a value above ``2**63 - 1`` (``2**64``, a ``--max-sequences
+    99999999999999999999``) is read as ``2**63 - 1``, which the native code takes and which is
+    as unbounded for every input.
+
+    Raises:
+        TypeError: not an int (a bool, a float, a string).
+        ValueError: below 1.
+
+    Example:
+        >>> check_max_sequences(2**64) == 2**63 - 1, check_max_sequences(8)
+        (True, 8)
+    """
+    if max_sequences is None:
+        return None
+    return min(check_k_partitions(max_sequences, "max_sequences"), MAX_SEQUENCES_READ)
+
+
 def check_count_bound(count: int, name: str) -> int:
     """Return ``count`` (an already-checked int), or raise ``ValueError`` when above ``2**24``."""
     if count > MAX_COUNT:

@@ -16,6 +16,7 @@ from .._inputs import (
     check_flag,
     check_k_partitions,
     check_key,
+    check_max_sequences,
     check_pad_to_multiple_of,
     check_per_item,
     check_refine,
@@ -64,7 +65,7 @@ def _native_cap(lengths: np.ndarray, cap: int, footprint: str = "sum") -> int:
 
 
 def _check_max_sequences(max_sequences: Any) -> int | None:
-    return None if max_sequences is None else check_k_partitions(max_sequences, "max_sequences")
+    return check_max_sequences(max_sequences)
 
 
 def _key_numbers(keys: Any, n: int) -> np.ndarray | None:
