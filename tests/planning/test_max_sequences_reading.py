@@ -28,9 +28,9 @@ TAKERS: dict[str, Callable[[list[int], Any], Any]] = {
     "plan_packed_steps": lambda lengths, m: sb.plan_packed_steps(
         lengths, 1, 1, 64, max_sequences=m
     ),
-    "StreamPacker": lambda lengths, m: (
-        lambda packer: packer.add_many(lengths) + packer.flush()
-    )(sb.StreamPacker(64, max_open=4, max_sequences=m)),
+    "StreamPacker": lambda lengths, m: (lambda packer: packer.add_many(lengths) + packer.flush())(
+        sb.StreamPacker(64, max_open=4, max_sequences=m)
+    ),
 }
 
 HUGE = [2**63 - 1, 2**63, 2**64 - 1, 2**64, 10**20, 2**200]

@@ -8,7 +8,6 @@ the same ``ValueError``; keys are otherwise compared as dict keys are (``1``, ``
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -99,7 +98,9 @@ def test_what_has_no_length_or_no_order_is_refused_with_one_message(
     values: Callable[[], Any], argument: str, name: str, call: Callable[[Any], Any]
 ) -> None:
     noun = "hashables" if argument == "keys" else "ids"
-    with pytest.raises(TypeError, match=rf"^{argument} must be a sequence or 1-D array of {noun}, got "):
+    with pytest.raises(
+        TypeError, match=rf"^{argument} must be a sequence or 1-D array of {noun}, got "
+    ):
         call(values())
 
 

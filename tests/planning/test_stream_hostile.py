@@ -89,7 +89,9 @@ def _outcome(call: Any) -> tuple[Any, ...]:
 
 
 @given(value=_LENGTH_VALUES, cap=st.sampled_from([10, 2**63 - 1, 2**64 - 1]))
-def test_add_and_add_many_take_the_same_lengths_as_every_length_reader(value: Any, cap: int) -> None:
+def test_add_and_add_many_take_the_same_lengths_as_every_length_reader(
+    value: Any, cap: int
+) -> None:
     # One rule: bools count as 0/1 and ints above 2**63 - 1 are an OverflowError, as
     # `pack_sequences` and the partitioners read lengths; then 0 and lengths over the cap are
     # refused alike.

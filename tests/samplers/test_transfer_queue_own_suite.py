@@ -71,8 +71,19 @@ def test_transfer_queues_own_sampler_tests_pass_against_seqbalance(tmp_path, sou
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
     child = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-         "--rootdir", str(tmp_path), str(tmp_path / "test_upstream_samplers.py")],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_upstream_samplers.py"),
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
