@@ -69,7 +69,9 @@ def check_per_item(values: Any, name: str, what: str) -> None:
         or isinstance(values, (str, bytes, bytearray, memoryview, Mapping, Set))
         or not hasattr(values, "__len__")
     ):
-        raise TypeError(f"{name} must be a sequence or 1-D array of {what}, got {_describe(values)}")
+        raise TypeError(
+            f"{name} must be a sequence or 1-D array of {what}, got {_describe(values)}"
+        )
     if isinstance(values, np.ndarray) and values.dtype != object:
         if values.ndim != 1:
             raise ValueError(f"{name} must be 1-D, got shape {values.shape}")
