@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seqbalance import StreamPacker
+from seqbalance import StreamPacker, _native
 from seqbalance._inputs import as_int64_array
 
 _LAST = 2**63  # the most items a packer numbers: its indexes fit an int64
@@ -136,3 +136,46 @@ def test_keys_that_are_no_sequence_are_refused_and_change_nothing() -> None:
             packer.add_many([1, 2], keys)
     assert packer.items_added == 1
     assert packer.add_many([1, 2], ["a", "b"]) == []
+
+
+_BIG = st.one_of(
+    st.integers(min_value=0, max_value=8),
+    st.integers(min_value=2**63 - 3, max_value=2**63 + 3),
+    st.integers(min_value=2**64 - 3, max_value=2**64 - 1),
+)
+
+
+@given(
+    cap=st.one_of(st.integers(min_value=1, max_value=20), st.just(2**64 - 1)),
+    max_sequences=st.one_of(st.none(), _BIG),
+    padded=st.booleans(),
+    next_index=_BIG,
+    packs=st.lists(st.tuples(_BIG, _BIG, _BIG, st.lists(_BIG, max_size=3)), max_size=3),
+    length=_BIG,
+)
+def test_any_saved_core_state_is_refused_or_works_without_an_internal_error(
+    cap: int,
+    max_sequences: int | None,
+    padded: bool,
+    next_index: int,
+    packs: list[tuple[int, int, int, list[int]]],
+    length: int,
+) -> None:
+    # A pickled state may come from anywhere: the native core either refuses it with a plain
+    # error or goes on with it, never with a Rust panic ("internal error").
+    try:
+        core = _native._StreamCore.from_state(cap, 4, max_sequences, padded, next_index, packs)
+    except (TypeError, ValueError, OverflowError) as error:
+        assert "internal error" not in str(error)
+        return
+    for call in (
+        lambda: core.add(length, 0),
+        lambda: core.add_many(np.array([min(length, 2**63 - 1)], dtype=np.int64)),
+        core.open_packs,
+        core.state,
+        core.flush,
+    ):
+        try:
+            call()
+        except (ValueError, OverflowError) as error:
+            assert "internal error" not in str(error)
