@@ -178,3 +178,12 @@ def test_keys_equal_as_dict_keys_are_one_key_in_every_taker(keys: list[Any]) -> 
     assert sorted(map(sorted, streamed)) == sorted(map(sorted, packs))
     as_array = sb.pack_sequences(lengths, 100, keys=np.array(keys, dtype=object))
     assert sorted(map(sorted, as_array)) == sorted(map(sorted, packs))
+
+
+@pytest.mark.parametrize(("argument", "name", "call"), TAKERS, ids=TAKER_IDS)
+def test_a_sized_collection_of_another_count_is_refused_before_it_is_read(
+    argument: str, name: str, call: Callable[[Any], Any]
+) -> None:
+    # range(10**12) claims a trillion entries: refused by its length, never copied.
+    with pytest.raises(ValueError, match=rf"^{argument}.*\b1000000000000\b"):
+        call(range(10**12))

@@ -239,9 +239,8 @@ class StreamPacker:
         Raises:
             TypeError, ValueError, OverflowError: bad lengths (naming the first one's position),
                 keys missing, unexpected, unhashable, not a sequence, a NaN or of another count
-                than the lengths. The
-                whole batch is refused and nothing changes, also on ``KeyboardInterrupt`` or
-                ``MemoryError``.
+                than the lengths. The whole batch is refused and nothing changes, also on
+                ``KeyboardInterrupt`` or ``MemoryError``.
 
         Example:
             >>> StreamPacker(10).add_many([6, 5, 4, 5])
@@ -257,12 +256,13 @@ class StreamPacker:
             if not self._by_key:
                 raise ValueError(f"keys must be None when by_key=False, got {_describe(keys)}")
             check_per_item(keys, "keys", "hashables")
-            key_list = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
-            if len(key_list) != values.size:
+            # The count first: a sized collection is not copied when it is the wrong size.
+            if len(keys) != values.size:
                 raise ValueError(
-                    f"keys has {len(key_list)} items but lengths has {values.size}; "
+                    f"keys has {len(keys)} items but lengths has {values.size}; "
                     "give one key per length"
                 )
+            key_list = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
             ids = np.fromiter(
                 (self._key_id(key, f"keys[{i}]", fresh) for i, key in enumerate(key_list)),
                 dtype=np.int64,
