@@ -55,7 +55,7 @@ def _describe(value: Any) -> str:
 
 
 def check_per_item(values: Any, name: str, what: str) -> None:
-    """Raise ``TypeError`` unless ``values`` can hold one entry per item, in order.
+    """Raise unless ``values`` can hold one entry per item, in order.
 
     That is a sized, ordered collection: a list, tuple, range, array or tensor. Refused: strings
     and bytes (their characters are not ids), mappings and sets (no order, or not the items), and
@@ -63,6 +63,16 @@ def check_per_item(values: Any, name: str, what: str) -> None:
     to count its entries could exhaust memory). The one check of every per-item argument that is
     not a length or a weight (``keys=``, ``uid_list=``), with one wording. An array (not of
     objects) must be 1-D and hold no NaN or NaT (see `check_key`).
+
+    Raises:
+        TypeError: not a sized, ordered collection (``what`` names its entries).
+        ValueError: an array of more than one dimension, or one holding a NaN or NaT.
+
+    Example:
+        >>> check_per_item(iter("ab"), "keys", "hashables")
+        Traceback (most recent call last):
+        ...
+        TypeError: keys must be a sequence or 1-D array of hashables, got <str_ascii_iterator ...
     """
     if (
         values is None
@@ -89,6 +99,15 @@ def check_key(key: Any, name: str) -> None:
     (``1``, ``1.0`` and ``True`` are one key). A NaN equals nothing, itself included, so a
     list of NaNs would be one key per object and an array of them one key in all; either
     answer would be a guess, so a NaN (or anything else that does not equal itself) is refused.
+
+    Raises:
+        ValueError: ``key`` does not equal itself (``name`` says where it is).
+
+    Example:
+        >>> check_key(float("nan"), "keys[3]")
+        Traceback (most recent call last):
+        ...
+        ValueError: keys[3] is nan (float), which does not equal itself (a NaN): it cannot be matched with any other key or id
     """
     try:
         equal = bool(key == key)
