@@ -67,8 +67,9 @@ class StreamPacker:
         max_sequences: the most items in one pack (an int >= 1), or None for no limit.
         footprint: ``"sum"`` (default: a pack is charged the sum of its lengths) or
             ``"padded"`` (its count times its longest length, as padded attention is).
-        by_key: when True, every `add` names a key (any hashable except None, compared
-            as dict keys are) and items of different keys never share a pack.
+        by_key: when True, every `add` names a key (any hashable except None and NaN,
+            compared as dict keys are: ``1``, ``1.0`` and ``True`` are one key) and items of
+            different keys never share a pack.
 
     Raises:
         TypeError: an argument of the wrong type.
