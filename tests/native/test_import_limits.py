@@ -10,6 +10,9 @@ from tests import helpers
 # time, at little cost), the limit set above the address space already in use.
 _SWEEP = """
 import os, resource, signal, sys, time
+# One thread in NumPy's BLAS: the sweep forks, and a fork copies only the calling thread.
+for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[name] = "1"
 import numpy
 
 def address_space():
