@@ -7,7 +7,7 @@ maps keys to integer ids, keeps the calls of several threads apart, and pickles 
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable
 from typing import Any, Literal
 
 import numpy as np
@@ -225,7 +225,7 @@ class StreamPacker:
                 self._commit_keys(fresh)
             return closed
 
-    def add_many(self, lengths: Any, keys: Iterable[Hashable] | None = None) -> list[list[int]]:
+    def add_many(self, lengths: Any, keys: Collection[Hashable] | None = None) -> list[list[int]]:
         """Add a batch of sequences natively: what the equivalent `add` calls would return,
         concatenated.
 
