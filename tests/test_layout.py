@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 import warnings
@@ -30,6 +31,31 @@ def test_no_python_module_is_over_450_lines():
         str(p.relative_to(PACKAGE)): _lines(p) for p in PACKAGE.rglob("*.py") if _lines(p) > 450
     }
     assert not long
+
+
+def _imports_inside_functions(path: Path) -> list[str]:
+    """``file:line module`` of every import of the package made inside a function."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.ImportFrom) and (
+                inner.level > 0 or (inner.module or "").split(".")[0] == "seqbalance"
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{inner.lineno} {inner.module}")
+            elif isinstance(inner, ast.Import) and any(
+                alias.name.split(".")[0] == "seqbalance" for alias in inner.names
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{inner.lineno}")
+    return found
+
+
+def test_no_module_imports_the_package_inside_a_function():
+    # House style: imports at the top; an import moved into a function to dodge a cycle means
+    # the layering is wrong (optional third-party imports, such as matplotlib, may be lazy).
+    inside = [where for path in PACKAGE.rglob("*.py") for where in _imports_inside_functions(path)]
+    assert not inside
 
 
 def test_no_rust_source_is_over_900_lines():

@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyMemoryError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
-use pyo3::{ffi, IntoPyObjectExt};
 
 use seqbalance_core::alloc;
 use seqbalance_core::float::Float;
@@ -63,9 +63,29 @@ const SHARED_INDEXES: usize = 1 << 16;
 static INDEXES: PyOnceLock<Vec<Py<PyAny>>> = PyOnceLock::new();
 
 /// Create the shared index objects (at import, so no partitioning call pays for it).
-pub fn init_shared_indexes(py: Python<'_>) -> PyResult<()> {
-    INDEXES.get_or_try_init(py, || (0..SHARED_INDEXES).map(|i| i.into_py_any(py)).collect())?;
-    Ok(())
+///
+/// Sharing only saves time: when memory runs out here (an import under a tight address-space
+/// limit), the module goes on without it and result lists create their ints one by one. Every
+/// allocation is checked, and a failed int is cleared here rather than turned into a `PyErr`:
+/// pyo3's conversion panics on a null int, and its error path, first used while memory is
+/// short, can wait forever on its own half-built exception type.
+pub fn init_shared_indexes(py: Python<'_>) {
+    let Ok(mut shared) = alloc::with_capacity::<Py<PyAny>>(SHARED_INDEXES, "the shared indexes") else {
+        return;
+    };
+    for index in 0..SHARED_INDEXES {
+        // SAFETY: the GIL is held; a NULL result (out of memory) is checked before any use.
+        let item = unsafe { ffi::PyLong_FromSsize_t(index as ffi::Py_ssize_t) };
+        if item.is_null() {
+            // SAFETY: the GIL is held; this drops the MemoryError PyLong_FromSsize_t set.
+            unsafe { ffi::PyErr_Clear() };
+            return;
+        }
+        // SAFETY: `item` is a new, non-null reference, owned from here on.
+        shared.push(unsafe { Bound::from_owned_ptr(py, item) }.unbind());
+    }
+    // Set only once, at import: a second import of the module finds it set and keeps it.
+    let _ = INDEXES.set(py, shared);
 }
 
 /// An empty Python list of `len` slots, or the `MemoryError` Python raised.

@@ -233,7 +233,7 @@ fn build_profile() -> &'static str {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_freed_pages_a_while();
-    convert::init_shared_indexes(m.py())?;
+    convert::init_shared_indexes(m.py());
     m.add_function(wrap_pyfunction!(_purge_delay, m)?)?;
     m.add_function(wrap_pyfunction!(karmarkar_karp, m)?)?;
     m.add_function(wrap_pyfunction!(get_seqlen_balanced_partitions, m)?)?;

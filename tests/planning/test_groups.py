@@ -96,7 +96,7 @@ def test_errors_say_which_condition():
         group_balanced_partitions([1, 1, 1], ["a", "b", "c"], 2)
     with pytest.raises(ValueError, match=r"uid_list has 2 entries but seqlen_list has 3"):
         group_balanced_partitions([1, 1, 1], ["a", "b"], 1)
-    with pytest.raises(TypeError, match="uid_list must be a sequence of ids"):
+    with pytest.raises(TypeError, match="uid_list must be a sequence or 1-D array of ids"):
         group_balanced_partitions([1], 5, 1)
     with pytest.raises(ValueError, match="k_partitions must be >= 1, got 0"):
         group_balanced_partitions([1], ["a"], 0)

@@ -343,7 +343,7 @@ def test_group_size_equals_the_uid_runs_it_describes():
         ({"group_size": 5}, ValueError, "number of values (12) is not divisible by group_size (5)"),
         ({"group_size": 0}, ValueError, "group_size must be >= 1, got 0"),
         ({"uid_list": [1, 2]}, ValueError, "uid_list has 2 entries but values has 12"),
-        ({"uid_list": "ab"}, TypeError, "uid_list must be a sequence of ids"),
+        ({"uid_list": "ab"}, TypeError, "uid_list must be a sequence or 1-D array of ids"),
         ({"group_size": 2, "uid_list": [0] * 12}, TypeError, "pass either group_size or uid_list"),
     ],
 )

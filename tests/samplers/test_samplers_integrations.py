@@ -70,7 +70,7 @@ def test_integration_classes_are_transfer_queue_samplers():
     sampler = module.SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2, max_cached_batches=3)
     assert isinstance(sampler, tq_sampler.BaseSampler)
     assert sampler.save_checkpoint()["_states"] == {} and sampler.max_cached_batches == 3
-    with pytest.raises(ValueError, match="dp_size must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="dp_size must be positive, got 0"):
         module.SeqlenBalancedSampler(2, 0)
 
 
@@ -162,7 +162,7 @@ def test_fake_tq_constructor_arguments_and_checks_pass_through(fake_tq):
     module, _ = fake_tq
     sampler = module.SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=3, max_cached_batches=5)
     assert (sampler.n_samples_per_prompt, sampler.dp_size, sampler.max_cached_batches) == (2, 3, 5)
-    with pytest.raises(ValueError, match="dp_size must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="dp_size must be positive, got 0"):
         module.SeqlenBalancedSampler(2, 0)
     with pytest.raises(ValueError, match="n_samples_per_prompt must be positive, got -1"):
         module.GRPOGroupNSampler(-1)

@@ -55,7 +55,8 @@ def test_is_a_grpo_sampler_with_defaults():
 
 @pytest.mark.parametrize("bad", [0, -4])
 def test_dp_size_must_be_at_least_one(bad):
-    with pytest.raises(ValueError, match=f"dp_size must be >= 1, got {bad}"):
+    # TransferQueue's wording: its own test_initialization_invalid_dp_size checks the words.
+    with pytest.raises(ValueError, match=f"^dp_size must be positive, got {bad}$"):
         SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=bad)
 
 

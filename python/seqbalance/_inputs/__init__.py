@@ -24,10 +24,13 @@ from .arguments import (
     check_flag,
     check_greedy_equal_size,
     check_k_partitions,
+    check_key,
+    check_max_sequences,
     check_min_count,
     check_optional_count,
     check_pad_to_multiple_of,
     check_partition_index,
+    check_per_item,
     check_refine,
     check_shape,
 )
@@ -41,6 +44,7 @@ from .weights import (
     normalize_lengths,
     normalize_weights,
     plain_int64_array,
+    read_length,
 )
 
 __all__ = [
@@ -64,14 +68,18 @@ __all__ = [
     "check_greedy_equal_size",
     "check_flag",
     "check_k_partitions",
+    "check_key",
+    "check_max_sequences",
     "check_min_count",
     "check_optional_count",
     "check_pad_to_multiple_of",
     "check_partition_index",
+    "check_per_item",
     "check_refine",
     "check_shape",
     "lengths_as_list",
     "normalize_lengths",
     "normalize_weights",
     "plain_int64_array",
+    "read_length",
 ]

@@ -6,7 +6,7 @@ the same from ``plan_micro_batches`` as from ``partition_ids``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, Literal, Protocol, SupportsIndex
 
 import numpy as np
@@ -54,6 +54,72 @@ def _describe(value: Any) -> str:
     return f"{text} ({type(value).__name__})"
 
 
+def check_per_item(values: Any, name: str, what: str) -> None:
+    """Raise unless ``values`` can hold one entry per item, in order.
+
+    That is a sized, ordered collection: a list, tuple, range, array or tensor. Refused: strings
+    and bytes (their characters are not ids), mappings and sets (no order, or not the items), and
+    anything without a length, such as an iterator or a generator (possibly endless: reading it
+    to count its entries could exhaust memory). The one check of every per-item argument that is
+    not a length or a weight (``keys=``, ``uid_list=``), with one wording. An array (not of
+    objects) must be 1-D and hold no NaN or NaT (see `check_key`).
+
+    Raises:
+        TypeError: not a sized, ordered collection (``what`` names its entries).
+        ValueError: an array of more than one dimension, or one holding a NaN or NaT.
+
+    Example:
+        >>> check_per_item(iter("ab"), "keys", "hashables")
+        Traceback (most recent call last):
+        ...
+        TypeError: keys must be a sequence or 1-D array of hashables, got <str_ascii_iterator ...
+    """
+    if (
+        values is None
+        or isinstance(values, (str, bytes, bytearray, memoryview, Mapping, Set))
+        or not hasattr(values, "__len__")
+    ):
+        raise TypeError(
+            f"{name} must be a sequence or 1-D array of {what}, got {_describe(values)}"
+        )
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        if values.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {values.shape}")
+        # Read as NumPy holds them (`tolist` would turn NaT into None, a key like any other).
+        not_self_equal = np.flatnonzero(values != values)
+        if not_self_equal.size:
+            first = int(not_self_equal[0])
+            check_key(values[first], f"{name}[{first}]")
+
+
+def check_key(key: Any, name: str) -> None:
+    """Raise ``ValueError`` for a key or group id that does not equal itself (a NaN).
+
+    Keys and ids are compared as dict keys are: equal values are one key whatever their type
+    (``1``, ``1.0`` and ``True`` are one key). A NaN equals nothing, itself included, so a
+    list of NaNs would be one key per object and an array of them one key in all; either
+    answer would be a guess, so a NaN (or anything else that does not equal itself) is refused.
+
+    Raises:
+        ValueError: ``key`` does not equal itself (``name`` says where it is).
+
+    Example:
+        >>> check_key(float("nan"), "keys[3]")
+        Traceback (most recent call last):
+        ...
+        ValueError: keys[3] is nan (float), which does not equal itself (a NaN): it cannot be matched with any other key or id
+    """
+    try:
+        equal = bool(key == key)
+    except (TypeError, ValueError):  # pandas.NA and the like: not even a truth value
+        equal = False
+    if not equal:
+        raise ValueError(
+            f"{name} is {_describe(key)}, which does not equal itself (a NaN): it cannot be "
+            "matched with any other key or id"
+        )
+
+
 def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
     """Return ``k_partitions`` as an int >= 1, or raise ``TypeError``/``ValueError``."""
     if isinstance(k_partitions, (bool, np.bool_)):
@@ -65,6 +131,31 @@ def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
     if k < 1:
         raise ValueError(f"{name} must be >= 1, got {k}")
     return k
+
+
+#: ``max_sequences`` above this reads as this: no input has as many items, so neither limit binds.
+MAX_SEQUENCES_READ = 2**63 - 1
+
+
+def check_max_sequences(max_sequences: Any) -> int | None:
+    """Return ``max_sequences`` as an int >= 1 (``None`` stays None: no limit), or raise.
+
+    Any int >= 1 is a valid limit. One at or above the number of items never binds, so it
+    plans exactly as no limit would; a value above ``2**63 - 1`` (``2**64``, a ``--max-sequences
+    99999999999999999999``) is read as ``2**63 - 1``, which the native code takes and which is
+    as unbounded for every input.
+
+    Raises:
+        TypeError: not an int (a bool, a float, a string).
+        ValueError: below 1.
+
+    Example:
+        >>> check_max_sequences(2**64) == 2**63 - 1, check_max_sequences(8)
+        (True, 8)
+    """
+    if max_sequences is None:
+        return None
+    return min(check_k_partitions(max_sequences, "max_sequences"), MAX_SEQUENCES_READ)
 
 
 def check_count_bound(count: int, name: str) -> int:

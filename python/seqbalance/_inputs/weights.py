@@ -40,21 +40,40 @@ class Weights(NamedTuple):
 MAX_VALUE = 2**63 - 1
 
 
-def _check_item(position: int, item: Any, name: str) -> int:
+def read_length(item: Any, label: str) -> int:
+    """One length as every length reader reads it: an int from 0 to ``2**63 - 1``.
+
+    ``bool`` counts as 0/1 (as Python's ``sum`` counts it); NumPy integer scalars, 0-d integer
+    arrays and tensors, and objects with ``__index__`` are read by value. ``label`` names the
+    value in the errors (``"length"``, ``"lengths[3]"``).
+
+    Raises:
+        TypeError: not an integer (a float, a string, None, ...).
+        ValueError: a negative value.
+        OverflowError: a value above ``2**63 - 1``.
+
+    Example:
+        >>> read_length(True, "length"), read_length(7, "length")
+        (1, 7)
+    """
     if type(item) is not int:
         # A 0-d array or tensor reads as the NumPy scalar of its value and dtype.
-        item = item_scalar(item, f"{name}[{position}]")
+        item = item_scalar(item, label)
     if isinstance(item, (str, bytes, float, complex)) or item is None:
-        raise TypeError(f"{name}[{position}] must be an integer, got {_describe(item)}")
+        raise TypeError(f"{label} must be an integer, got {_describe(item)}")
     try:
         value = operator.index(item)
     except TypeError:
-        raise TypeError(f"{name}[{position}] must be an integer, got {_describe(item)}") from None
+        raise TypeError(f"{label} must be an integer, got {_describe(item)}") from None
     if value < 0:
-        raise ValueError(f"{name}[{position}] must be >= 0, got {value}")
+        raise ValueError(f"{label} must be >= 0, got {value}")
     if value > MAX_VALUE:
-        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {value}")
+        raise OverflowError(f"{label} must be <= 2**63 - 1, got {value}")
     return value
+
+
+def _check_item(position: int, item: Any, name: str) -> int:
+    return read_length(item, f"{name}[{position}]")
 
 
 def _check_array(array: np.ndarray, name: str) -> np.ndarray:

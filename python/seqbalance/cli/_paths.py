@@ -32,8 +32,11 @@ _NOT_FILES = (
 )
 
 
-def check_is_file(path: Path) -> None:
+def check_is_file(path: Path, what: str = "a file of lengths") -> None:
     """Return when ``path`` is a regular file (through symbolic links), else raise InputError.
+
+    ``what`` says what the file should have been, in the message (``"a file of lengths"``;
+    the stream hint is given with that one only: other files are not read from a stream).
 
     Example:
         >>> check_is_file(Path("/dev/null"))
@@ -53,8 +56,9 @@ def check_is_file(path: Path) -> None:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if stat.S_ISREG(mode):
         return
+    lengths = what == "a file of lengths"
     for test, kind, stream in _NOT_FILES:
         if test(mode):
-            hint = _STREAM_HINT if stream else ""
-            raise InputError(f"{path}: is {kind}, not a file of lengths{hint}")
-    raise InputError(f"{path}: is not a regular file, not a file of lengths")
+            hint = _STREAM_HINT if stream and lengths else ""
+            raise InputError(f"{path}: is {kind}, not {what}{hint}")
+    raise InputError(f"{path}: is not a regular file, not {what}")

@@ -10,6 +10,7 @@ message naming the file and, for text, the line.
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import io
 import json
@@ -108,11 +109,14 @@ def _chunks(stream: IO[bytes], path: Path) -> Iterator[tuple[int, bytes]]:
         yield line, carry
 
 
-def _decode(chunk: bytes, path: Path) -> str:
+_BINARY_HINT = " (use .npy for binary input)"
+
+
+def _decode(chunk: bytes, path: Path, hint: str = _BINARY_HINT) -> str:
     try:
         return chunk.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file (use .npy for binary input)") from None
+        raise InputError(f"{path}: not a UTF-8 text file{hint}") from None
 
 
 # ---------------------------------------------------------------------------- one integer a line
@@ -220,6 +224,9 @@ def _json_uid(record: dict[str, Any], where: str, uid_field: str, flag: str = "-
             f"{where}: field {uid_field!r} must be a string or a number ({flag}), "
             f"got a JSON {'array' if isinstance(uid, list) else 'object'}"
         )
+    if isinstance(uid, float) and uid != uid:
+        # Python's JSON reader takes NaN; a NaN equals nothing, so it could not be matched.
+        raise InputError(f"{where}: field {uid_field!r} is NaN ({flag}), which matches nothing")
     return uid
 
 
@@ -301,7 +308,7 @@ def _read_jsonl(stream: IO[bytes], path: Path, field: str, floats: bool = False)
 def read_model_config(file: str) -> dict[str, Any]:
     """A Hugging Face ``config.json`` (``--model-config``) as a dict, or a one-line InputError."""
     path = Path(file)
-    check_is_file(path)
+    check_is_file(path, "a model config file (config.json)")
     try:
         with open(path, "rb") as stream:
             # A config is a few kilobytes; one far larger is not a config.
@@ -310,7 +317,12 @@ def read_model_config(file: str) -> dict[str, Any]:
         raise InputError(f"{path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_LINE_BYTES:
         raise InputError(f"{path}: too large for a model config")
-    config = _json_record(_decode(raw, path), str(path))
+    # JSON text is UTF-8 (RFC 8259), as Hugging Face writes and reads config.json.
+    # UTF-16 text (with a byte-order mark, or ASCII with a NUL byte after each character) is
+    # named as such: a NUL byte is valid UTF-8, and the JSON error alone would not say why.
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in raw[:4]:
+        raise InputError(f"{path}: UTF-16 text; a model config is UTF-8 JSON (save it as UTF-8)")
+    config = _json_record(_decode(raw, path, " (a model config is UTF-8 JSON)"), str(path))
     return config
 
 

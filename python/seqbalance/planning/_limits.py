@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import check_choice, check_k_partitions
+from .._inputs import check_choice, check_max_sequences
 from .packing import FOOTPRINTS, _key_numbers
 
 __all__ = ["Limits", "group_limits", "keeps_limits"]
@@ -52,7 +52,7 @@ def group_limits(
     """Validate the limits and read them per group; a group that cannot meet them alone (more
     samples than ``max_sequences``, ``samples * longest`` over the cap, mixed keys) is a
     ``ValueError`` naming it."""
-    limit = None if max_sequences is None else check_k_partitions(max_sequences, "max_sequences")
+    limit = check_max_sequences(max_sequences)
     padded = check_choice(footprint, "footprint", FOOTPRINTS) == "padded"
     numbers = _key_numbers(keys, padded_lengths.size)
     if limit is not None and sizes.size and int(sizes.max()) > limit:

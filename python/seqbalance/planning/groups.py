@@ -8,7 +8,15 @@ from typing import Any
 import numpy as np
 
 from .._errors import PartitionError
-from .._inputs import EqualSize, as_int64_array, check_equal_size, check_k_partitions, check_refine
+from .._inputs import (
+    EqualSize,
+    as_int64_array,
+    check_equal_size,
+    check_k_partitions,
+    check_key,
+    check_per_item,
+    check_refine,
+)
 from ..partition import get_seqlen_balanced_partitions
 from .costs import group_sums, sample_costs
 
@@ -20,16 +28,16 @@ logger = logging.getLogger(__name__)
 def uid_runs(uid_list: Any) -> list[tuple[int, int]]:
     """``(start, stop)`` of every maximal run of equal consecutive uids, in order.
 
-    ``uid_list`` must be a sized sequence or an array (a generator, possibly endless, is a
-    ``TypeError``).
+    ``uid_list`` must be a sized, ordered sequence or an array (a generator, possibly endless,
+    or a set is a ``TypeError``).
     """
-    if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
-        raise TypeError(f"uid_list must be a sequence of ids, got {type(uid_list).__name__}")
+    check_per_item(uid_list, "uid_list", "ids")
     uids = uid_list.tolist() if isinstance(uid_list, np.ndarray) else list(uid_list)
     runs = []
     start = 0
     for position in range(1, len(uids) + 1):
         if position == len(uids) or uids[position] != uids[start]:
+            check_key(uids[start], f"uid_list[{start}]")
             runs.append((start, position))
             start = position
     return runs if uids else []
@@ -86,8 +94,7 @@ def group_balanced_partitions(
     equal = check_equal_size(equal_size)
     refine = check_refine(refine)
     lengths = as_int64_array(seqlen_list, "seqlen_list")
-    if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
-        raise TypeError(f"uid_list must be a sequence of ids, got {type(uid_list).__name__}")
+    check_per_item(uid_list, "uid_list", "ids")
     if len(uid_list) != len(lengths):
         raise ValueError(f"uid_list has {len(uid_list)} entries but seqlen_list has {len(lengths)}")
     runs = uid_runs(uid_list)

@@ -16,6 +16,7 @@ from .._inputs import (
     _describe,
     check_k_partitions,
     check_partition_index,
+    check_per_item,
     lengths_as_list,
     normalize_lengths,
 )
@@ -251,8 +252,7 @@ def _group_starts(n_items: int, group_size: Any, uid_list: Any) -> np.ndarray | 
     if group_size is not None and uid_list is not None:
         raise TypeError("pass either group_size or uid_list, not both")
     if uid_list is not None:
-        if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
-            raise TypeError(f"uid_list must be a sequence of ids, got {_describe(uid_list)}")
+        check_per_item(uid_list, "uid_list", "ids")
         if len(uid_list) != n_items:
             raise ValueError(f"uid_list has {len(uid_list)} entries but values has {n_items}")
         return np.asarray([start for start, _ in uid_runs(uid_list)], dtype=np.int64)

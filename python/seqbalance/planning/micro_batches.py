@@ -11,13 +11,13 @@ import numpy as np
 from .. import _native
 from .._inputs import (
     MAX_COUNT,
-    _describe,
     as_int64_array,
     check_choice,
     check_k_partitions,
     check_min_count,
     check_optional_count,
     check_pad_to_multiple_of,
+    check_per_item,
     check_refine,
 )
 from ..refine import refine_partitions
@@ -75,8 +75,7 @@ def _group_bounds(n: int, force_group_size: Any, uid_list: Any = None) -> np.nda
     if uid_list is not None:
         if group_size != 1:
             raise TypeError("pass either uid_list or force_group_size, not both")
-        if isinstance(uid_list, (str, bytes)) or not hasattr(uid_list, "__len__"):
-            raise TypeError(f"uid_list must be a sequence of ids, got {_describe(uid_list)}")
+        check_per_item(uid_list, "uid_list", "ids")
         if len(uid_list) != n:
             raise ValueError(f"uid_list has {len(uid_list)} entries but lengths has {n}")
         return np.asarray([start for start, _ in uid_runs(uid_list)], dtype=np.int64)

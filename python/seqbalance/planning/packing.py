@@ -15,7 +15,10 @@ from .._inputs import (
     check_choice,
     check_flag,
     check_k_partitions,
+    check_key,
+    check_max_sequences,
     check_pad_to_multiple_of,
+    check_per_item,
     check_refine,
 )
 from ..partition import get_seqlen_balanced_partitions
@@ -62,35 +65,30 @@ def _native_cap(lengths: np.ndarray, cap: int, footprint: str = "sum") -> int:
 
 
 def _check_max_sequences(max_sequences: Any) -> int | None:
-    return None if max_sequences is None else check_k_partitions(max_sequences, "max_sequences")
+    return check_max_sequences(max_sequences)
 
 
 def _key_numbers(keys: Any, n: int) -> np.ndarray | None:
     """One number per distinct key (equal keys, equal numbers), or ``None`` for no keys."""
     if keys is None:
         return None
+    check_per_item(keys, "keys", "hashables")
+    if len(keys) != n:
+        raise ValueError(f"keys must have one entry per length: got {len(keys)} for {n} lengths")
     if isinstance(keys, np.ndarray) and keys.dtype != object:
-        if keys.ndim != 1:
-            raise ValueError(f"keys must be 1-D, got shape {keys.shape}")
-        items: Any = keys
-    else:
-        try:
-            items = list(keys)
-        except TypeError:
-            raise TypeError(
-                f"keys must be a sequence of hashables, got {_describe(keys)}"
-            ) from None
-    if len(items) != n:
-        raise ValueError(f"keys must have one entry per length: got {len(items)} for {n} lengths")
-    if isinstance(items, np.ndarray):
-        return np.unique(items, return_inverse=True)[1].astype(np.int64).reshape(-1)
+        return np.unique(keys, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    items = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
     numbers: dict[Any, int] = {}
     out = np.empty(n, dtype=np.int64)
     for position, key in enumerate(items):
         try:
-            out[position] = numbers.setdefault(key, len(numbers))
+            number = numbers.get(key)
         except TypeError:
             raise TypeError(f"keys[{position}] must be hashable, got {_describe(key)}") from None
+        if number is None:
+            check_key(key, f"keys[{position}]")
+            number = numbers[key] = len(numbers)
+        out[position] = number
     return out
 
 

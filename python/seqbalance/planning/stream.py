@@ -7,19 +7,23 @@ maps keys to integer ids, keeps the calls of several threads apart, and pickles 
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable
 from typing import Any, Literal
 
 import numpy as np
 
 from .. import _native
 from .._inputs import (
+    MAX_VALUE,
     _describe,
     as_int64_array,
     check_choice,
     check_count_bound,
     check_flag,
     check_k_partitions,
+    check_key,
+    check_per_item,
+    read_length,
 )
 
 __all__ = ["FOOTPRINTS", "StreamPacker"]
@@ -63,8 +67,9 @@ class StreamPacker:
         max_sequences: the most items in one pack (an int >= 1), or None for no limit.
         footprint: ``"sum"`` (default: a pack is charged the sum of its lengths) or
             ``"padded"`` (its count times its longest length, as padded attention is).
-        by_key: when True, every `add` names a key (any hashable except None, compared
-            as dict keys are) and items of different keys never share a pack.
+        by_key: when True, every `add` names a key (any hashable except None and NaN,
+            compared as dict keys are: ``1``, ``1.0`` and ``True`` are one key) and items of
+            different keys never share a pack.
 
     Raises:
         TypeError: an argument of the wrong type.
@@ -97,6 +102,8 @@ class StreamPacker:
         chosen = _check_footprint(footprint)
         keyed = check_flag(by_key, "by_key")
         self._cap = cap
+        # The longest length an item may have: the cap, or the most any length reader takes.
+        self._longest = min(cap, MAX_VALUE)
         self._max_open = opened
         self._max_sequences = most
         self._footprint: Footprint = chosen
@@ -140,7 +147,11 @@ class StreamPacker:
     # -- the stream ----------------------------------------------------------------------------
 
     def _check_length(self, length: Any) -> int:
-        value = check_k_partitions(length, "length")
+        # Read as every length reader reads one (bools as 0/1, at most 2**63 - 1), so that
+        # `add` and `add_many` take the same values.
+        value = read_length(length, "length")
+        if value == 0:
+            raise ValueError("length must be >= 1, got 0")
         if value > self._cap:
             raise ValueError(f"length = {value} is longer than pack_max_length ({self._cap})")
         return value
@@ -160,6 +171,7 @@ class StreamPacker:
         except TypeError:
             raise TypeError(f"{name} must be hashable, got {_describe(key)}") from None
         if known is None:
+            check_key(key, name)
             known = self._next_key_id + len(fresh)
             fresh[key] = known
         return known
@@ -177,7 +189,9 @@ class StreamPacker:
         """Add one sequence; it gets the next index (the number of items accepted before it).
 
         Args:
-            length: its length, an int from 1 to ``pack_max_length``.
+            length: its length, an int from 1 to ``pack_max_length`` and at most
+                ``2**63 - 1``, read as every length reader reads lengths (a ``bool`` counts as
+                0/1, NumPy integers by value), so `add` and `add_many` take the same values.
             key: with ``by_key=True``, its key (required, any hashable except None); otherwise
                 leave it None.
 
@@ -187,9 +201,10 @@ class StreamPacker:
             in that order.
 
         Raises:
-            TypeError: a length that is not an int, an unhashable key.
-            ValueError: a length of 0 or above the cap (naming it), a missing or unexpected key.
-                Nothing changes.
+            TypeError: a length that is not an integer, an unhashable key.
+            ValueError: a length of 0 or above the cap (naming it), a missing or unexpected key,
+                a key that does not equal itself (a NaN). Nothing changes.
+            OverflowError: a length above ``2**63 - 1``.
 
         Example:
             >>> packer = StreamPacker(8, max_sequences=2)
@@ -198,7 +213,7 @@ class StreamPacker:
         """
         # The common case (a plain int in range, no keys) skips the general checks: a stream
         # calls this once per sample.
-        if type(length) is int and 0 < length <= self._cap and key is None and not self._by_key:
+        if type(length) is int and 0 < length <= self._longest and key is None and not self._by_key:
             with self._lock:
                 return self._core.add(length, 0)
         value = self._check_length(length)
@@ -210,22 +225,23 @@ class StreamPacker:
                 self._commit_keys(fresh)
             return closed
 
-    def add_many(self, lengths: Any, keys: Iterable[Hashable] | None = None) -> list[list[int]]:
+    def add_many(self, lengths: Any, keys: Collection[Hashable] | None = None) -> list[list[int]]:
         """Add a batch of sequences natively: what the equivalent `add` calls would return,
         concatenated.
 
         Args:
             lengths: their lengths (ints or a 1-D integer array), each from 1 to the cap.
-            keys: with ``by_key=True``, one key per length (required); otherwise None.
+            keys: with ``by_key=True``, one key per length (required): a list, tuple or 1-D
+                array (not an iterator, a generator or a set); otherwise None.
 
         Returns:
             The packs the batch closed, in the order they closed.
 
         Raises:
             TypeError, ValueError, OverflowError: bad lengths (naming the first one's position),
-                keys missing, unexpected, unhashable or of another count than the lengths. The
-                whole batch is refused and nothing changes, also on ``KeyboardInterrupt`` or
-                ``MemoryError``.
+                keys missing, unexpected, unhashable, not a sequence, a NaN or of another count
+                than the lengths. The whole batch is refused and nothing changes, also on
+                ``KeyboardInterrupt`` or ``MemoryError``.
 
         Example:
             >>> StreamPacker(10).add_many([6, 5, 4, 5])
@@ -240,12 +256,14 @@ class StreamPacker:
                 return self._core.add_many(values)
             if not self._by_key:
                 raise ValueError(f"keys must be None when by_key=False, got {_describe(keys)}")
-            key_list = list(keys)
-            if len(key_list) != values.size:
+            check_per_item(keys, "keys", "hashables")
+            # The count first: a sized collection is not copied when it is the wrong size.
+            if len(keys) != values.size:
                 raise ValueError(
-                    f"keys has {len(key_list)} items but lengths has {values.size}; "
+                    f"keys has {len(keys)} items but lengths has {values.size}; "
                     "give one key per length"
                 )
+            key_list = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
             ids = np.fromiter(
                 (self._key_id(key, f"keys[{i}]", fresh) for i, key in enumerate(key_list)),
                 dtype=np.int64,
@@ -306,36 +324,51 @@ class StreamPacker:
             }
 
     def __setstate__(self, state: Any) -> None:
-        try:
-            if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-                raise ValueError(f"an unknown version {_describe(state)}")
-            cap, max_open, max_sequences, footprint, by_key = state["settings"]
-            self.__init__(  # type: ignore[misc]
-                cap,
-                max_open=max_open,
-                max_sequences=max_sequences,
-                footprint=footprint,
-                by_key=by_key,
-            )
-            core_state = tuple(state["core"])
-            if core_state[:4] != self._core.state()[:4]:
-                raise ValueError("its core's settings differ from the packer's")
-            core = _native._StreamCore.from_state(*core_state)
-            next_key_id = state["next_key_id"]
-            key_ids = dict(state["keys"])
-            if not isinstance(next_key_id, int) or next_key_id < 0:
-                raise ValueError("a bad next key id")
-            ids = list(key_ids.values())
-            if any(not isinstance(i, int) or not 0 <= i < next_key_id for i in ids):
-                raise ValueError("a key id out of range")
-            if len(set(ids)) != len(ids):
-                raise ValueError("two keys with one id")
-            if by_key and not set(core.open_keys()) <= set(ids):
-                raise ValueError("an open pack with a key id that no key has")
-            if not by_key and (ids or any(core.open_keys())):
-                raise ValueError("keys in a packer without by_key")
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as error:
-            raise ValueError(f"not a StreamPacker state: {error}") from None
-        self._core = core
-        self._key_ids = key_ids
-        self._next_key_id = next_key_id
+        loaded = _loaded(state)
+        # A refused state raised above and changed nothing; a live packer (``__setstate__``
+        # called on it directly) keeps its own lock, which other threads may be waiting on.
+        lock = self.__dict__.get("_lock")
+        if lock is None:
+            self.__dict__.update(loaded.__dict__)
+            return
+        with lock:
+            self.__dict__.update({k: v for k, v in loaded.__dict__.items() if k != "_lock"})
+
+
+_STATE_ERROR = "not a StreamPacker state: "
+
+
+def _loaded(state: Any) -> StreamPacker:
+    """A new packer that goes on from ``state`` (what `StreamPacker.__getstate__` returns)."""
+    try:
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise ValueError(f"an unknown version {_describe(state)}")
+        cap, max_open, max_sequences, footprint, by_key = state["settings"]
+        packer = StreamPacker(
+            cap, max_open=max_open, max_sequences=max_sequences, footprint=footprint, by_key=by_key
+        )
+        core_state = tuple(state["core"])
+        if core_state[:4] != packer._core.state()[:4]:
+            raise ValueError("its core's settings differ from the packer's")
+        core = _native._StreamCore.from_state(*core_state)
+        next_key_id = state["next_key_id"]
+        key_ids = dict(state["keys"])
+        if not isinstance(next_key_id, int) or next_key_id < 0:
+            raise ValueError("a bad next key id")
+        ids = list(key_ids.values())
+        if any(not isinstance(i, int) or not 0 <= i < next_key_id for i in ids):
+            raise ValueError("a key id out of range")
+        if len(set(ids)) != len(ids):
+            raise ValueError("two keys with one id")
+        if by_key and not set(core.open_keys()) <= set(ids):
+            raise ValueError("an open pack with a key id that no key has")
+        if not by_key and (ids or any(core.open_keys())):
+            raise ValueError("keys in a packer without by_key")
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as error:
+        # The native checks already say what they refuse with the same words in front.
+        reason = str(error).removeprefix(_STATE_ERROR)
+        raise ValueError(f"{_STATE_ERROR}{reason}") from None
+    packer._core = core
+    packer._key_ids = key_ids
+    packer._next_key_id = next_key_id
+    return packer

@@ -1,5 +1,7 @@
 """Checkpoint checks of the balanced sampler: its cached splits, who still owes a share, and the
-reservations of handed-out indexes (see `.checkpoint` for the rules every field follows)."""
+reservations of handed-out indexes (see `.checkpoint` for the rules every field follows).
+
+Built on `._checkpoint_fields` only; `.checkpoint` calls it for a balanced sampler."""
 
 from __future__ import annotations
 
@@ -7,8 +9,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from .._inputs import _describe
-from .cache import BatchKey
-from .checkpoint import (
+from ._checkpoint_fields import (
     Expected,
     Restored,
     SplitKey,
@@ -21,6 +22,7 @@ from .checkpoint import (
     _ranks,
     _task_key,
 )
+from .cache import BatchKey
 from .reservations import HISTORY_INTERVALS
 
 __all__ = ["check_balanced"]

@@ -46,9 +46,10 @@ def as_int(value: Any, name: str) -> int:
 def check_positive(value: Any, name: str) -> int:
     """Return ``value`` as an int > 0, else ``TypeError``/``ValueError("<name> must be positive, got …")``.
 
-    TransferQueue's own wording, kept for the argument its samplers take
-    (``n_samples_per_prompt``) so that the drop-in samplers refuse it as the originals do; the
-    arguments seqbalance adds go through `seqbalance._inputs` (``must be >= 1``).
+    TransferQueue's own wording, kept for the arguments its samplers take
+    (``n_samples_per_prompt``, ``dp_size``) so that the drop-in samplers refuse them as the
+    originals do (TransferQueue's tests check the words); the arguments seqbalance adds go
+    through `seqbalance._inputs` (``must be >= 1``).
     """
     number = as_int(value, name)
     if number <= 0:

@@ -43,6 +43,7 @@ from ._checks import (
     check_count,
     check_dp_rank,
     check_hashable,
+    check_positive,
     check_ready_indexes,
 )
 from .cache import DEFAULT_MAX_CACHED_BATCHES, EvictedRanks
@@ -162,7 +163,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         uneven_groups: str = "free",
     ) -> None:
         super().__init__(n_samples_per_prompt, max_cached_batches=max_cached_batches)
-        self.dp_size = check_count(dp_size, "dp_size")
+        # TransferQueue's wording for a count below 1 ("dp_size must be positive, got 0", which
+        # its own tests check), then this project's bound on what sizes per-rank tables.
+        self.dp_size = check_count(check_positive(dp_size, "dp_size"), "dp_size")
         # Passed to get_seqlen_balanced_partitions: True or "exact" lowers the heaviest share.
         self.refine = check_refine(refine)
         self.cost, self.cost_field = check_sampler_cost(cost, cost_field)

@@ -54,9 +54,16 @@ pub enum StreamError {
     KeysLength { lengths: usize, keys: usize },
     /// A saved state that no packer with these settings could have reached.
     BadState(&'static str),
+    /// The packer has numbered [`MAX_ITEMS`] items: no index is left for another one.
+    Exhausted,
     /// Out of memory, or interrupted.
     Core(CoreError),
 }
+
+/// The most items one packer numbers: every index fits a signed 64-bit integer (an int64 array).
+/// Counting one item per nanosecond would take about 300 years to get there; a saved state
+/// claiming more is refused when it is loaded.
+pub const MAX_ITEMS: u64 = 1 << 63;
 
 impl From<CoreError> for StreamError {
     fn from(error: CoreError) -> Self {
@@ -85,6 +92,9 @@ impl fmt::Display for StreamError {
                 write!(f, "keys has {keys} items but lengths has {lengths}; give one key per length")
             }
             StreamError::BadState(what) => write!(f, "not a StreamPacker state: {what}"),
+            StreamError::Exhausted => {
+                write!(f, "this packer has numbered 2**63 items, the most it can; start a new one")
+            }
             StreamError::Core(error) => error.fmt(f),
         }
     }
@@ -294,6 +304,9 @@ impl StreamPacker {
     ) -> Result<(), StreamError> {
         self.check_length(length, position)?;
         let index = self.next_index;
+        if index >= MAX_ITEMS {
+            return Err(StreamError::Exhausted);
+        }
         // Every allocation happens before the first change, so a failure changes nothing.
         alloc::reserve(closed, 2, "the closed packs")?;
         match self.placement(length, key) {
@@ -422,6 +435,9 @@ impl StreamPacker {
         let config = state.config;
         if state.packs.len() > config.max_open {
             return Err(StreamError::BadState("more open packs than max_open"));
+        }
+        if state.next_index > MAX_ITEMS {
+            return Err(StreamError::BadState("next_index above 2**63, the most items a packer numbers"));
         }
         let mut seen: Vec<u64> = Vec::new();
         for pack in &state.packs {
@@ -698,5 +714,25 @@ mod tests {
             packs: vec![SavedPack { key: 0, sum: 2, longest: 1, items: vec![0, 1] }; 2],
         };
         assert_eq!(StreamPacker::from_state(bad).unwrap_err(), StreamError::BadState("an item in two packs"));
+    }
+
+    #[test]
+    fn the_last_index_is_below_2_pow_63_and_a_state_past_it_is_refused() {
+        let state = |next_index| StreamState { config: sum_config(10, 2), next_index, packs: vec![] };
+        for next_index in [MAX_ITEMS + 1, u64::MAX - 1, u64::MAX] {
+            assert_eq!(
+                StreamPacker::from_state(state(next_index)).unwrap_err(),
+                StreamError::BadState("next_index above 2**63, the most items a packer numbers")
+            );
+        }
+        let mut packer = StreamPacker::from_state(state(MAX_ITEMS - 2)).unwrap();
+        assert_eq!(packer.add_many(&[3, 3, 3], None, &Interrupt::NEVER).unwrap_err(), StreamError::Exhausted);
+        assert_eq!(packer.next_index(), MAX_ITEMS - 2);
+        packer.add(3, 0).unwrap();
+        packer.add(3, 0).unwrap();
+        let before = packer.state().unwrap();
+        assert_eq!(packer.add(3, 0).unwrap_err(), StreamError::Exhausted);
+        assert_eq!(packer.state().unwrap(), before);
+        assert_eq!(packer.flush(), vec![vec![MAX_ITEMS - 2, MAX_ITEMS - 1]]);
     }
 }
