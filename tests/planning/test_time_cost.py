@@ -315,6 +315,16 @@ def test_a_refused_update_many_changes_nothing(bad_at, kind):
     assert cost.to_dict() == before
 
 
+def test_update_many_refuses_times_that_are_not_numbers():
+    rng = np.random.default_rng(4)
+    batches = design(rng, 12)
+    cost = TimeCost.fit(batches, [0.01 + 1e-7 * sum(b) for b in batches])
+    before = cost.to_dict()
+    with pytest.raises(TypeError, match=r"seconds\[1\] must be a number, got '0.02'"):
+        cost.update_many(design(rng, 2), [0.02, "0.02"])
+    assert cost.to_dict() == before
+
+
 # -- errors of fit -----------------------------------------------------------------------------
 
 
@@ -332,6 +342,10 @@ def test_a_refused_update_many_changes_nothing(bad_at, kind):
         ([[1]] * 6, [1.0] * 6, {"half_life": True}, TypeError, r"half_life must be None or a"),
         ([[1]] * 6, [1.0] * 6, {"model": "llama"}, TypeError, r"model must be None or a ModelCost"),
         ("abc", [1.0] * 3, {}, TypeError, r"micro_batches must be a sequence"),
+        # NumPy would read these as 1.0 and 0.5 seconds; update() refuses them, so does fit.
+        ([[1]] * 6, [True] + [1.0] * 5, {}, TypeError, r"seconds\[0\] must be a number"),
+        ([[1]] * 6, [1.0] * 5 + ["0.5"], {}, TypeError, r"seconds\[5\] must be a number"),
+        ([[1]] * 6, np.ones(6, dtype=bool), {}, TypeError, r"seconds\[0\] must be a number"),
     ],
 )
 def test_fit_refuses_bad_input_by_name(batches, seconds, keywords, error, message):

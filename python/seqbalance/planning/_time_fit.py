@@ -82,13 +82,21 @@ def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray
     if isinstance(seconds, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}")
     try:
-        values = np.asarray(seconds, dtype=np.float64)
+        raw = np.asarray(seconds)
+        values = raw.astype(np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}") from None
     if values.ndim != 1:
         raise ValueError(
             f"{name} must be one number per micro-batch (1-D), got shape {values.shape}"
         )
+    if raw.dtype.kind not in "iuf" or not isinstance(seconds, np.ndarray):
+        # NumPy reads "0.5" and True as times; every item must be a number, as in `update`.
+        for position, value in enumerate(seconds):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)
+            ):
+                raise TypeError(f"{name}[{position}] must be a number, got {_describe(value)}")
     if values.size != count:
         raise ValueError(
             f"{name} has {values.size} times but micro_batches has {count} micro-batches"
