@@ -148,6 +148,7 @@ def test_the_per_rank_plan_reports_each_ranks_time(saved):
         (['{"lengths": [3], "seconds": NaN}'], ['"seconds" must be a positive finite']),
         (['{"lengths": [3]}'], ['"seconds" must be a positive finite number, got null']),
         (['{"lengths": [3], "seconds": 1}'] * 5, ["5 measured micro-batches", "at least 6"]),
+        (['{"lengths": [3], "seconds": 1}'] * 6, ["cannot tell apart the coefficients"]),
     ],
 )
 def test_a_bad_log_is_one_line(tmp_path, lines, fragments):

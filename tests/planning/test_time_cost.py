@@ -353,6 +353,49 @@ def test_fit_refuses_bad_input_by_name(batches, seconds, keywords, error, messag
         TimeCost.fit(batches, seconds, **keywords)
 
 
+ALL_SLIDING = ModelCost(
+    hidden_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=8,
+    intermediate_size=512,
+    vocab_size=1000,
+    layer_types=["sliding_attention"] * 2,
+    sliding_window=64,
+)
+
+
+@pytest.mark.parametrize(
+    ("batches", "keywords", "tied"),
+    [
+        # Nothing tells any coefficient from another: every micro-batch is the same.
+        ([[1000]] * 10, {}, "micro_batch, document, per_token, per_pair"),
+        ([[1]] * 5 + [[10**6]] * 5, {}, "micro_batch, document, per_token, per_pair"),
+        # One document per micro-batch: its cost and the micro-batch's are one column.
+        ([[2**i] for i in range(4, 16)], {}, "micro_batch, document"),
+        # Every micro-batch packs the same tokens: per micro-batch and per token are one column.
+        (
+            [[4096], [2048] * 2, [1024] * 4, [3000, 1096], [4000, 96], [2000, 1000, 1096]],
+            {},
+            "micro_batch, per_token",
+        ),
+        # Beyond an all-sliding model's window, attention FLOPs are affine in the length.
+        (
+            [[100 * i] * j for i in range(2, 6) for j in (1, 2)],
+            {"model": ALL_SLIDING},
+            "document, linear, attention",
+        ),
+        # A half-life so short that only the last observation weighs.
+        (design(np.random.default_rng(3), 12), {"half_life": 1e-3}, "micro_batch, document"),
+    ],
+)
+def test_fit_refuses_data_that_cannot_tell_the_coefficients_apart(batches, keywords, tied):
+    seconds = [true_time(b, (1e-3, 1e-5, 1e-9, 1e-13), keywords.get("model")) for b in batches]
+    with pytest.raises(
+        ValueError, match=rf"micro_batches cannot tell apart the coefficients {tied}"
+    ):
+        TimeCost.fit(batches, seconds, **keywords)
+
+
 def test_the_constructor_points_at_fit():
     with pytest.raises(TypeError, match=r"TimeCost.fit"):
         TimeCost()

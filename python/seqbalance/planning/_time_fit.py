@@ -28,6 +28,10 @@ from .model_cost import ModelCost
 N_COEF = 4
 #: Lengths searched for the crossover with a model before saying attention never catches up.
 LONGEST_SEARCHED = 1 << 62
+#: Smallest singular value, relative to the largest, of the column-scaled features that counts
+#: as separating the coefficients (exactly dependent columns give ~1e-16; real designs, lengths
+#: 1 to 10**6 mixed, stay above 1e-5).
+SEPARATED = 1e-10
 #: Coefficient names without and with a model (the order of the features).
 PLAIN_NAMES = ("micro_batch", "document", "per_token", "per_pair")
 MODEL_NAMES = ("micro_batch", "document", "linear", "attention")
@@ -177,6 +181,25 @@ def factor_rows(rows: np.ndarray, seconds: np.ndarray, weights: np.ndarray) -> n
     square = np.zeros((N_COEF + 1, N_COEF + 1), dtype=np.float64)
     square[: factor.shape[0]] = factor
     return square
+
+
+def unseparated(factor: np.ndarray, names: tuple[str, ...]) -> list[str]:
+    """The coefficients the accumulated observations cannot tell apart (``[]`` when they
+    determine every one): those in a combination of feature columns that is (nearly) zero.
+
+    Every micro-batch a single document makes ``micro_batch`` and ``document`` the same column;
+    every document of one length makes the length terms proportional to the document count. A
+    fit there would split the time between them arbitrarily and predict other micro-batches by
+    that guess. Exact dependencies survive the per-row scaling by the measured time, so noise
+    in the times does not hide them; columns are scaled to unit norm first.
+    """
+    matrix = factor[:N_COEF, :N_COEF]
+    norms = np.sqrt((matrix * matrix).sum(axis=0))
+    if not norms.all():
+        return [name for name, norm in zip(names, norms, strict=True) if norm == 0.0]
+    _, singular, rotation = np.linalg.svd(matrix / norms)
+    null = np.abs(rotation[singular <= SEPARATED * singular[0]]).max(axis=0, initial=0.0)
+    return [name for name, weight in zip(names, null, strict=True) if weight > 1e-3]
 
 
 def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.ndarray:
