@@ -441,7 +441,20 @@ def test_json_and_pickle_round_trips_keep_predictions_and_updates(model, half_li
         (lambda d: d["coefficients"].pop("per_pair"), ValueError, r"data\['coefficients'\] must"),
         (lambda d: d.update(model={"hidden_size": 0}), ValueError, r"data\['model'\]: hidden_size"),
         (lambda d: d.update(half_life=-2), ValueError, r"data\['half_life'\]"),
-        (lambda d: d.update(observations=-1), ValueError, r"observations'\] must be >= 0"),
+        (lambda d: d.update(observations=-1), ValueError, r"observations'\] must be >= 6"),
+        (lambda d: d.update(observations=0, weight_sum=0), ValueError, r"observations'\] must be"),
+        (lambda d: d.update(observations=10**400), ValueError, r"observations'\] must be"),
+        (lambda d: d.update(weight_sum=10**400), ValueError, r"weight_sum'\] must be finite"),
+        (lambda d: d.update(weight_sum=3.0), ValueError, r"weight_sum'\] = 3.0 is not what 8"),
+        (lambda d: d.update(version=True), ValueError, r"not a saved TimeCost"),
+        # Coefficients that are not the factor's solution would predict until the first update.
+        (lambda d: d["coefficients"].update(per_token=1.0), ValueError, r"are not the fit"),
+        (lambda d: d["coefficients"].update(per_pair=1e300), ValueError, r"are not the fit"),
+        # A factor of zeros (or bools, or strings NumPy would parse) is not what a fit holds.
+        (lambda d: d.update(factor=[[0.0] * 5] * 5), ValueError, r"holds the weight of 0.0"),
+        (lambda d: d.update(factor=[[True] * 5] * 5), ValueError, r"\[0\]\[0\] is True"),
+        (lambda d: d["factor"][1].__setitem__(2, "7"), ValueError, r"\[1\]\[2\] is '7'"),
+        (lambda d: d["factor"][4].__setitem__(4, 1e30), ValueError, r"holds the weight of"),
     ],
 )
 def test_from_dict_refuses_a_damaged_dict_by_field(change, error, message):
@@ -453,3 +466,29 @@ def test_from_dict_refuses_a_damaged_dict_by_field(change, error, message):
         TimeCost.from_dict(data)
     with pytest.raises(TypeError, match=r"data must be a mapping"):
         TimeCost.from_dict([1, 2])
+
+
+@given(
+    row=st.integers(0, 4),
+    column=st.integers(0, 4),
+    scale=st.floats(0.0, 10.0).filter(lambda v: abs(v - 1.0) > 1e-3),
+    half_life=st.sampled_from([None, 7.5]),
+)
+def test_a_changed_factor_is_refused_or_changes_nothing(row, column, scale, half_life):
+    """from_dict never turns a damaged factor into another model: it refuses it, or (an entry
+    below the diagonal, which the fit never uses) predicts exactly as before."""
+    rng = np.random.default_rng(9)
+    batches = design(rng, 12)
+    cost = TimeCost.fit(
+        batches, [true_time(b, (1e-3, 1e-5, 1e-9, 1e-13)) for b in batches], half_life=half_life
+    )
+    data = json.loads(json.dumps(cost.to_dict()))
+    data["factor"][row][column] *= scale
+    probe = [1, 100, 10_000, 200_000]
+    try:
+        loaded = TimeCost.from_dict(data)
+    except ValueError as exc:
+        assert "data['" in str(exc)
+        return
+    assert loaded(probe).tolist() == cost(probe).tolist()
+    assert loaded.update([5, 6], 0.01).coefficients == cost.update([5, 6], 0.01).coefficients

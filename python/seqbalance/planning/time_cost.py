@@ -409,7 +409,9 @@ class TimeCost:
 
         Raises:
             ValueError: a missing or malformed field, named in the message (``model``'s own
-                errors name the model field).
+                errors name the model field), or fields that disagree with each other
+                (``coefficients`` that are not the solution of ``factor``; a ``factor`` or
+                ``weight_sum`` that ``observations`` under ``half_life`` do not give).
             TypeError: ``data`` is not a mapping.
         """
         saved = read_saved(data)
