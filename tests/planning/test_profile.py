@@ -134,13 +134,60 @@ def test_a_run_that_raises_stops_with_the_lengths_it_was_given():
         ),
         ({"max_length": 100, "lengths": [[1]] * 5 + [[0]]}, ValueError, r"lengths\[5\]\[0\] = 0"),
         ({"max_length": 4096, "timer": lambda: 1.0}, ValueError, r"the timer measured 0.0 s"),
+        # A clock that fails is named, not passed on as a time NumPy would take or a bare error.
+        ({"max_length": 4096, "timer": lambda: float("nan")}, ValueError, r"timer returned nan"),
+        ({"max_length": 4096, "timer": lambda: float("inf")}, ValueError, r"timer returned inf"),
+        ({"max_length": 4096, "timer": lambda: None}, TypeError, r"timer must return seconds"),
+        ({"max_length": 4096, "timer": lambda: "1.0"}, TypeError, r"timer must return seconds"),
+        ({"max_length": 4096, "timer": lambda: True}, TypeError, r"timer must return seconds"),
+        ({"max_length": np.int64(8)}, ValueError, r"max_length must be >= 16, got 8"),
+        ({"max_length": np.bool_(True)}, TypeError, r"max_length must be an int"),
+        (
+            {"max_length": 4096, "lengths": [[100]] * 8},
+            ValueError,
+            r"lengths cannot tell apart the coefficients micro_batch, document, per_token",
+        ),
+        (
+            {"max_length": 4096, "lengths": [[2**i] for i in range(4, 12)]},
+            ValueError,
+            r"lengths cannot tell apart the coefficients micro_batch, document:",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_by_name(keywords, error, message):
+    calls = []
     with pytest.raises(error, match=message):
-        profile(lambda lengths: None, **keywords)
+        profile(calls.append, **keywords)
+    if "timer" not in keywords:
+        assert calls == []  # refused before anything ran
     with pytest.raises(TypeError, match=r"run must be callable"):
         profile(None, max_length=4096)  # type: ignore[arg-type]
+
+
+def test_a_timer_that_goes_back_or_fails_in_one_repeat_is_refused():
+    """Every timed reading counts: one that goes back or is nan is not hidden by the least of
+    the repeats."""
+    for bad in (-0.5, float("nan")):
+        readings = iter([0.0, 1.0, 1.0, 1.0 + bad, 2.0, 3.0] + [float(i) for i in range(10, 10**4)])
+        message = r"timer returned nan" if bad != bad else r"the timer measured -0.5 s"
+        with pytest.raises(ValueError, match=message):
+            profile(lambda lengths: None, max_length=4096, warmup=0, timer=readings.__next__)
+
+
+def test_numpy_integers_are_counts():
+    gpu = FakeGPU()
+    cost = profile(
+        gpu.run, max_length=np.int64(2048), repeats=np.int32(1), warmup=np.uint8(0), timer=gpu.timer
+    )
+    assert cost.coefficients["per_token"] == pytest.approx(TRUE[2], rel=1e-6)
+    assert len(gpu.calls) == len(default_grid(2048))
+
+
+def test_a_bad_model_is_refused_before_anything_runs():
+    calls = []
+    with pytest.raises(TypeError, match=r"model must be None or a ModelCost, got 'llama'"):
+        profile(calls.append, max_length=4096, model="llama", timer=iter(range(10**6)).__next__)
+    assert calls == []
 
 
 def test_cuda_is_synchronised_when_torch_has_initialised_it(monkeypatch):
