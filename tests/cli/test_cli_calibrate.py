@@ -162,7 +162,14 @@ def test_other_calibrate_failures_are_one_line(tmp_path, log):
     assert_one_line_error(
         run("calibrate", log, "--out", str(tmp_path / "missing" / "tc.json")), "cannot write"
     )
-    assert_one_line_error(run("calibrate", log, "--half-life", "-1"), "half_life must be positive")
+    for bad in ("-1", "0", "nan", "inf"):
+        assert_one_line_error(
+            run("calibrate", log, "--half-life", bad), "argument --half-life: must be positive"
+        )
+    # Refused before the log is read: a missing log is not what is reported.
+    assert_one_line_error(
+        run("calibrate", str(tmp_path / "none.jsonl"), "--half-life", "-1"), "--half-life"
+    )
     assert_one_line_error(run("calibrate", log, "--half-life", "x"), "--half-life")
     assert_one_line_error(run("calibrate"), "LOG")
 

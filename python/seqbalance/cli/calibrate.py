@@ -60,12 +60,24 @@ def add_calibrate_parser(commands: Any) -> None:
     )
     calibrate.add_argument(
         "--half-life",
-        type=float,
+        type=_half_life,
         metavar="N",
         help="an observation's weight halves every N later lines (a run that drifts)",
     )
     calibrate.add_argument("--json", action="store_true", help="machine-readable output")
     calibrate.set_defaults(run=_run_calibrate)
+
+
+def _half_life(text: str) -> float:
+    """``--half-life N``: a positive finite number of observations (checked before the log is
+    read, and named as the flag)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text!r}")
+    return value
 
 
 def add_time_cost_flag(parser: argparse.ArgumentParser) -> None:
