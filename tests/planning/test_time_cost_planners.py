@@ -7,6 +7,9 @@ must change the answer where tokens would balance differently.
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -128,3 +131,37 @@ def test_the_seqlen_balanced_sampler_balances_by_it(n_samples_per_prompt):
     weights = [float(np.add.accumulate(seconds[g : g + group])[-1]) for g in range(0, 32, group)]
     expected = get_seqlen_balanced_partitions(weights, 4, equal_size=True)
     assert shares == [[g * group + s for g in part for s in range(group)] for part in expected]
+
+
+def test_a_sampler_holding_it_pickles_and_deep_copies():
+    """Ray ships a sampler by pickling it: the TimeCost inside travels, and the copy serves the
+    other ranks the split the original made (and keeps following the same cost)."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 30_000, size=32).tolist()
+    cost = fitted()
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=4, cost=cost)
+
+    def share(of, rank):
+        return of(
+            list(range(32)),
+            8,
+            task_name="t",
+            partition_id="p",
+            dp_rank=rank,
+            batch_index=0,
+            partition=Partition(lengths),
+        )[0]
+
+    first = share(sampler, 0)
+    for copied in (pickle.loads(pickle.dumps(sampler)), copy.deepcopy(sampler)):
+        held = [value for value in vars(copied).values() if isinstance(value, TimeCost)]
+        assert len(held) == 1 and held[0] is not cost
+        assert held[0].to_dict() == cost.to_dict()
+        assert [share(copied, rank) for rank in range(1, 4)] == [
+            share(sampler, rank) for rank in range(1, 4)
+        ]
+    # A fresh sampler from the copy balances exactly as one from the original cost.
+    again = SeqlenBalancedSampler(
+        n_samples_per_prompt=2, dp_size=4, cost=pickle.loads(pickle.dumps(cost))
+    )
+    assert share(again, 0) == first
