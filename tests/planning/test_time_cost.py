@@ -492,3 +492,72 @@ def test_a_changed_factor_is_refused_or_changes_nothing(row, column, scale, half
         return
     assert loaded(probe).tolist() == cost(probe).tolist()
     assert loaded.update([5, 6], 0.01).coefficients == cost.update([5, 6], 0.01).coefficients
+
+
+BASE = {
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+    "vocab_size": 100,
+}
+CONFIGS = {
+    "sliding": {"sliding_window": 64, "layer_types": ["sliding_attention", "full_attention"] * 2},
+    "qwen2-off": {"sliding_window": 64, "use_sliding_window": False, "max_window_layers": 2},
+    "mla": {
+        "q_lora_rank": 32,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "v_head_dim": 16,
+    },
+    "moe": {
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+    },
+    "linear": {
+        "layer_types": ["linear_attention", "full_attention"] * 2,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16,
+        "linear_num_value_heads": 4,
+        "linear_value_head_dim": 16,
+    },
+}
+OVERRIDES = [
+    {},
+    {"recompute": True},
+    {"include_head": False},
+    {"gated_mlp": False},
+    {"causal": False},
+]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("overrides", OVERRIDES, ids=lambda o: ",".join(o) or "defaults")
+def test_the_model_travels_whole_through_json_and_pickle(name, overrides):
+    """A model built from a config with overrides comes back identical: the same FLOPs at
+    every length (inside and beyond a window), the same repr, the same seconds and updates."""
+    try:
+        model = ModelCost.from_config({**BASE, **CONFIGS[name]}, **overrides)
+    except ValueError:
+        assert name == "sliding" and overrides == {"causal": False}  # refused by ModelCost
+        return
+    rng = np.random.default_rng(11)
+    batches = design(rng, 20, longest=5_000)
+    seconds = [true_time(b, (1e-3, 1e-5, 1e-12, 3e-12), model) for b in batches]
+    cost = TimeCost.fit(batches, seconds, model=model)
+    probe = [1, 63, 64, 65, 1000, 100_000]
+    for copy in (
+        TimeCost.from_dict(json.loads(json.dumps(cost.to_dict()))),
+        pickle.loads(pickle.dumps(cost)),
+    ):
+        assert repr(copy.model) == repr(model)
+        assert copy.model.flops(probe) == model.flops(probe)
+        assert [copy.model.per_token(n) for n in probe] == [model.per_token(n) for n in probe]
+        assert copy(probe).tolist() == cost(probe).tolist()
+        assert copy.update([70, 700], 0.05).coefficients == (
+            pickle.loads(pickle.dumps(cost)).update([70, 700], 0.05).coefficients
+        )
