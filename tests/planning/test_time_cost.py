@@ -342,6 +342,8 @@ def test_update_many_refuses_times_that_are_not_numbers():
         ([[1]] * 6, [1.0] * 6, {"half_life": True}, TypeError, r"half_life must be None or a"),
         ([[1]] * 6, [1.0] * 6, {"model": "llama"}, TypeError, r"model must be None or a ModelCost"),
         ("abc", [1.0] * 3, {}, TypeError, r"micro_batches must be a sequence"),
+        # Iterated in an order of its own: the times would pair with the wrong micro-batches.
+        ({(i,) for i in range(1, 7)}, [1.0] * 6, {}, TypeError, r"micro_batches must be a seq"),
         # NumPy would read these as 1.0 and 0.5 seconds; update() refuses them, so does fit.
         ([[1]] * 6, [True] + [1.0] * 5, {}, TypeError, r"seconds\[0\] must be a number"),
         ([[1]] * 6, [1.0] * 5 + ["0.5"], {}, TypeError, r"seconds\[5\] must be a number"),

@@ -15,7 +15,7 @@ condition number of the features, not its square.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from itertools import combinations
 from typing import Any, cast
 
@@ -71,7 +71,10 @@ def check_lengths(values: Any, name: str) -> np.ndarray:
 
 def check_micro_batches(micro_batches: Any, name: str = "micro_batches") -> list[np.ndarray]:
     """Every micro-batch checked by `check_lengths`, named by its position."""
-    if isinstance(micro_batches, (str, bytes, Mapping)) or not hasattr(micro_batches, "__iter__"):
+    # A set has no order to pair its micro-batches with the times (nor a recency to weigh).
+    if isinstance(micro_batches, (str, bytes, Mapping, Set)) or not hasattr(
+        micro_batches, "__iter__"
+    ):
         raise TypeError(
             f"{name} must be a sequence of micro-batches (each a sequence of document "
             f"lengths), got {_describe(micro_batches)}"
