@@ -340,6 +340,7 @@ def test_update_many_refuses_times_that_are_not_numbers():
         ([[1]] * 6, [[1.0]] * 6, {}, ValueError, r"seconds must be one number per micro-batch"),
         ([[1]] * 6, [1.0] * 6, {"half_life": 0}, ValueError, r"half_life must be positive"),
         ([[1]] * 6, [1.0] * 6, {"half_life": True}, TypeError, r"half_life must be None or a"),
+        ([[1]] * 6, [1.0] * 6, {"half_life": 10**400}, ValueError, r"half_life must be positive"),
         ([[1]] * 6, [1.0] * 6, {"model": "llama"}, TypeError, r"model must be None or a ModelCost"),
         ("abc", [1.0] * 3, {}, TypeError, r"micro_batches must be a sequence"),
         # Iterated in an order of its own: the times would pair with the wrong micro-batches.

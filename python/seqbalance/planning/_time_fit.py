@@ -45,7 +45,10 @@ def check_half_life(half_life: Any) -> float | None:
         half_life, (int, float, np.integer, np.floating)
     ):
         raise TypeError(f"half_life must be None or a number, got {_describe(half_life)}")
-    value = float(half_life)
+    try:
+        value = float(half_life)
+    except OverflowError:  # an int beyond float64
+        value = math.inf
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"half_life must be positive and finite, got {half_life!r}")
     return value
