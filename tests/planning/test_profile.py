@@ -9,10 +9,13 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import seqbalance as sb
 from seqbalance import ModelCost, TimeCost, profile
-from seqbalance.planning.profiling import default_grid
+from seqbalance.planning._time_fit import Features, factor_rows, unseparated
+from seqbalance.planning.profiling import MIN_MAX_LENGTH, default_grid
 
 TRUE = (2e-3, 4e-5, 1e-8, 3e-13)
 
@@ -71,6 +74,46 @@ def test_the_default_grid_stays_under_max_length_and_separates_the_terms():
         assert any(len(batch) == 1 for batch in grid) and any(len(batch) >= 8 for batch in grid)
         assert len(grid) >= 6
     assert [b for b in default_grid(1 << 20) if len(b) == 1][0] == [512]
+
+
+FULL = ModelCost(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=256,
+    vocab_size=500,
+)
+
+
+@given(max_length=st.integers(MIN_MAX_LENGTH, 1 << 40), with_model=st.booleans())
+def test_every_default_grid_fits_under_max_length_and_separates_the_coefficients(
+    max_length, with_model
+):
+    """What profile times can always be fitted: no grid is refused after the GPU ran it."""
+    grid = default_grid(max_length)
+    assert len(grid) >= 6 and all(0 < sum(b) <= max_length and min(b) >= 1 for b in grid)
+    features = Features(FULL if with_model else None)
+    rows = features.rows([np.array(b, dtype=np.int64) for b in grid])
+    ones = np.ones(len(grid))
+    assert unseparated(factor_rows(rows, ones, ones), features.names) == []
+
+
+def test_a_grid_the_fit_would_refuse_is_refused_before_anything_runs():
+    # Every layer slides with a window of 8: from it on attention FLOPs are affine in the
+    # length, and the default grid for 2**20 tokens has no document shorter (its least is 8).
+    sliding = ModelCost(
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=500,
+        layer_types=["sliding_attention"] * 2,
+        sliding_window=8,
+    )
+    calls = []
+    with pytest.raises(ValueError, match=r"the default grid \(pass lengths=\) cannot tell apart"):
+        profile(calls.append, max_length=1 << 20, model=sliding, timer=iter(range(10**6)).__next__)
+    assert calls == []
 
 
 def test_explicit_lengths_and_a_model():

@@ -147,6 +147,7 @@ def profile(
     warmup = _count(warmup, "warmup", 0)
     if lengths is None:
         grid = default_grid(max_length)
+        _check_separates(grid, model, "the default grid (pass lengths=)")
     else:
         grid = [batch.tolist() for batch in check_micro_batches(lengths, "lengths")]
         if len(grid) < N_COEF + 2:
@@ -159,7 +160,7 @@ def profile(
                     f"lengths[{position}] holds {sum(batch):,} tokens, above max_length "
                     f"({max_length:,})"
                 )
-        _check_separates(grid, model)
+        _check_separates(grid, model, "lengths")
     seconds = []
     for position, batch in enumerate(grid):
         seconds.append(_time_one(run, batch, repeats, warmup, clock))
@@ -167,7 +168,7 @@ def profile(
     return TimeCost.fit(grid, seconds, model=model)
 
 
-def _check_separates(grid: list[list[int]], model: ModelCost | None) -> None:
+def _check_separates(grid: list[list[int]], model: ModelCost | None, name: str) -> None:
     """Refuse, before anything runs, a grid whose times could not tell the coefficients apart
     whatever they are (dividing a row by its time never makes dependent columns independent)."""
     features = Features(model)
@@ -176,8 +177,9 @@ def _check_separates(grid: list[list[int]], model: ModelCost | None) -> None:
     tied = unseparated(factor_rows(features.rows(arrays), ones, ones), features.names)
     if tied:
         raise ValueError(
-            f"lengths cannot tell apart the coefficients {', '.join(tied)}: time micro-batches "
-            "that differ in their number of documents and in lengths (or pass lengths=None)"
+            f"{name} cannot tell apart the coefficients {', '.join(tied)}: time micro-batches "
+            "that differ in their number of documents and in lengths (with a sliding-window "
+            "model, some shorter than its window)"
         )
 
 
