@@ -450,6 +450,10 @@ def test_json_and_pickle_round_trips_keep_predictions_and_updates(model, half_li
         (lambda d: d.update(weight_sum=10**400), ValueError, r"weight_sum'\] must be finite"),
         (lambda d: d.update(weight_sum=3.0), ValueError, r"weight_sum'\] = 3.0 is not what 8"),
         (lambda d: d.update(version=True), ValueError, r"not a saved TimeCost"),
+        # fit_error always holds the last fit's median, p90 and max (the spec's keys).
+        (lambda d: d.pop("fit_error"), ValueError, r"data has no 'fit_error'"),
+        (lambda d: d.update(fit_error=None), ValueError, r"data\['fit_error'\] has the wrong"),
+        (lambda d: d.update(fit_error={"rms": 0.1}), ValueError, r"fit_error'\]\['median'\]"),
         # Coefficients that are not the factor's solution would predict until the first update.
         (lambda d: d["coefficients"].update(per_token=1.0), ValueError, r"are not the fit"),
         (lambda d: d["coefficients"].update(per_pair=1e300), ValueError, r"are not the fit"),

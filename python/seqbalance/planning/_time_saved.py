@@ -176,14 +176,11 @@ def read_saved(data: Any) -> Saved:
             f"2**63, got {observations}"
         )
     _check_weights(factor, weight_sum, observations, half_life)
-    error = data.get("fit_error")
+    # The last fit's errors cannot be recomputed from the factor (rms can, and is).
+    error = _field(data, "fit_error", Mapping)
     keys = ("median", "p90", "max")
-    last: dict[str, float] = {}
-    if error is not None and not isinstance(error, Mapping):
-        raise ValueError(f"data['fit_error'] must be a mapping or null, got {_describe(error)}")
-    if error is not None and any(key in error for key in keys):
-        shown = {key: error.get(key) for key in keys}
-        last = dict(zip(keys, _floats(shown, "fit_error", keys).tolist(), strict=True))
+    shown = {key: error.get(key) for key in keys}
+    last = dict(zip(keys, _floats(shown, "fit_error", keys).tolist(), strict=True))
     names = PLAIN_NAMES if model is None else MODEL_NAMES
     saved = data.get("coefficients")
     coefficients = None if saved is None else _floats(saved, "coefficients", names)

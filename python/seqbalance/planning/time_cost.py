@@ -349,13 +349,10 @@ class TimeCost:
                     f"{1e-12 / c['attention']:.4g} TFLOP/s attention "
                     f"(attention {c['attention'] / c['linear']:.3g}x the time per FLOP)"
                 )
-        last = (
-            f"median {error['median']:.2%}, p90 {error['p90']:.2%}, max {error['max']:.2%} "
-            "over the last fit; "
-            if self._last_fit
-            else ""
+        lines.append(
+            f"relative error: median {error['median']:.2%}, p90 {error['p90']:.2%}, max "
+            f"{error['max']:.2%} over the last fit; rms {error['rms']:.2%} over every observation"
         )
-        lines.append(f"relative error: {last}rms {error['rms']:.2%} over every observation")
         crossover = self.crossover_length()
         measured = (
             "attention never takes as long as the linear part"
