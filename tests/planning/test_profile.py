@@ -161,6 +161,22 @@ def test_a_run_that_raises_stops_with_the_lengths_it_was_given():
     assert isinstance(info.value.__cause__, MemoryError)
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), SystemExit(3)])
+def test_ctrl_c_and_exit_in_run_pass_through_untouched(stop):
+    """Only errors are wrapped: Ctrl-C (or an exit) during a long profile stops it as itself."""
+    calls = []
+
+    def run(lengths):
+        calls.append(lengths)
+        if len(calls) == 3:
+            raise stop
+
+    with pytest.raises(type(stop)) as info:
+        profile(run, max_length=4096, timer=iter(range(10**6)).__next__)
+    assert info.value is stop and info.value.__cause__ is None
+    assert len(calls) == 3
+
+
 @pytest.mark.parametrize(
     ("keywords", "error", "message"),
     [
