@@ -201,6 +201,7 @@ def test_ctrl_c_and_exit_in_run_pass_through_untouched(stop):
         ({"max_length": 4096, "timer": lambda: True}, TypeError, r"timer must return seconds"),
         ({"max_length": np.int64(8)}, ValueError, r"max_length must be >= 16, got 8"),
         ({"max_length": np.bool_(True)}, TypeError, r"max_length must be an int"),
+        ({"max_length": 2**64}, ValueError, r"max_length must be <= 2\*\*63 - 1, got 1844"),
         (
             {"max_length": 4096, "lengths": [[100]] * 8},
             ValueError,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import _describe
+from .._inputs import MAX_VALUE, _describe
 from ._time_fit import N_COEF, Features, check_micro_batches, factor_rows, unseparated
 from .model_cost import ModelCost
 from .time_cost import TimeCost
@@ -29,6 +29,8 @@ def _count(value: Any, name: str, minimum: int) -> int:
         raise TypeError(f"{name} must be an int, got {_describe(value)}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > MAX_VALUE:
+        raise ValueError(f"{name} must be <= 2**63 - 1, got {value}")
     return int(value)
 
 
