@@ -444,6 +444,8 @@ def test_json_and_pickle_round_trips_keep_predictions_and_updates(model, half_li
         (lambda d: d["coefficients"].pop("per_pair"), ValueError, r"data\['coefficients'\] must"),
         (lambda d: d.update(model={"hidden_size": 0}), ValueError, r"data\['model'\]: hidden_size"),
         (lambda d: d.update(half_life=-2), ValueError, r"data\['half_life'\]"),
+        # 0.5 ** (1 / 1e-300) is 0: no log of it (was a bare 'math domain error').
+        (lambda d: d.update(half_life=1e-300), ValueError, r"weight_sum'\] = 8.0 is not what"),
         (lambda d: d.update(observations=-1), ValueError, r"observations'\] must be >= 6"),
         (lambda d: d.update(observations=0, weight_sum=0), ValueError, r"observations'\] must be"),
         (lambda d: d.update(observations=10**400), ValueError, r"observations'\] must be"),

@@ -103,6 +103,8 @@ def _check_weights(
     decay = decay_of(half_life)
     if decay == 1.0:
         expected = float(observations)
+    elif decay == 0.0:  # a half-life so short that only the latest observation weighs
+        expected = 1.0
     else:
         # Each observation weighs 1 when added and ``decay`` times as much per later one.
         expected = -math.expm1(observations * math.log(decay)) / -math.expm1(math.log(decay))
