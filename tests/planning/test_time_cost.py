@@ -477,6 +477,29 @@ def test_from_dict_refuses_a_damaged_dict_by_field(change, error, message):
         TimeCost.from_dict([1, 2])
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # The efficiencies were measured against this model's FLOPs: another model is refused.
+        (lambda d: d["model"].update(vocab_size=1), r"does not give the FLOPs"),
+        (lambda d: d["model"].update(recompute=True), r"does not give the FLOPs"),
+        (lambda d: d["model"].update(sliding_window=512), r"does not give the FLOPs"),
+        (lambda d: d.pop("model_flops"), r"data has no 'model_flops'"),
+        (lambda d: d.update(model_flops=None), r"data\['model_flops'\] has the wrong type"),
+        (lambda d: d["model_flops"].__setitem__(0, True), r"does not give the FLOPs"),
+    ],
+)
+def test_from_dict_refuses_a_changed_model(change, message):
+    rng = np.random.default_rng(9)
+    batches = design(rng, 12, longest=50_000)
+    seconds = [true_time(b, (1e-3, 1e-5, 1e-15, 3e-15), MODEL) for b in batches]
+    data = json.loads(json.dumps(TimeCost.fit(batches, seconds, model=MODEL).to_dict()))
+    assert TimeCost.from_dict(data).model.flops([5]) == MODEL.flops([5])
+    change(data)
+    with pytest.raises(ValueError, match=message):
+        TimeCost.from_dict(data)
+
+
 @given(
     row=st.integers(0, 4),
     column=st.integers(0, 4),

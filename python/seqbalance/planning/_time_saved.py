@@ -23,6 +23,8 @@ from .model_cost import ModelCost
 
 #: The ``kind`` field of a saved `TimeCost`, and its format version.
 KIND, VERSION = "seqbalance.TimeCost", 1
+#: Lengths at which a saved model's FLOPs are recorded (inside and beyond usual windows).
+MODEL_PROBE = (1, 1000, 100_000, 1 << 22)
 #: Relative agreement required between the saved fields that restate each other (rounding
 #: over a long run of updates stays far below it).
 TOLERANCE = 1e-6
@@ -52,6 +54,21 @@ def model_config(model: ModelCost) -> dict[str, Any]:
         if getattr(model, name) != default:
             config[name] = getattr(model, name)
     return config
+
+
+def model_flops(model: ModelCost) -> list[int]:
+    """The model's training FLOPs at `MODEL_PROBE`: saved beside its config, so a config that
+    was changed (and would give the fitted efficiencies other FLOPs to multiply) is refused."""
+    return model.flops(list(MODEL_PROBE))
+
+
+def _check_model_flops(data: Mapping[str, Any], model: ModelCost) -> None:
+    saved = _field(data, "model_flops", list)
+    if saved != model_flops(model) or any(isinstance(value, bool) for value in saved):
+        raise ValueError(
+            "data['model'] does not give the FLOPs the fit was measured with "
+            "(data['model_flops']): a changed model needs a new fit"
+        )
 
 
 def _field(data: Mapping[str, Any], key: str, kind: Any) -> Any:
@@ -160,6 +177,7 @@ def read_saved(data: Any) -> Saved:
             model = ModelCost(**config)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"data['model']: {exc}") from None
+        _check_model_flops(data, model)
     try:
         half_life = check_half_life(data.get("half_life"))
     except (TypeError, ValueError) as exc:

@@ -31,7 +31,7 @@ from ._time_fit import (
     unseparated,
     weighted_rms,
 )
-from ._time_saved import KIND, VERSION, model_config, read_saved
+from ._time_saved import KIND, VERSION, model_config, model_flops, read_saved
 from .model_cost import ModelCost
 
 __all__ = ["TimeCost"]
@@ -394,6 +394,7 @@ class TimeCost:
             "coefficients": self.coefficients,
             "fit_error": self.fit_error,
             "model": config,
+            "model_flops": None if self.model is None else model_flops(self.model),
             "half_life": self._half_life,
             "observations": self._observations,
             "weight_sum": self._weight_sum,
@@ -408,7 +409,8 @@ class TimeCost:
             ValueError: a missing or malformed field, named in the message (``model``'s own
                 errors name the model field), or fields that disagree with each other
                 (``coefficients`` that are not the solution of ``factor``; a ``factor`` or
-                ``weight_sum`` that ``observations`` under ``half_life`` do not give).
+                ``weight_sum`` that ``observations`` under ``half_life`` do not give; a
+                ``model`` whose FLOPs are not the saved ``model_flops``).
             TypeError: ``data`` is not a mapping.
         """
         saved = read_saved(data)
