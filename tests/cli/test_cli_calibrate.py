@@ -236,3 +236,22 @@ def test_a_directory_or_a_foreign_file_is_one_line(tmp_path, capsys, saved):
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and fragment in err and "Traceback" not in err, (args, err)
+
+
+@pytest.mark.parametrize("plan", [["-k", "2"], ["--dp", "2"]])
+def test_samples_of_length_zero_are_no_documents_in_the_plan_report(tmp_path, capsys, saved, plan):
+    """A plan may put empty samples in a micro-batch: they add no document to its predicted
+    time (a micro-batch of them alone costs 0), and never fail the report."""
+    lengths = [100, 0, 3000, 40, 500, 0, 0]
+    path = tmp_path / "lengths.txt"
+    path.write_text("".join(f"{value}\n" for value in lengths))
+    args = ["partition", str(path), "--time-cost", saved, "--max-token-len", "4000", *plan]
+    assert main([*args, "--json"]) == 0, capsys.readouterr().err
+    payload = json.loads(capsys.readouterr().out)
+    cost = TimeCost.from_dict(json.loads(open(saved).read()))
+    array = np.array(lengths)
+    per_rank = []
+    for rank in payload["plan"]:
+        documents = [array[b][array[b] > 0] for b in rank if b and array[b].any()]
+        per_rank.append(float(cost.predict(documents).sum()) if documents else 0.0)
+    assert payload["predicted_time"]["per_rank_seconds"] == pytest.approx(per_rank, rel=1e-12)

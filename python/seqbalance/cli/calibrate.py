@@ -254,13 +254,16 @@ def time_by_rank(cost: Any, tokens: np.ndarray, ids: np.ndarray, k: int) -> dict
 def time_by_plan(
     cost: Any, tokens: np.ndarray, plan: list[list[list[int]]]
 ) -> dict[str, Any] | None:
-    """Predicted seconds per rank of a plan ``[rank][micro_batch] -> indexes``: each non-empty
-    micro-batch's `TimeCost.predict`, summed; ``None`` when ``cost`` is not a ``--time-cost``."""
+    """Predicted seconds per rank of a plan ``[rank][micro_batch] -> indexes``: each
+    micro-batch's `TimeCost.predict` over its documents, summed (samples of length 0 are no
+    document, and a micro-batch of none costs 0, as ``cost(0)`` does); ``None`` when ``cost``
+    is not a ``--time-cost``."""
     if not isinstance(cost, TimeCostNanoseconds) or not plan:
         return None
     seconds, token_sums = [], []
     for rank in plan:
-        batches = [tokens[batch] for batch in rank if batch]
+        documents = (tokens[batch] for batch in rank if batch)
+        batches = [lengths[lengths > 0] for lengths in documents if lengths.any()]
         seconds.append(float(cost.time_cost.predict(batches).sum()) if batches else 0.0)
         token_sums.append(sum(int(tokens[batch].sum()) for batch in rank if batch))
     return _summary(np.array(seconds), np.array(token_sums, dtype=np.float64), cost.file)
