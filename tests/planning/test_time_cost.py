@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -593,3 +594,33 @@ def test_the_model_travels_whole_through_json_and_pickle(name, overrides):
         assert copy.update([70, 700], 0.05).coefficients == (
             pickle.loads(pickle.dumps(cost)).update([70, 700], 0.05).coefficients
         )
+
+
+@pytest.mark.parametrize("half_life", [None, 50.0])
+def test_updates_hold_constant_memory(half_life):
+    """Whatever the number of updates, the state is the same few numbers: what it pickles to
+    does not grow, nor does the memory held after thousands of updates."""
+    rng = np.random.default_rng(12)
+    batches = design(rng, 12, longest=20_000)
+    cost = TimeCost.fit(
+        batches, [true_time(b, (1e-3, 1e-5, 1e-9, 1e-13)) for b in batches], half_life=half_life
+    )
+    more = design(rng, 200, longest=20_000)
+    seconds = [true_time(b, (1e-3, 1e-5, 1e-9, 1e-13)) * 1.01 for b in more]
+    for batch, time in zip(more[:100], seconds[:100], strict=True):
+        cost.update(batch, time)
+    size = len(pickle.dumps(cost))
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for _ in range(20):
+            for batch, time in zip(more, seconds, strict=True):
+                cost.update(batch, time)
+            cost.update_many(more[:10], seconds[:10])
+        assert cost.coefficients["per_token"] > 0  # solved, cached
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 16_384
+    assert len(pickle.dumps(cost)) <= size + 8  # only the observation count grows, by digits
+    assert cost.observations == 12 + 100 + 20 * 210
