@@ -7,6 +7,7 @@ import json
 import math
 import pickle
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -388,16 +389,32 @@ ALL_SLIDING = ModelCost(
             {"model": ALL_SLIDING},
             "document, linear, attention",
         ),
-        # A half-life so short that only the last observation weighs.
-        (design(np.random.default_rng(3), 12), {"half_life": 1e-3}, "micro_batch, document"),
     ],
 )
 def test_fit_refuses_data_that_cannot_tell_the_coefficients_apart(batches, keywords, tied):
     seconds = [true_time(b, (1e-3, 1e-5, 1e-9, 1e-13), keywords.get("model")) for b in batches]
     with pytest.raises(
-        ValueError, match=rf"micro_batches cannot tell apart the coefficients {tied}"
+        ValueError, match=rf"micro_batches cannot tell apart the coefficients {tied}:"
     ):
         TimeCost.fit(batches, seconds, **keywords)
+
+
+def test_fit_says_when_the_half_life_or_one_time_is_what_cannot_be_fitted():
+    batches = design(np.random.default_rng(3), 12, longest=100_000)
+    seconds = [true_time(b, (1e-3, 1e-5, 1e-9, 1e-13)) for b in batches]
+    # So short that only the last observation weighs.
+    with pytest.raises(ValueError, match=r"weighed by half_life cannot tell apart .* longer half"):
+        TimeCost.fit(batches, seconds, half_life=1e-3)
+    # One time absurdly small: divided by it, its row drowns every other (and once overflowed
+    # the column norms into a wrong verdict on the micro-batches).
+    for absurd in (1e-20, 1e-150, 1e-300):
+        wrong = [*seconds[:3], absurd, *seconds[4:]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(ValueError, match=r"seconds\[3\] = 1e-\d+ is out of all proportion"):
+                TimeCost.fit(batches, wrong)
+    # A time a million times too small is still an observation the fit can weigh.
+    assert TimeCost.fit(batches, [*seconds[:3], seconds[3] * 1e-6, *seconds[4:]]).observations == 12
 
 
 def test_the_constructor_points_at_fit():
@@ -624,3 +641,33 @@ def test_updates_hold_constant_memory(half_life):
     assert after - before < 16_384
     assert len(pickle.dumps(cost)) <= size + 8  # only the observation count grows, by digits
     assert cost.observations == 12 + 100 + 20 * 210
+
+
+any_length = st.integers(1, 10**6) | st.integers(1, 2**62) | st.sampled_from([1, 2, 10**6])
+any_time = st.floats(1e-300, 1e300) | st.floats(1e-6, 1e4) | st.sampled_from([1e-6, 1e4, 5e-324])
+
+
+@given(
+    batches=st.lists(st.lists(any_length, min_size=1, max_size=5), min_size=6, max_size=12),
+    data=st.data(),
+    half_life=st.sampled_from([None, 0.5, 3.0]),
+)
+def test_any_measurements_fit_soundly_or_are_refused_by_name(batches, data, half_life):
+    """Lengths from 1 to 2**62, times from 5e-324 to 1e300, in any mix: fit refuses by naming
+    micro_batches or seconds, or gives finite non-negative coefficients whose predictions are
+    non-negative and monotone and which save and load unchanged; never a NumPy warning."""
+    times = data.draw(st.lists(any_time, min_size=len(batches), max_size=len(batches)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            cost = TimeCost.fit(batches, times, half_life=half_life)
+        except ValueError as exc:
+            assert "micro_batches" in str(exc) or "seconds" in str(exc)
+            return
+        values = np.array(list(cost.coefficients.values()))
+        assert np.isfinite(values).all() and (values >= 0).all()
+        probe = np.array([0, 1, 2, 100, 10**4, 10**6, 2**40, 2**62])
+        predicted = cost(probe)
+        assert (predicted >= 0).all() and (np.diff(predicted) >= 0).all()
+        assert all(math.isfinite(v) and v >= 0 for v in cost.fit_error.values())
+        assert TimeCost.from_dict(cost.to_dict())(probe).tolist() == predicted.tolist()

@@ -189,6 +189,20 @@ def factor_rows(rows: np.ndarray, seconds: np.ndarray, weights: np.ndarray) -> n
     return square
 
 
+def column_norms(matrix: np.ndarray) -> np.ndarray:
+    """The Euclidean norm of each column, without overflow: entries near 1e300 (a time near
+    1e-300 s divides its row) square beyond float64, so each column is scaled by its largest
+    entry first. A zero column has norm 1 (nothing to scale)."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt((matrix * matrix).sum(axis=0))
+    if not np.isfinite(norms).all():
+        largest = np.abs(matrix).max(axis=0)
+        largest[largest == 0.0] = 1.0
+        norms = largest * np.sqrt(np.square(matrix / largest).sum(axis=0))
+    norms[norms == 0.0] = 1.0
+    return norms
+
+
 def unseparated(factor: np.ndarray, names: tuple[str, ...]) -> list[str]:
     """The coefficients the accumulated observations cannot tell apart (``[]`` when they
     determine every one): those in a combination of feature columns that is (nearly) zero.
@@ -200,12 +214,46 @@ def unseparated(factor: np.ndarray, names: tuple[str, ...]) -> list[str]:
     in the times does not hide them; columns are scaled to unit norm first.
     """
     matrix = factor[:N_COEF, :N_COEF]
-    norms = np.sqrt((matrix * matrix).sum(axis=0))
-    if not norms.all():
-        return [name for name, norm in zip(names, norms, strict=True) if norm == 0.0]
+    if not np.isfinite(matrix).all():  # beyond float64: nothing can be told apart
+        return list(names)
+    if not matrix.any(axis=0).all():
+        return [name for name, column in zip(names, matrix.T, strict=True) if not column.any()]
+    norms = column_norms(matrix)
     _, singular, rotation = np.linalg.svd(matrix / norms)
     null = np.abs(rotation[singular <= SEPARATED * singular[0]]).max(axis=0, initial=0.0)
     return [name for name, weight in zip(names, null, strict=True) if weight > 1e-3]
+
+
+def check_separated(
+    rows: np.ndarray, seconds: np.ndarray, factor: np.ndarray, names: tuple[str, ...]
+) -> None:
+    """Refuse a fit whose ``factor`` cannot tell the coefficients apart (`unseparated`), saying
+    why: the micro-batches themselves, a half-life that leaves too few of them weighing, or one
+    time so far out of proportion that its row drowns every other in the relative-error fit."""
+    tied = unseparated(factor, names)
+    if not tied:
+        return
+    ones = np.ones(len(rows))
+    named = f"cannot tell apart the coefficients {', '.join(tied)}"
+    if unseparated(factor_rows(rows, ones, ones), names):
+        raise ValueError(
+            f"micro_batches {named}: the fit would split the time between them by a guess. "
+            "Measure micro-batches that differ in their number of documents and in lengths "
+            "(seqbalance.profile's default grid does)"
+        )
+    if not unseparated(factor_rows(rows, seconds, ones), names):
+        raise ValueError(
+            f"micro_batches weighed by half_life {named}: too few of them keep a weight; "
+            "pass a longer half_life (or measure more micro-batches)"
+        )
+    # Each row's size in the fit, as a power of ten (a quotient could overflow float64).
+    size = np.log10(np.sqrt(np.square(rows / column_norms(rows)).sum(axis=1))) - np.log10(seconds)
+    worst = int(np.argmax(size))
+    raise ValueError(
+        f"seconds[{worst}] = {float(seconds[worst])!r} is out of all proportion to the other "
+        f"times: the relative-error fit weighs its micro-batch about 1e{size[worst] - np.median(size):.0f} "
+        f"times the median one, and beside it the others {named}; check that measurement"
+    )
 
 
 def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.ndarray:
@@ -247,8 +295,7 @@ def solve_nonnegative(factor: np.ndarray) -> np.ndarray:
     are scaled to unit norm first: lengths to 10**6 make the raw columns differ by 10**12.
     """
     matrix, target = factor[:N_COEF, :N_COEF], factor[:N_COEF, N_COEF]
-    norms = np.sqrt((matrix * matrix).sum(axis=0))
-    norms[norms == 0.0] = 1.0
+    norms = column_norms(matrix)
     scaled = matrix / norms
     best, best_error = np.zeros(N_COEF), float(target @ target)
     full = _subset_solution(scaled, target, tuple(range(N_COEF)))

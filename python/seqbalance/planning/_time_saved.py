@@ -15,6 +15,7 @@ from ._time_fit import (
     N_COEF,
     PLAIN_NAMES,
     check_half_life,
+    column_norms,
     decay_of,
     solve_nonnegative,
 )
@@ -142,7 +143,7 @@ def _check_coefficients(factor: np.ndarray, coefficients: np.ndarray) -> None:
     """The saved coefficients are the factor's solution (compared by how much each moves the
     predictions, so a coefficient of 1e-13 and one of 1e-3 weigh alike)."""
     solved = solve_nonnegative(factor)
-    norms = np.sqrt(np.square(factor[:N_COEF, :N_COEF]).sum(axis=0))
+    norms = column_norms(factor[:N_COEF, :N_COEF])
     with np.errstate(over="ignore"):  # a huge coefficient makes the gap inf: refused below
         gap = float(np.abs(norms * (coefficients - solved)).sum())
     if gap > TOLERANCE * max(float(np.abs(norms * solved).sum()), 1e-300):

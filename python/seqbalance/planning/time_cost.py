@@ -24,11 +24,11 @@ from ._time_fit import (
     check_micro_batches,
     check_second,
     check_seconds,
+    check_separated,
     crossover,
     decay_of,
     factor_rows,
     solve_nonnegative,
-    unseparated,
     weighted_rms,
 )
 from ._time_saved import KIND, VERSION, model_config, model_flops, read_saved
@@ -164,15 +164,7 @@ class TimeCost:
                 "micro_batches and seconds are too far apart in scale to fit in float64 "
                 "(lengths near 2**63 or times near 0)"
             )
-        tied = unseparated(factor, features.names)
-        if tied:
-            raise ValueError(
-                f"micro_batches cannot tell apart the coefficients {', '.join(tied)}: the fit "
-                "would split the time between them by a guess. Measure micro-batches that "
-                "differ in their number of documents and in lengths (seqbalance.profile's "
-                "default grid does)"
-                + ("" if half is None else f", or a longer half_life than {half:g}")
-            )
+        check_separated(rows, times, factor, features.names)
         result = cls._new(model, half, factor, float(weights.sum()), len(batches), {})
         errors = np.abs(rows @ result._coefficients() / times - 1.0)
         result._last_fit = {
