@@ -133,7 +133,7 @@ def test_the_seqlen_balanced_sampler_balances_by_it(n_samples_per_prompt):
     assert shares == [[g * group + s for g in part for s in range(group)] for part in expected]
 
 
-def test_a_sampler_holding_it_pickles_and_deep_copies():
+def test_a_sampler_holding_it_pickles_deep_copies_and_checkpoints():
     """Ray ships a sampler by pickling it: the TimeCost inside travels, and the copy serves the
     other ranks the split the original made (and keeps following the same cost)."""
     rng = np.random.default_rng(5)
@@ -160,6 +160,16 @@ def test_a_sampler_holding_it_pickles_and_deep_copies():
         assert [share(copied, rank) for rank in range(1, 4)] == [
             share(sampler, rank) for rank in range(1, 4)
         ]
+    # A checkpoint (the cost is configuration, not state) restores into a sampler built with a
+    # loaded copy of the cost, which then serves the same shares.
+    checkpoint = pickle.loads(pickle.dumps(sampler.save_checkpoint()))
+    restored = SeqlenBalancedSampler(
+        n_samples_per_prompt=2, dp_size=4, cost=TimeCost.from_dict(cost.to_dict())
+    )
+    restored.load_checkpoint(checkpoint)
+    shares = [share(sampler, rank) for rank in range(4)]
+    assert sorted(i for part in shares for i in part) == list(range(32))
+    assert [share(restored, rank) for rank in range(4)] == shares
     # A fresh sampler from the copy balances exactly as one from the original cost.
     again = SeqlenBalancedSampler(
         n_samples_per_prompt=2, dp_size=4, cost=pickle.loads(pickle.dumps(cost))
