@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from seqbalance import ModelCost, TimeCost, get_seqlen_balanced_partitions, plan_dp_micro_batches
+from seqbalance.cli.main import main
 from seqbalance.cli.readers import synthetic_rl_batch
 from tests.cli._cli_runs import assert_one_line_error, run
 
@@ -168,6 +169,7 @@ def test_the_per_rank_plan_reports_each_ranks_time(saved):
         (['{"lengths": [3], "seconds": NaN}'], ['"seconds" must be a positive finite']),
         (['{"lengths": [3]}'], ['"seconds" must be a positive finite number, got null']),
         (['{"lengths": [3], "seconds": 1}'] * 5, ["5 measured micro-batches", "at least 6"]),
+        (['{"lengths": [3], "seconds": 1}'] * 6, ["cannot tell apart the coefficients"]),
     ],
 )
 def test_a_bad_log_is_one_line(tmp_path, lines, fragments):
@@ -181,7 +183,14 @@ def test_other_calibrate_failures_are_one_line(tmp_path, log):
     assert_one_line_error(
         run("calibrate", log, "--out", str(tmp_path / "missing" / "tc.json")), "cannot write"
     )
-    assert_one_line_error(run("calibrate", log, "--half-life", "-1"), "half_life must be positive")
+    for bad in ("-1", "0", "nan", "inf"):
+        assert_one_line_error(
+            run("calibrate", log, "--half-life", bad), "argument --half-life: must be positive"
+        )
+    # Refused before the log is read: a missing log is not what is reported.
+    assert_one_line_error(
+        run("calibrate", str(tmp_path / "none.jsonl"), "--half-life", "-1"), "--half-life"
+    )
     assert_one_line_error(run("calibrate", log, "--half-life", "x"), "--half-life")
     assert_one_line_error(run("calibrate"), "LOG")
 
@@ -200,3 +209,69 @@ def test_time_cost_failures_are_one_line(tmp_path, saved, log):
     assert_one_line_error(
         run("partition", "--time-cost", str(damaged)), "damaged.json", "per_token"
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        (b"", ["0 measured micro-batches", "at least 6"]),
+        (b"\n  \n", ["0 measured micro-batches"]),
+        (b'{"lengths": [5], "seconds": 1}\n\xff\xfe\n', ["not a UTF-8 text file"]),
+        (b"[" * 100_000 + b"]" * 100_000 + b"\n", ["nested too deeply"]),
+        (b'{"lengths": ' + b"[" * 5000 + b"]" * 5000 + b', "seconds": 1}\n', ["nested too deeply"]),
+        (b'{"lengths": [' + b"9" * 5000 + b'], "seconds": 1}\n', ["log.jsonl:1"]),
+        (b'{"lengths": [1e400], "seconds": 1}\n', ['"lengths"[0] must be a positive integer']),
+        (b'{"lengths": [true], "seconds": 1}\n', ['"lengths"[0] must be a positive integer']),
+        (b'{"lengths": [5], "seconds": true}\n', ['"seconds" must be a positive finite']),
+        (b'{"lengths": [5], "seconds": "1"}\n', ['"seconds" must be a positive finite']),
+        (b'{"lengths": "5", "seconds": 1}\n', ['"lengths" must be a non-empty list']),
+    ],
+)
+def test_a_hostile_log_is_one_line_in_process(tmp_path, capsys, content, fragments):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(content)
+    assert main(["calibrate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for fragment in ["seqbalance calibrate: error:", *fragments]:
+        assert fragment in err, err
+
+
+def test_a_directory_or_a_foreign_file_is_one_line(tmp_path, capsys, saved):
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"kind": "something.else", "version": 1}\n')
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]\n")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    cases = [
+        (["calibrate", str(tmp_path)], "is a directory"),
+        (["partition", "--time-cost", str(tmp_path)], "is a directory"),
+        (["partition", "--time-cost", str(foreign)], "not a saved TimeCost"),
+        (["partition", "--time-cost", str(listed)], "expected a JSON object"),
+        (["partition", "--time-cost", str(binary)], "not a UTF-8"),
+        (["partition", "--time-cost", saved, "--model-config", saved], "only one of"),
+    ]
+    for args, fragment in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and fragment in err and "Traceback" not in err, (args, err)
+
+
+@pytest.mark.parametrize("plan", [["-k", "2"], ["--dp", "2"]])
+def test_samples_of_length_zero_are_no_documents_in_the_plan_report(tmp_path, capsys, saved, plan):
+    """A plan may put empty samples in a micro-batch: they add no document to its predicted
+    time (a micro-batch of them alone costs 0), and never fail the report."""
+    lengths = [100, 0, 3000, 40, 500, 0, 0]
+    path = tmp_path / "lengths.txt"
+    path.write_text("".join(f"{value}\n" for value in lengths))
+    args = ["partition", str(path), "--time-cost", saved, "--max-token-len", "4000", *plan]
+    assert main([*args, "--json"]) == 0, capsys.readouterr().err
+    payload = json.loads(capsys.readouterr().out)
+    cost = TimeCost.from_dict(json.loads(open(saved).read()))
+    array = np.array(lengths)
+    per_rank = []
+    for rank in payload["plan"]:
+        documents = [array[b][array[b] > 0] for b in rank if b and array[b].any()]
+        per_rank.append(float(cost.predict(documents).sum()) if documents else 0.0)
+    assert payload["predicted_time"]["per_rank_seconds"] == pytest.approx(per_rank, rel=1e-12)

@@ -9,10 +9,13 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import seqbalance as sb
 from seqbalance import ModelCost, TimeCost, profile
-from seqbalance.planning.profiling import default_grid
+from seqbalance.planning._time_fit import Features, factor_rows, unseparated
+from seqbalance.planning.profiling import MIN_MAX_LENGTH, default_grid
 
 TRUE = (2e-3, 4e-5, 1e-8, 3e-13)
 
@@ -73,6 +76,46 @@ def test_the_default_grid_stays_under_max_length_and_separates_the_terms():
     assert [b for b in default_grid(1 << 20) if len(b) == 1][0] == [512]
 
 
+FULL = ModelCost(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=256,
+    vocab_size=500,
+)
+
+
+@given(max_length=st.integers(MIN_MAX_LENGTH, 1 << 40), with_model=st.booleans())
+def test_every_default_grid_fits_under_max_length_and_separates_the_coefficients(
+    max_length, with_model
+):
+    """What profile times can always be fitted: no grid is refused after the GPU ran it."""
+    grid = default_grid(max_length)
+    assert len(grid) >= 6 and all(0 < sum(b) <= max_length and min(b) >= 1 for b in grid)
+    features = Features(FULL if with_model else None)
+    rows = features.rows([np.array(b, dtype=np.int64) for b in grid])
+    ones = np.ones(len(grid))
+    assert unseparated(factor_rows(rows, ones, ones), features.names) == []
+
+
+def test_a_grid_the_fit_would_refuse_is_refused_before_anything_runs():
+    # Every layer slides with a window of 8: from it on attention FLOPs are affine in the
+    # length, and the default grid for 2**20 tokens has no document shorter (its least is 8).
+    sliding = ModelCost(
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=500,
+        layer_types=["sliding_attention"] * 2,
+        sliding_window=8,
+    )
+    calls = []
+    with pytest.raises(ValueError, match=r"the default grid \(pass lengths=\) cannot tell apart"):
+        profile(calls.append, max_length=1 << 20, model=sliding, timer=iter(range(10**6)).__next__)
+    assert calls == []
+
+
 def test_explicit_lengths_and_a_model():
     model = ModelCost(
         hidden_size=128,
@@ -118,6 +161,22 @@ def test_a_run_that_raises_stops_with_the_lengths_it_was_given():
     assert isinstance(info.value.__cause__, MemoryError)
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), SystemExit(3)])
+def test_ctrl_c_and_exit_in_run_pass_through_untouched(stop):
+    """Only errors are wrapped: Ctrl-C (or an exit) during a long profile stops it as itself."""
+    calls = []
+
+    def run(lengths):
+        calls.append(lengths)
+        if len(calls) == 3:
+            raise stop
+
+    with pytest.raises(type(stop)) as info:
+        profile(run, max_length=4096, timer=iter(range(10**6)).__next__)
+    assert info.value is stop and info.value.__cause__ is None
+    assert len(calls) == 3
+
+
 @pytest.mark.parametrize(
     ("keywords", "error", "message"),
     [
@@ -134,13 +193,61 @@ def test_a_run_that_raises_stops_with_the_lengths_it_was_given():
         ),
         ({"max_length": 100, "lengths": [[1]] * 5 + [[0]]}, ValueError, r"lengths\[5\]\[0\] = 0"),
         ({"max_length": 4096, "timer": lambda: 1.0}, ValueError, r"the timer measured 0.0 s"),
+        # A clock that fails is named, not passed on as a time NumPy would take or a bare error.
+        ({"max_length": 4096, "timer": lambda: float("nan")}, ValueError, r"timer returned nan"),
+        ({"max_length": 4096, "timer": lambda: float("inf")}, ValueError, r"timer returned inf"),
+        ({"max_length": 4096, "timer": lambda: None}, TypeError, r"timer must return seconds"),
+        ({"max_length": 4096, "timer": lambda: "1.0"}, TypeError, r"timer must return seconds"),
+        ({"max_length": 4096, "timer": lambda: True}, TypeError, r"timer must return seconds"),
+        ({"max_length": np.int64(8)}, ValueError, r"max_length must be >= 16, got 8"),
+        ({"max_length": np.bool_(True)}, TypeError, r"max_length must be an int"),
+        ({"max_length": 2**64}, ValueError, r"max_length must be <= 2\*\*63 - 1, got 1844"),
+        (
+            {"max_length": 4096, "lengths": [[100]] * 8},
+            ValueError,
+            r"lengths cannot tell apart the coefficients micro_batch, document, per_token",
+        ),
+        (
+            {"max_length": 4096, "lengths": [[2**i] for i in range(4, 12)]},
+            ValueError,
+            r"lengths cannot tell apart the coefficients micro_batch, document:",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_by_name(keywords, error, message):
+    calls = []
     with pytest.raises(error, match=message):
-        profile(lambda lengths: None, **keywords)
+        profile(calls.append, **keywords)
+    if "timer" not in keywords:
+        assert calls == []  # refused before anything ran
     with pytest.raises(TypeError, match=r"run must be callable"):
         profile(None, max_length=4096)  # type: ignore[arg-type]
+
+
+def test_a_timer_that_goes_back_or_fails_in_one_repeat_is_refused():
+    """Every timed reading counts: one that goes back or is nan is not hidden by the least of
+    the repeats."""
+    for bad in (-0.5, float("nan")):
+        readings = iter([0.0, 1.0, 1.0, 1.0 + bad, 2.0, 3.0] + [float(i) for i in range(10, 10**4)])
+        message = r"timer returned nan" if bad != bad else r"the timer measured -0.5 s"
+        with pytest.raises(ValueError, match=message):
+            profile(lambda lengths: None, max_length=4096, warmup=0, timer=readings.__next__)
+
+
+def test_numpy_integers_are_counts():
+    gpu = FakeGPU()
+    cost = profile(
+        gpu.run, max_length=np.int64(2048), repeats=np.int32(1), warmup=np.uint8(0), timer=gpu.timer
+    )
+    assert cost.coefficients["per_token"] == pytest.approx(TRUE[2], rel=1e-6)
+    assert len(gpu.calls) == len(default_grid(2048))
+
+
+def test_a_bad_model_is_refused_before_anything_runs():
+    calls = []
+    with pytest.raises(TypeError, match=r"model must be None or a ModelCost, got 'llama'"):
+        profile(calls.append, max_length=4096, model="llama", timer=iter(range(10**6)).__next__)
+    assert calls == []
 
 
 def test_cuda_is_synchronised_when_torch_has_initialised_it(monkeypatch):

@@ -7,6 +7,9 @@ must change the answer where tokens would balance differently.
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -128,3 +131,47 @@ def test_the_seqlen_balanced_sampler_balances_by_it(n_samples_per_prompt):
     weights = [float(np.add.accumulate(seconds[g : g + group])[-1]) for g in range(0, 32, group)]
     expected = get_seqlen_balanced_partitions(weights, 4, equal_size=True)
     assert shares == [[g * group + s for g in part for s in range(group)] for part in expected]
+
+
+def test_a_sampler_holding_it_pickles_deep_copies_and_checkpoints():
+    """Ray ships a sampler by pickling it: the TimeCost inside travels, and the copy serves the
+    other ranks the split the original made (and keeps following the same cost)."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 30_000, size=32).tolist()
+    cost = fitted()
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=4, cost=cost)
+
+    def share(of, rank):
+        return of(
+            list(range(32)),
+            8,
+            task_name="t",
+            partition_id="p",
+            dp_rank=rank,
+            batch_index=0,
+            partition=Partition(lengths),
+        )[0]
+
+    first = share(sampler, 0)
+    for copied in (pickle.loads(pickle.dumps(sampler)), copy.deepcopy(sampler)):
+        held = [value for value in vars(copied).values() if isinstance(value, TimeCost)]
+        assert len(held) == 1 and held[0] is not cost
+        assert held[0].to_dict() == cost.to_dict()
+        assert [share(copied, rank) for rank in range(1, 4)] == [
+            share(sampler, rank) for rank in range(1, 4)
+        ]
+    # A checkpoint (the cost is configuration, not state) restores into a sampler built with a
+    # loaded copy of the cost, which then serves the same shares.
+    checkpoint = pickle.loads(pickle.dumps(sampler.save_checkpoint()))
+    restored = SeqlenBalancedSampler(
+        n_samples_per_prompt=2, dp_size=4, cost=TimeCost.from_dict(cost.to_dict())
+    )
+    restored.load_checkpoint(checkpoint)
+    shares = [share(sampler, rank) for rank in range(4)]
+    assert sorted(i for part in shares for i in part) == list(range(32))
+    assert [share(restored, rank) for rank in range(4)] == shares
+    # A fresh sampler from the copy balances exactly as one from the original cost.
+    again = SeqlenBalancedSampler(
+        n_samples_per_prompt=2, dp_size=4, cost=pickle.loads(pickle.dumps(cost))
+    )
+    assert share(again, 0) == first

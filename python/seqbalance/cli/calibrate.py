@@ -60,12 +60,24 @@ def add_calibrate_parser(commands: Any) -> None:
     )
     calibrate.add_argument(
         "--half-life",
-        type=float,
+        type=_half_life,
         metavar="N",
         help="an observation's weight halves every N later lines (a run that drifts)",
     )
     calibrate.add_argument("--json", action="store_true", help="machine-readable output")
     calibrate.set_defaults(run=_run_calibrate)
+
+
+def _half_life(text: str) -> float:
+    """``--half-life N``: a positive finite number of observations (checked before the log is
+    read, and named as the flag)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text!r}")
+    return value
 
 
 def add_time_cost_flag(parser: argparse.ArgumentParser) -> None:
@@ -247,14 +259,16 @@ def time_by_plan(
     n_ranks: int,
 ) -> dict[str, Any] | None:
     """Predicted seconds per rank of a plan given as ids (each sample's rank and micro-batch):
-    what `TimeCost.predict` gives each non-empty micro-batch, summed per rank (the documents'
-    seconds plus one ``micro_batch`` term per micro-batch that holds any); ``None`` when ``cost``
-    is not a ``--time-cost``."""
+    what `TimeCost.predict` gives each micro-batch over its documents, summed per rank (the
+    documents' seconds plus one ``micro_batch`` term per micro-batch that holds any; samples of
+    length 0 are no document, and a micro-batch of none costs 0, as ``cost(0)`` does); ``None``
+    when ``cost`` is not a ``--time-cost``."""
     if not isinstance(cost, TimeCostNanoseconds) or n_ranks == 0:
         return None
     documents = np.bincount(rank_ids, weights=cost.time_cost(tokens), minlength=n_ranks)
     width = int(micro_batch_ids.max(initial=0)) + 1
-    cells = np.unique(rank_ids * width + micro_batch_ids)
+    present = tokens > 0
+    cells = np.unique(rank_ids[present] * width + micro_batch_ids[present])
     busy = np.bincount(cells // width, minlength=n_ranks)
     seconds = documents + busy * cost.time_cost.coefficients["micro_batch"]
     token_sums = np.bincount(rank_ids, weights=tokens, minlength=n_ranks)

@@ -15,7 +15,7 @@ condition number of the features, not its square.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from itertools import combinations
 from typing import Any, cast
 
@@ -28,6 +28,10 @@ from .model_cost import ModelCost
 N_COEF = 4
 #: Lengths searched for the crossover with a model before saying attention never catches up.
 LONGEST_SEARCHED = 1 << 62
+#: Smallest singular value, relative to the largest, of the column-scaled features that counts
+#: as separating the coefficients (exactly dependent columns give ~1e-16; real designs, lengths
+#: 1 to 10**6 mixed, stay above 1e-5).
+SEPARATED = 1e-10
 #: Coefficient names without and with a model (the order of the features).
 PLAIN_NAMES = ("micro_batch", "document", "per_token", "per_pair")
 MODEL_NAMES = ("micro_batch", "document", "linear", "attention")
@@ -41,7 +45,10 @@ def check_half_life(half_life: Any) -> float | None:
         half_life, (int, float, np.integer, np.floating)
     ):
         raise TypeError(f"half_life must be None or a number, got {_describe(half_life)}")
-    value = float(half_life)
+    try:
+        value = float(half_life)
+    except OverflowError:  # an int beyond float64
+        value = math.inf
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"half_life must be positive and finite, got {half_life!r}")
     return value
@@ -67,7 +74,10 @@ def check_lengths(values: Any, name: str) -> np.ndarray:
 
 def check_micro_batches(micro_batches: Any, name: str = "micro_batches") -> list[np.ndarray]:
     """Every micro-batch checked by `check_lengths`, named by its position."""
-    if isinstance(micro_batches, (str, bytes, Mapping)) or not hasattr(micro_batches, "__iter__"):
+    # A set has no order to pair its micro-batches with the times (nor a recency to weigh).
+    if isinstance(micro_batches, (str, bytes, Mapping, Set)) or not hasattr(
+        micro_batches, "__iter__"
+    ):
         raise TypeError(
             f"{name} must be a sequence of micro-batches (each a sequence of document "
             f"lengths), got {_describe(micro_batches)}"
@@ -82,13 +92,21 @@ def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray
     if isinstance(seconds, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}")
     try:
-        values = np.asarray(seconds, dtype=np.float64)
+        raw = np.asarray(seconds)
+        values = raw.astype(np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}") from None
     if values.ndim != 1:
         raise ValueError(
             f"{name} must be one number per micro-batch (1-D), got shape {values.shape}"
         )
+    if raw.dtype.kind not in "iuf" or not isinstance(seconds, np.ndarray):
+        # NumPy reads "0.5" and True as times; every item must be a number, as in `update`.
+        for position, value in enumerate(seconds):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)
+            ):
+                raise TypeError(f"{name}[{position}] must be a number, got {_describe(value)}")
     if values.size != count:
         raise ValueError(
             f"{name} has {values.size} times but micro_batches has {count} micro-batches"
@@ -171,6 +189,73 @@ def factor_rows(rows: np.ndarray, seconds: np.ndarray, weights: np.ndarray) -> n
     return square
 
 
+def column_norms(matrix: np.ndarray) -> np.ndarray:
+    """The Euclidean norm of each column, without overflow: entries near 1e300 (a time near
+    1e-300 s divides its row) square beyond float64, so each column is scaled by its largest
+    entry first. A zero column has norm 1 (nothing to scale)."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt((matrix * matrix).sum(axis=0))
+    if not np.isfinite(norms).all():
+        largest = np.abs(matrix).max(axis=0)
+        largest[largest == 0.0] = 1.0
+        norms = largest * np.sqrt(np.square(matrix / largest).sum(axis=0))
+    norms[norms == 0.0] = 1.0
+    return norms
+
+
+def unseparated(factor: np.ndarray, names: tuple[str, ...]) -> list[str]:
+    """The coefficients the accumulated observations cannot tell apart (``[]`` when they
+    determine every one): those in a combination of feature columns that is (nearly) zero.
+
+    Every micro-batch a single document makes ``micro_batch`` and ``document`` the same column;
+    every document of one length makes the length terms proportional to the document count. A
+    fit there would split the time between them arbitrarily and predict other micro-batches by
+    that guess. Exact dependencies survive the per-row scaling by the measured time, so noise
+    in the times does not hide them; columns are scaled to unit norm first.
+    """
+    matrix = factor[:N_COEF, :N_COEF]
+    if not np.isfinite(matrix).all():  # beyond float64: nothing can be told apart
+        return list(names)
+    if not matrix.any(axis=0).all():
+        return [name for name, column in zip(names, matrix.T, strict=True) if not column.any()]
+    norms = column_norms(matrix)
+    _, singular, rotation = np.linalg.svd(matrix / norms)
+    null = np.abs(rotation[singular <= SEPARATED * singular[0]]).max(axis=0, initial=0.0)
+    return [name for name, weight in zip(names, null, strict=True) if weight > 1e-3]
+
+
+def check_separated(
+    rows: np.ndarray, seconds: np.ndarray, factor: np.ndarray, names: tuple[str, ...]
+) -> None:
+    """Refuse a fit whose ``factor`` cannot tell the coefficients apart (`unseparated`), saying
+    why: the micro-batches themselves, a half-life that leaves too few of them weighing, or one
+    time so far out of proportion that its row drowns every other in the relative-error fit."""
+    tied = unseparated(factor, names)
+    if not tied:
+        return
+    ones = np.ones(len(rows))
+    named = f"cannot tell apart the coefficients {', '.join(tied)}"
+    if unseparated(factor_rows(rows, ones, ones), names):
+        raise ValueError(
+            f"micro_batches {named}: the fit would split the time between them by a guess. "
+            "Measure micro-batches that differ in their number of documents and in lengths "
+            "(seqbalance.profile's default grid does)"
+        )
+    if not unseparated(factor_rows(rows, seconds, ones), names):
+        raise ValueError(
+            f"micro_batches weighed by half_life {named}: too few of them keep a weight; "
+            "pass a longer half_life (or measure more micro-batches)"
+        )
+    # Each row's size in the fit, as a power of ten (a quotient could overflow float64).
+    size = np.log10(np.sqrt(np.square(rows / column_norms(rows)).sum(axis=1))) - np.log10(seconds)
+    worst = int(np.argmax(size))
+    raise ValueError(
+        f"seconds[{worst}] = {float(seconds[worst])!r} is out of all proportion to the other "
+        f"times: the relative-error fit weighs its micro-batch about 1e{size[worst] - np.median(size):.0f} "
+        f"times the median one, and beside it the others {named}; check that measurement"
+    )
+
+
 def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.ndarray:
     """``factor`` with more rows (weight 1 each), every earlier weight times ``decay`` as each
     row comes; a new array.
@@ -210,8 +295,7 @@ def solve_nonnegative(factor: np.ndarray) -> np.ndarray:
     are scaled to unit norm first: lengths to 10**6 make the raw columns differ by 10**12.
     """
     matrix, target = factor[:N_COEF, :N_COEF], factor[:N_COEF, N_COEF]
-    norms = np.sqrt((matrix * matrix).sum(axis=0))
-    norms[norms == 0.0] = 1.0
+    norms = column_norms(matrix)
     scaled = matrix / norms
     best, best_error = np.zeros(N_COEF), float(target @ target)
     full = _subset_solution(scaled, target, tuple(range(N_COEF)))

@@ -3,13 +3,16 @@ a `seqbalance.TimeCost` to what it measured."""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .._inputs import _describe
-from ._time_fit import N_COEF, check_micro_batches
+import numpy as np
+
+from .._inputs import MAX_VALUE, _describe
+from ._time_fit import N_COEF, Features, check_micro_batches, factor_rows, unseparated
 from .model_cost import ModelCost
 from .time_cost import TimeCost
 
@@ -22,11 +25,13 @@ MIN_MAX_LENGTH = 16
 
 
 def _count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {_describe(value)}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    if value > MAX_VALUE:
+        raise ValueError(f"{name} must be <= 2**63 - 1, got {value}")
+    return int(value)
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -118,8 +123,10 @@ def profile(
         RuntimeError: ``run`` raised; the message names the lengths it was given and the
             original exception is chained (``__cause__``).
         ValueError: a bad argument, a micro-batch of ``lengths`` above ``max_length`` tokens,
-            or a timer that did not advance over a call.
-        TypeError: ``run`` or ``timer`` is not callable, or an argument of the wrong type.
+            ``lengths`` that could not tell the coefficients apart (checked before anything
+            runs), a timer reading that is not finite, or one that did not advance over a call.
+        TypeError: ``run`` or ``timer`` is not callable, a timer reading that is not a number,
+            or an argument of the wrong type (``model`` is checked before anything runs).
 
     Example:
         >>> clock = [0.0]
@@ -134,11 +141,15 @@ def profile(
     clock = time.perf_counter if timer is None else timer
     if not callable(clock):
         raise TypeError(f"timer must be a zero-argument callable, got {_describe(timer)}")
+    if model is not None and not isinstance(model, ModelCost):
+        # Checked before the grid runs: a typo must not cost the whole profile.
+        raise TypeError(f"model must be None or a ModelCost, got {_describe(model)}")
     max_length = _count(max_length, "max_length", MIN_MAX_LENGTH)
     repeats = _count(repeats, "repeats", 1)
     warmup = _count(warmup, "warmup", 0)
     if lengths is None:
         grid = default_grid(max_length)
+        _check_separates(grid, model, "the default grid (pass lengths=)")
     else:
         grid = [batch.tolist() for batch in check_micro_batches(lengths, "lengths")]
         if len(grid) < N_COEF + 2:
@@ -151,11 +162,39 @@ def profile(
                     f"lengths[{position}] holds {sum(batch):,} tokens, above max_length "
                     f"({max_length:,})"
                 )
+        _check_separates(grid, model, "lengths")
     seconds = []
     for position, batch in enumerate(grid):
         seconds.append(_time_one(run, batch, repeats, warmup, clock))
         _progress(position + 1, len(grid), batch, seconds[-1])
     return TimeCost.fit(grid, seconds, model=model)
+
+
+def _check_separates(grid: list[list[int]], model: ModelCost | None, name: str) -> None:
+    """Refuse, before anything runs, a grid whose times could not tell the coefficients apart
+    whatever they are (dividing a row by its time never makes dependent columns independent)."""
+    features = Features(model)
+    arrays = [np.array(batch, dtype=np.int64) for batch in grid]
+    ones = np.ones(len(grid))
+    tied = unseparated(factor_rows(features.rows(arrays), ones, ones), features.names)
+    if tied:
+        raise ValueError(
+            f"{name} cannot tell apart the coefficients {', '.join(tied)}: time micro-batches "
+            "that differ in their number of documents and in lengths (with a sliding-window "
+            "model, some shorter than its window)"
+        )
+
+
+def _reading(clock: Callable[[], float]) -> float:
+    """One reading of the clock, refused unless it is a finite number of seconds."""
+    value = clock()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"timer must return seconds as a number, got {_describe(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"timer returned {float(value)!r}: it must read finite seconds")
+    return float(value)
 
 
 def _time_one(
@@ -169,7 +208,7 @@ def _time_one(
     best = float("inf")
     for attempt in range(warmup + repeats):
         _synchronize()
-        start = clock()
+        start = _reading(clock)
         try:
             run(list(batch))
         except Exception as exc:
@@ -177,14 +216,15 @@ def _time_one(
                 f"profile: run(document_lengths={_shown(batch)}) raised {type(exc).__name__}: {exc}"
             ) from exc
         _synchronize()
-        elapsed = float(clock() - start)
-        if attempt >= warmup:
-            best = min(best, elapsed)
-    if not best > 0:
-        raise ValueError(
-            f"the timer measured {best!r} s for run(document_lengths={_shown(batch)}); "
-            "it must advance over a call (timer= reads seconds, like time.perf_counter)"
-        )
+        elapsed = _reading(clock) - start
+        if attempt < warmup:
+            continue
+        if not (elapsed > 0 and math.isfinite(elapsed)):
+            raise ValueError(
+                f"the timer measured {elapsed!r} s for run(document_lengths={_shown(batch)}); "
+                "it must advance over a call (timer= reads seconds, like time.perf_counter)"
+            )
+        best = min(best, elapsed)
     return best
 
 

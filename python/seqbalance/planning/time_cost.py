@@ -24,13 +24,14 @@ from ._time_fit import (
     check_micro_batches,
     check_second,
     check_seconds,
+    check_separated,
     crossover,
     decay_of,
     factor_rows,
     solve_nonnegative,
     weighted_rms,
 )
-from ._time_saved import KIND, VERSION, model_config, read_saved
+from ._time_saved import KIND, VERSION, model_config, model_flops, read_saved
 from .model_cost import ModelCost
 
 __all__ = ["TimeCost"]
@@ -163,6 +164,7 @@ class TimeCost:
                 "micro_batches and seconds are too far apart in scale to fit in float64 "
                 "(lengths near 2**63 or times near 0)"
             )
+        check_separated(rows, times, factor, features.names)
         result = cls._new(model, half, factor, float(weights.sum()), len(batches), {})
         errors = np.abs(rows @ result._coefficients() / times - 1.0)
         result._last_fit = {
@@ -339,13 +341,10 @@ class TimeCost:
                     f"{1e-12 / c['attention']:.4g} TFLOP/s attention "
                     f"(attention {c['attention'] / c['linear']:.3g}x the time per FLOP)"
                 )
-        last = (
-            f"median {error['median']:.2%}, p90 {error['p90']:.2%}, max {error['max']:.2%} "
-            "over the last fit; "
-            if self._last_fit
-            else ""
+        lines.append(
+            f"relative error: median {error['median']:.2%}, p90 {error['p90']:.2%}, max "
+            f"{error['max']:.2%} over the last fit; rms {error['rms']:.2%} over every observation"
         )
-        lines.append(f"relative error: {last}rms {error['rms']:.2%} over every observation")
         crossover = self.crossover_length()
         measured = (
             "attention never takes as long as the linear part"
@@ -387,6 +386,7 @@ class TimeCost:
             "coefficients": self.coefficients,
             "fit_error": self.fit_error,
             "model": config,
+            "model_flops": None if self.model is None else model_flops(self.model),
             "half_life": self._half_life,
             "observations": self._observations,
             "weight_sum": self._weight_sum,
@@ -399,7 +399,10 @@ class TimeCost:
 
         Raises:
             ValueError: a missing or malformed field, named in the message (``model``'s own
-                errors name the model field).
+                errors name the model field), or fields that disagree with each other
+                (``coefficients`` that are not the solution of ``factor``; a ``factor`` or
+                ``weight_sum`` that ``observations`` under ``half_life`` do not give; a
+                ``model`` whose FLOPs are not the saved ``model_flops``).
             TypeError: ``data`` is not a mapping.
         """
         saved = read_saved(data)
