@@ -158,7 +158,7 @@ def plan_context_parallel(
 
     Example:
         >>> plan_context_parallel([100, 30, 20, 10], 4, 64, comm=0.1)
-        [[(2, [0, 1], [0]), (1, [2], [1, 3]), (1, [3], [2])]]
+        [[(4, [0, 1, 2, 3], [0])], [(2, [0, 1], [1]), (1, [2], [2]), (1, [3], [3])]]
     """
     values = as_int64_array(lengths, "lengths")
     world = check_count(world_size, "world_size")

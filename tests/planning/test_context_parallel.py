@@ -1,0 +1,205 @@
+"""plan_context_parallel: every constraint on every answer, the greedy oracle, determinism, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import seqbalance
+from seqbalance import ModelCost, plan_context_parallel
+from seqbalance import _native
+from seqbalance.planning.context_parallel import comm_costs, cp_degrees
+
+from . import cp_oracle as oracle
+
+
+def quadratic(lengths: np.ndarray) -> np.ndarray:
+    """A time-like cost: linear plus attention, as floats."""
+    values = lengths.astype(np.float64)
+    return 3.0 * values + values * values / 50.0
+
+
+def ring(length: int, degree: int) -> float:
+    return 0.2 * length * (degree - 1) / degree + 1.5
+
+
+COSTS = ("tokens", quadratic)
+COMMS = (None, 0, 0.0, 0.5, 2, ring)
+
+
+@st.composite
+def problems(draw):
+    world_size = draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16]))
+    allowed = cp_degrees(world_size)
+    cp_sizes = None
+    if draw(st.booleans()):
+        cp_sizes = draw(st.lists(st.sampled_from(allowed), min_size=1, max_size=3))
+    widest = max(cp_sizes or allowed)
+    cap = draw(st.integers(1, 300))
+    lengths = draw(st.lists(st.integers(0, widest * cap), max_size=40))
+    cost = draw(st.sampled_from(COSTS))
+    comm = draw(st.sampled_from(COMMS))
+    return lengths, world_size, cap, cost, comm, cp_sizes
+
+
+def model(lengths, world_size, cost, comm, cp_sizes):
+    """The oracle's view of a problem: weights, comm(i, c) and the degrees."""
+    values = np.asarray(lengths, dtype=np.int64)
+    degrees = cp_degrees(world_size, cp_sizes)
+    weights = (values if cost == "tokens" else cost(values)).astype(np.float64).tolist()
+    table = comm_costs(values, degrees, comm)
+    return weights, (lambda i, c: float(table[i, degrees.index(c)])), degrees
+
+
+@given(problems())
+def test_every_answer_keeps_every_constraint_and_beats_the_greedy(problem):
+    lengths, world_size, cap, cost, comm, cp_sizes = problem
+    kept = list(lengths)
+    plan = plan_context_parallel(lengths, world_size, cap, cost=cost, comm=comm, cp_sizes=cp_sizes)
+    assert lengths == kept
+    weights, comm_of, degrees = model(lengths, world_size, cost, comm, cp_sizes)
+    oracle.check_plan(plan, lengths, world_size, cap, degrees)
+    for step in plan:
+        for cp_size, ranks, _ in step:
+            # Aligned blocks of consecutive ranks, as CP process groups are laid out.
+            assert ranks == list(range(ranks[0], ranks[0] + cp_size)) and ranks[0] % cp_size == 0
+    time = oracle.plan_time(plan, weights, comm_of)
+    if lengths:
+        _, _, floor = oracle.best_greedy(lengths, weights, comm_of, world_size, cap, degrees)
+        assert time <= floor
+        bound = oracle.lower_bound(lengths, weights, comm_of, world_size, cap, degrees)
+        assert time >= bound * (1 - 1e-12)
+    again = plan_context_parallel(
+        np.asarray(lengths, dtype=np.int64), world_size, cap, cost=cost, comm=comm, cp_sizes=cp_sizes
+    )
+    assert again == plan
+
+
+@given(problems(), st.sampled_from(oracle.READINGS))
+def test_the_native_greedy_is_the_oracle(problem, reading):
+    lengths, world_size, cap, cost, comm, cp_sizes = problem
+    weights, comm_of, degrees = model(lengths, world_size, cost, comm, cp_sizes)
+    values = np.asarray(lengths, dtype=np.int64)
+    table = comm_costs(values, degrees, comm)
+    steps, time, method = _native._plan_context_parallel(
+        values,
+        np.asarray(weights, dtype=np.float64),
+        table.reshape(-1),
+        np.asarray(degrees, dtype=np.int64),
+        world_size,
+        cap,
+        reading,
+    )
+    expected = oracle.greedy(lengths, weights, comm_of, world_size, cap, degrees, reading)
+    # The binding lays groups out widest first (stable); the oracle keeps opening order.
+    widest_first = [sorted(step, key=lambda g: -g[0]) for step in expected]
+    assert [[(c, i) for c, _, i in s] for s in steps] == [
+        [(c, i) for c, _, i in s] for s in widest_first
+    ]
+    assert method == reading
+    assert time == oracle.plan_time(expected, weights, comm_of)
+
+
+def test_the_search_beats_the_greedy_on_a_long_tail():
+    rng = np.random.default_rng(3)
+    cap, world_size = 4096, 16
+    lengths = np.clip(rng.lognormal(np.log(cap / 6), 1.2, 300).astype(np.int64), 1, 16 * cap)
+    plan = plan_context_parallel(lengths, world_size, cap, cost=quadratic, comm=0.3)
+    weights, comm_of, degrees = model(lengths, world_size, quadratic, 0.3, None)
+    time = oracle.plan_time(plan, weights, comm_of)
+    _, _, floor = oracle.best_greedy(lengths.tolist(), weights, comm_of, world_size, cap, degrees)
+    assert time < floor
+
+
+def test_without_communication_the_cost_alone_decides():
+    # No comm: one long sequence over every rank is as fast as it gets.
+    assert plan_context_parallel([64], 4, 64) == [[(4, [0, 1, 2, 3], [0])]]
+    assert plan_context_parallel([64], 4, 64, comm=0) == plan_context_parallel([64], 4, 64)
+    # Heavy comm keeps it on one rank.
+    assert plan_context_parallel([64], 4, 64, comm=100.0) == [[(1, [0], [0])]]
+
+
+def test_model_cost_and_callables_are_costs():
+    cost = ModelCost(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=100,
+    )
+    lengths = [900, 40, 300, 12, 600]
+    plan = plan_context_parallel(lengths, 4, 512, cost=cost, comm=1e3)
+    oracle.check_plan(plan, lengths, 4, 512, [1, 2, 4])
+    seconds = plan_context_parallel(lengths, 4, 512, cost=lambda v: v * 1e-6, comm=lambda L, c: 1e-4)
+    oracle.check_plan(seconds, lengths, 4, 512, [1, 2, 4])
+
+
+def test_edge_cases():
+    assert plan_context_parallel([], 8, 10) == []
+    oracle.check_plan(plan_context_parallel([0, 0, 1], 2, 1), [0, 0, 1], 2, 1, [1, 2])
+    plan = plan_context_parallel([5, 5, 5], 1, 5)
+    assert sorted(i for step in plan for _, _, group in step for i in group) == [0, 1, 2]
+    assert all(c == 1 and len(g) == 1 for step in plan for c, _, g in step)
+    assert plan_context_parallel([36, 3], 4, 10, cp_sizes=[4]) == [[(4, [0, 1, 2, 3], [0, 1])]]
+    # Two groups of four ranks beat one group of both sequences on eight ranks.
+    assert plan_context_parallel([36, 3], 8, 10, cp_sizes=[4]) == [
+        [(4, [0, 1, 2, 3], [0]), (4, [4, 5, 6, 7], [1])]
+    ]
+
+
+def test_a_sequence_that_fits_no_degree_is_named():
+    with pytest.raises(ValueError, match=r"lengths\[2\] = 81 fits no allowed CP degree"):
+        plan_context_parallel([5, 80, 81], 8, 10)
+    with pytest.raises(ValueError, match=r"lengths\[1\] = 41 fits no allowed CP degree"):
+        plan_context_parallel([5, 41], 8, 10, cp_sizes=[1, 4])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"world_size": 0}, ValueError, "world_size must be >= 1, got 0"),
+        ({"world_size": "8"}, TypeError, "world_size must be an int, got '8'"),
+        ({"world_size": 2**25}, ValueError, "world_size must be <= 2"),
+        ({"max_tokens_per_rank": 0}, ValueError, "max_tokens_per_rank must be >= 1, got 0"),
+        ({"max_tokens_per_rank": 2.5}, TypeError, "max_tokens_per_rank must be an int"),
+        ({"cp_sizes": [3]}, ValueError, r"cp_sizes\[0\] must be a power of two .* got 3"),
+        ({"cp_sizes": [2, 16]}, ValueError, r"cp_sizes\[1\] must be a power of two .* got 16"),
+        ({"cp_sizes": []}, ValueError, "cp_sizes must name at least one"),
+        ({"cp_sizes": 4}, TypeError, "cp_sizes must be a sequence of ints, got 4"),
+        ({"comm": -1.0}, ValueError, "comm must be finite and >= 0, got -1.0"),
+        ({"comm": float("nan")}, ValueError, "comm must be finite and >= 0, got nan"),
+        ({"comm": "ring"}, TypeError, "comm must be None, a number .* got 'ring'"),
+        ({"comm": True}, TypeError, "comm must be None, a number"),
+        ({"comm": lambda L, c: -1.0}, ValueError, r"comm\(\d+, 2\) must be finite and >= 0"),
+        ({"comm": lambda L, c: "x"}, TypeError, r"comm\(\d+, 2\) must be a number, got 'x'"),
+        ({"cost": "bogus"}, ValueError, "cost must be 'tokens'"),
+        ({"cost": lambda v: -v}, ValueError, "cost"),
+        ({"lengths": [1, -2]}, ValueError, r"lengths\[1\] must be >= 0, got -2"),
+        ({"lengths": [1.5]}, TypeError, r"lengths\[0\] must be an integer"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, match):
+    arguments = {"lengths": [5, 12, 3], "world_size": 8, "max_tokens_per_rank": 10, **kwargs}
+    with pytest.raises(error, match=match):
+        plan_context_parallel(**arguments)
+
+
+def test_the_input_array_is_never_changed():
+    lengths = np.array([30, 5, 17, 2], dtype=np.int64)
+    seen = []
+
+    def cost(values):
+        seen.append(values)
+        values *= 2  # a careless cost that writes to what it is given
+        return values.astype(np.float64)
+
+    plan_context_parallel(lengths, 4, 16, cost=cost)
+    assert lengths.tolist() == [30, 5, 17, 2]
+    assert seen and seen[0] is not lengths
+
+
+def test_exported():
+    assert "plan_context_parallel" in seqbalance.__all__
+    assert seqbalance.plan_context_parallel is plan_context_parallel
