@@ -11,6 +11,8 @@
 //! * Idle ranks: while a step has free ranks, its slowest group is split in two (largest time
 //!   first into the lighter half) or widened to the next degree, whichever makes it faster, as
 //!   long as one does.
+//! * Wider floors: the same with every sequence at least at each wider degree, on a coarser
+//!   grid (one wide group balances a step by itself when communication is cheap).
 //! * Targets: from the slowest single sequence at its fastest degree up to the most a group
 //!   within the cap can take, on a geometric grid, then finer around the best. A target whose
 //!   steps already add up past the best plan so far stops early.
@@ -61,15 +63,18 @@ fn target_range(problem: &Problem) -> (f64, f64) {
     (lowest, highest.max(lowest))
 }
 
-/// The degree of every sequence for the target `tau`, sorted by time descending.
-fn items(problem: &Problem, tau: f64, interrupt: &Interrupt) -> Result<Vec<Item>> {
+/// The degree of every sequence for the target `tau` (at least the degree index `least` where the
+/// sequence fits there), sorted by time descending.
+fn items(problem: &Problem, tau: f64, least: usize, interrupt: &Interrupt) -> Result<Vec<Item>> {
     let n = problem.lengths.len();
     let mut items = alloc::with_capacity(n, "the planner's sequences")?;
     for i in 0..n {
         interrupt.every(i)?;
         let mut within: Option<(f64, usize)> = None;
         let mut fastest: Option<(f64, usize)> = None;
-        for j in 0..problem.k() {
+        let first =
+            (0..problem.k()).find(|&j| problem.fits(i, j)).unwrap_or(0).max(least.min(problem.k() - 1));
+        for j in first..problem.k() {
             if !problem.fits(i, j) {
                 continue;
             }
@@ -145,8 +150,14 @@ fn use_idle_ranks(problem: &Problem, groups: &mut Vec<Open>, mut free: u32) -> R
 }
 
 /// The plan for one target, or `None` once its steps add up to `limit` or more.
-fn plan_for(problem: &Problem, tau: f64, limit: f64, interrupt: &Interrupt) -> Result<Option<(Steps, f64)>> {
-    let mut pending = items(problem, tau, interrupt)?;
+fn plan_for(
+    problem: &Problem,
+    tau: f64,
+    least: usize,
+    limit: f64,
+    interrupt: &Interrupt,
+) -> Result<Option<(Steps, f64)>> {
+    let mut pending = items(problem, tau, least, interrupt)?;
     let mut waiting: Vec<Item> = alloc::with_capacity(pending.len(), "the planner's waiting sequences")?;
     let mut steps: Steps = Vec::new();
     let mut total = 0.0;
@@ -210,18 +221,19 @@ pub fn search(problem: &Problem, limit: f64, interrupt: &Interrupt) -> Result<Op
     let (lowest, highest) = target_range(problem);
     let mut best: Option<(Steps, f64)> = None;
     let mut bound = limit;
-    let try_target = |tau: f64, best: &mut Option<(Steps, f64)>, bound: &mut f64| -> Result<bool> {
-        if let Some((steps, time)) = plan_for(problem, tau, *bound, interrupt)? {
-            if time < *bound {
-                *bound = time;
-                *best = Some((steps, time));
-                return Ok(true);
+    let try_target =
+        |tau: f64, least: usize, best: &mut Option<(Steps, f64)>, bound: &mut f64| -> Result<bool> {
+            if let Some((steps, time)) = plan_for(problem, tau, least, *bound, interrupt)? {
+                if time < *bound {
+                    *bound = time;
+                    *best = Some((steps, time));
+                    return Ok(true);
+                }
             }
-        }
-        Ok(false)
-    };
+            Ok(false)
+        };
     if highest <= 0.0 {
-        try_target(0.0, &mut best, &mut bound)?;
+        try_target(0.0, 0, &mut best, &mut bound)?;
         return Ok(best.map(|(steps, _)| steps));
     }
     let lowest = if lowest > 0.0 { lowest } else { highest / (1u64 << 20) as f64 };
@@ -229,7 +241,7 @@ pub fn search(problem: &Problem, limit: f64, interrupt: &Interrupt) -> Result<Op
     let at = |position: f64| lowest * ratio.powf(position / GRID as f64);
     let mut best_position = 0.0;
     for k in 0..=GRID {
-        if try_target(at(k as f64), &mut best, &mut bound)? {
+        if try_target(at(k as f64), 0, &mut best, &mut bound)? {
             best_position = k as f64;
         }
     }
@@ -239,9 +251,16 @@ pub fn search(problem: &Problem, limit: f64, interrupt: &Interrupt) -> Result<Op
             let offset = f as f64 / (FINE / 2 + 1) as f64;
             for position in [centre - offset, centre + offset] {
                 if (0.0..=GRID as f64).contains(&position) {
-                    try_target(at(position), &mut best, &mut bound)?;
+                    try_target(at(position), 0, &mut best, &mut bound)?;
                 }
             }
+        }
+    }
+    // Every sequence at least at a wider degree: one wide group balances a step by itself, which
+    // beats mixed degrees when communication is cheap (few ranks, fast links).
+    for least in 1..problem.k() {
+        for k in (0..=GRID).step_by(GRID / 4) {
+            try_target(at(k as f64), least, &mut best, &mut bound)?;
         }
     }
     Ok(best.map(|(steps, _)| steps))
