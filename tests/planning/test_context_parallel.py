@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import seqbalance
-from seqbalance import ModelCost, plan_context_parallel
+from seqbalance import ModelCost, cp_rank_plans, cp_sample_id_groups, plan_context_parallel
 from seqbalance import _native
 from seqbalance.planning.context_parallel import comm_costs, cp_degrees
 
@@ -203,3 +203,64 @@ def test_the_input_array_is_never_changed():
 def test_exported():
     assert "plan_context_parallel" in seqbalance.__all__
     assert seqbalance.plan_context_parallel is plan_context_parallel
+
+
+def megatron_partner_cp_size(sample_id_groups, step, sample_id):
+    """How Megatron-LM's dynamic-CP path reads a sample's CP size from the schedule: the number
+    of DP×CP ranks whose list holds it (the stand-in of its receiving side)."""
+    return len([True for ids in sample_id_groups[step] if sample_id in ids])
+
+
+@given(problems(), st.booleans())
+def test_the_megatron_layout_carries_the_plan(problem, widen_idle):
+    lengths, world_size, cap, cost, comm, cp_sizes = problem
+    plan = plan_context_parallel(lengths, world_size, cap, cost=cost, comm=comm, cp_sizes=cp_sizes)
+    try:
+        layout = cp_sample_id_groups(plan, world_size, widen_idle=widen_idle)
+    except ValueError as error:
+        # Only idle ranks no group can double into (world sizes that are not powers of two).
+        assert widen_idle and world_size & (world_size - 1) and "idle" in str(error)
+        return
+    assert len(layout) == len(plan)
+    seen = []
+    for position, (ranks, step) in enumerate(zip(layout, plan, strict=True)):
+        assert len(ranks) == world_size
+        if widen_idle:
+            assert all(ranks)
+        by_sample = {}
+        for rank, ids in enumerate(ranks):
+            for sample_id in ids:
+                by_sample.setdefault(sample_id, []).append(rank)
+        for sample_id, holders in by_sample.items():
+            size = megatron_partner_cp_size(layout, position, sample_id)
+            # One aligned block of consecutive ranks, of a power-of-two size dividing world_size.
+            assert holders == list(range(holders[0], holders[0] + size))
+            assert holders[0] % size == 0 and world_size % size == 0
+            assert -(-lengths[sample_id] // size) <= cap
+            planned = next(c for c, _, ids in step if sample_id in ids)
+            assert size == planned or (widen_idle and size >= planned)
+        for rank_ids in ranks:
+            share = 0
+            for sample_id in rank_ids:
+                share += -(-lengths[sample_id] // megatron_partner_cp_size(layout, position, sample_id))
+            assert share <= cap
+        seen.extend(by_sample)
+    assert sorted(seen) == list(range(len(lengths)))
+    per_rank = cp_rank_plans(plan, world_size)
+    for rank in range(world_size):
+        for position, held in enumerate(per_rank[rank]):
+            if held is None:
+                assert all(rank not in ranks for _, ranks, _ in plan[position])
+                continue
+            cp_size, cp_rank, ids = held
+            group = next(g for g in plan[position] if rank in g[1])
+            assert (cp_size, group[1][cp_rank], ids) == (group[0], rank, group[2])
+
+
+def test_the_layouts_refuse_what_they_cannot_carry():
+    with pytest.raises(ValueError, match=r"step 0 leaves 4 of 12 ranks idle"):
+        cp_sample_id_groups([[(8, list(range(8)), [0])]], 12, widen_idle=True)
+    with pytest.raises(ValueError, match=r"rank 8, outside range\(world_size=8\)"):
+        cp_sample_id_groups([[(2, [8, 9], [0])]], 8)
+    with pytest.raises(ValueError, match="world_size must be >= 1, got 0"):
+        cp_rank_plans([], 0)

@@ -8,7 +8,7 @@ plan_micro_batches``); import from there.
 
 from __future__ import annotations
 
-from .context_parallel import plan_context_parallel
+from .context_parallel import cp_rank_plans, cp_sample_id_groups, plan_context_parallel
 from .costs import TransformerCost, calculate_workload
 from .dp_plan import plan_dp_micro_batches
 from .groups import group_balanced_partitions
@@ -26,6 +26,8 @@ __all__ = [
     "TransformerCost",
     "balance_report",
     "calculate_workload",
+    "cp_rank_plans",
+    "cp_sample_id_groups",
     "group_balanced_partitions",
     "log_seqlen_unbalance",
     "min_num_micro_batches_for",

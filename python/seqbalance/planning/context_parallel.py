@@ -19,7 +19,15 @@ from .. import _native
 from .._inputs import _describe, as_int64_array, check_count, check_k_partitions
 from .costs import sample_costs
 
-__all__ = ["CommCost", "CpPlan", "comm_costs", "cp_degrees", "plan_context_parallel"]
+__all__ = [
+    "CommCost",
+    "CpPlan",
+    "comm_costs",
+    "cp_degrees",
+    "cp_rank_plans",
+    "cp_sample_id_groups",
+    "plan_context_parallel",
+]
 
 #: ``comm=``: ``None`` (no communication), a coefficient ``κ`` (``κ · L · (c - 1) / c``), or a
 #: callable ``(L, c) -> cost`` in the cost's own units.
@@ -158,7 +166,7 @@ def plan_context_parallel(
 
     Example:
         >>> plan_context_parallel([100, 30, 20, 10], 4, 64, comm=0.1)
-        [[(4, [0, 1, 2, 3], [0])], [(2, [0, 1], [1]), (1, [2], [2]), (1, [3], [3])]]
+        [[(4, [0, 1, 2, 3], [0])], [(2, [0, 1], [1]), (2, [2, 3], [2, 3])]]
     """
     values = as_int64_array(lengths, "lengths")
     world = check_count(world_size, "world_size")
@@ -186,3 +194,97 @@ def plan_context_parallel(
         cap,
     )
     return steps
+
+
+def _laid_out(step: list[tuple[int, list[int], list[int]]]) -> list[tuple[int, list[int], list[int]]]:
+    """The step's groups widest first, each on the next block of consecutive ranks."""
+    laid, rank = [], 0
+    for cp_size, _, indexes in sorted(step, key=lambda group: -group[0]):
+        laid.append((cp_size, list(range(rank, rank + cp_size)), list(indexes)))
+        rank += cp_size
+    return laid
+
+
+def _widened(step: list[tuple[int, list[int], list[int]]], world_size: int, position: int) -> list:
+    """``step`` with its idle ranks given to its narrowest groups (each doubled in turn, as
+    Megatron-LM's scheduler fills empty ranks), laid out again."""
+    groups = [[cp_size, indexes] for cp_size, _, indexes in step]
+    idle = world_size - sum(cp_size for cp_size, _ in groups)
+    while idle > 0:
+        narrowest = min(groups, key=lambda group: group[0])
+        wider = 2 * narrowest[0]
+        if narrowest[0] > idle or world_size % wider:
+            raise ValueError(
+                f"step {position} leaves {idle} of {world_size} ranks idle and its narrowest "
+                f"group (cp_size {narrowest[0]}) cannot double into them; plan with cp_sizes "
+                "whose sizes tile world_size"
+            )
+        narrowest[0] = wider
+        idle -= wider // 2
+    return _laid_out([(cp_size, [], indexes) for cp_size, indexes in groups])
+
+
+def cp_sample_id_groups(
+    plan: CpPlan, world_size: int, *, widen_idle: bool = False
+) -> list[list[list[int]]]:
+    """A plan in Megatron-LM's dynamic-CP layout: per step, per DP×CP rank, the sample indexes it
+    holds.
+
+    This is what Megatron-LM's packing schedulers return from ``get_groups_and_subsamples``
+    (``sample_id_groups[micro_batch][dp_cp_rank]``): a sequence split over a group appears in the
+    list of each of its ranks, and a rank's ``local_cp_size`` is the number of ranks whose list
+    holds its samples. Groups take consecutive ranks, widest first, so each is a block aligned
+    to its size (how dynamic CP process groups are laid out). A rank the plan leaves idle gets an
+    empty list; with ``widen_idle=True`` the step's narrowest groups double into the idle ranks
+    instead (fewer tokens per rank, more communication), since some trainers need every rank to
+    hold a sample.
+
+    Raises:
+        ValueError: a group whose ranks leave ``range(world_size)``, or idle ranks that no group
+            can double into (``widen_idle=True``).
+
+    Example:
+        >>> plan = [[(2, [0, 1], [0]), (1, [2], [1, 2])]]
+        >>> cp_sample_id_groups(plan, 4)
+        [[[0], [0], [1, 2], []]]
+        >>> cp_sample_id_groups(plan, 4, widen_idle=True)
+        [[[0], [0], [1, 2], [1, 2]]]
+    """
+    world = check_count(world_size, "world_size")
+    layout = []
+    for position, step in enumerate(plan):
+        groups = _widened(step, world, position) if widen_idle else step
+        ranks: list[list[int]] = [[] for _ in range(world)]
+        for cp_size, members, indexes in groups:
+            for rank in members:
+                if not 0 <= rank < world:
+                    raise ValueError(
+                        f"step {position} puts a group of cp_size {cp_size} on rank {rank}, "
+                        f"outside range(world_size={world})"
+                    )
+                ranks[rank] = list(indexes)
+        layout.append(ranks)
+    return layout
+
+
+def cp_rank_plans(plan: CpPlan, world_size: int) -> list[list[tuple[int, int, list[int]] | None]]:
+    """A plan split per rank: for each rank, for each step, ``(local_cp_size, cp_rank, indexes)``
+    (its group's size, its position in the group, the samples it holds a share of), or ``None``
+    when the rank is idle in that step. This is what a driver sends each worker when it, not the
+    workers, schedules (NeMo-RL's Ray driver): every worker resolves its CP group from the size
+    and its block of ranks.
+
+    Example:
+        >>> cp_rank_plans([[(2, [0, 1], [0]), (1, [2], [1, 2])]], 3)
+        [[(2, 0, [0])], [(2, 1, [0])], [(1, 0, [1, 2])]]
+    """
+    world = check_count(world_size, "world_size")
+    per_rank: list[list[tuple[int, int, list[int]] | None]] = [[] for _ in range(world)]
+    for step in plan:
+        held: list[tuple[int, int, list[int]] | None] = [None] * world
+        for cp_size, members, indexes in step:
+            for cp_rank, rank in enumerate(members):
+                held[rank] = (cp_size, cp_rank, list(indexes))
+        for rank in range(world):
+            per_rank[rank].append(held[rank])
+    return per_rank
