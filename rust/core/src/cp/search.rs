@@ -164,14 +164,27 @@ fn plan_for(
     let mut tick = 0usize;
     // Per degree, the step's groups of that degree (positions in `groups`).
     let mut of_degree: Vec<Vec<usize>> = vec![Vec::new(); problem.k()];
+    // Per degree, the least load and the fewest tokens among the step's groups: a sequence
+    // that fits neither with waits without a scan of the groups (most do, once a step is full).
+    let mut least_load = vec![f64::INFINITY; problem.k()];
+    let mut least_tokens = vec![u64::MAX; problem.k()];
     while !pending.is_empty() {
         let mut free = problem.world_size;
         let mut groups: Vec<Open> = Vec::new();
         of_degree.iter_mut().for_each(Vec::clear);
+        least_load.iter_mut().for_each(|v| *v = f64::INFINITY);
+        least_tokens.iter_mut().for_each(|v| *v = u64::MAX);
         for item in pending.drain(..) {
             tick += 1;
             interrupt.every(tick)?;
             let (j, c) = (item.degree, problem.degrees[item.degree]);
+            if free < c
+                && (least_load[j] + item.height > tau
+                    || least_tokens[j].saturating_add(item.share) > problem.cap)
+            {
+                waiting.push(item);
+                continue;
+            }
             let mut best: Option<usize> = None;
             for &g in &of_degree[j] {
                 let group = &groups[g];
@@ -191,11 +204,15 @@ fn plan_for(
                     Open { degree: j, tokens: item.share, load: item.height, members },
                     "a step's groups",
                 )?;
+                least_load[j] = least_load[j].min(item.height);
+                least_tokens[j] = least_tokens[j].min(item.share);
             } else if let Some(b) = best {
                 let group = &mut groups[b];
                 group.load += item.height;
                 group.tokens += item.share;
                 alloc::push(&mut group.members, item.index, "a group's indexes")?;
+                least_load[j] = of_degree[j].iter().map(|&g| groups[g].load).fold(f64::INFINITY, f64::min);
+                least_tokens[j] = of_degree[j].iter().map(|&g| groups[g].tokens).min().unwrap_or(u64::MAX);
             } else {
                 waiting.push(item);
             }
