@@ -36,6 +36,7 @@ from seqbalance.planning.context_parallel import comm_costs, cp_degrees
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.planning import cp_oracle as oracle  # noqa: E402
+
 from workloads import best_of  # noqa: E402
 
 #: Seconds per token of the linear part, and per squared token of attention.
@@ -77,7 +78,13 @@ def native_greedy(lengths, weights, table, degrees, world_size, cap):
     best = None
     for reading in oracle.READINGS:
         steps, time, _ = _native._plan_context_parallel(
-            lengths, weights, table.reshape(-1), np.asarray(degrees, np.int64), world_size, cap, reading
+            lengths,
+            weights,
+            table.reshape(-1),
+            np.asarray(degrees, np.int64),
+            world_size,
+            cap,
+            reading,
         )
         if best is None or time < best[1]:
             best = (steps, time)
@@ -144,7 +151,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    print(f"build: {_native.build_profile()}; plan time / lower bound, mean of {args.seeds} batches")
+    print(
+        f"build: {_native.build_profile()}; plan time / lower bound, mean of {args.seeds} batches"
+    )
     for link, bandwidth in LINKS.items():
         print(f"\n{link}: kappa = {kappa(bandwidth):.3g} s/token\n")
         print(
@@ -155,7 +164,9 @@ def main() -> None:
         gains = []
         for world_size, cap, n in FAMILIES:
             runs = [
-                compare(batch(world_size, cap, n, seed), world_size, cap, kappa(bandwidth), args.rounds)
+                compare(
+                    batch(world_size, cap, n, seed), world_size, cap, kappa(bandwidth), args.rounds
+                )
                 for seed in range(args.seeds)
             ]
 
@@ -175,7 +186,9 @@ def main() -> None:
         print(f"\nmean seqbalance / greedy over the families: {np.mean(gains):.3f}")
     world_size, cap, n = FAMILIES[2]
     print(f"\nAs communication grows ({world_size} ranks, cap {cap // 1024}k, n {n}, seed 0):\n")
-    print("| kappa (x InfiniBand) | seqbalance / bound | greedy / bound | mean degree (sb / greedy) | steps (sb / greedy) |")
+    print(
+        "| kappa (x InfiniBand) | seqbalance / bound | greedy / bound | mean degree (sb / greedy) | steps (sb / greedy) |"
+    )
     print("|---|---|---|---|---|")
     lengths = batch(world_size, cap, n, 0)
     for factor in (0, 0.25, 1, 4, 16):

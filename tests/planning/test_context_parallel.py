@@ -8,8 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import seqbalance
-from seqbalance import ModelCost, cp_rank_plans, cp_sample_id_groups, plan_context_parallel
-from seqbalance import _native
+from seqbalance import ModelCost, _native, cp_rank_plans, cp_sample_id_groups, plan_context_parallel
 from seqbalance.planning.context_parallel import comm_costs, cp_degrees
 
 from . import cp_oracle as oracle
@@ -72,7 +71,12 @@ def test_every_answer_keeps_every_constraint_and_beats_the_greedy(problem):
         bound = oracle.lower_bound(lengths, weights, comm_of, world_size, cap, degrees)
         assert time >= bound * (1 - 1e-12)
     again = plan_context_parallel(
-        np.asarray(lengths, dtype=np.int64), world_size, cap, cost=cost, comm=comm, cp_sizes=cp_sizes
+        np.asarray(lengths, dtype=np.int64),
+        world_size,
+        cap,
+        cost=cost,
+        comm=comm,
+        cp_sizes=cp_sizes,
     )
     assert again == plan
 
@@ -132,7 +136,9 @@ def test_model_cost_and_callables_are_costs():
     lengths = [900, 40, 300, 12, 600]
     plan = plan_context_parallel(lengths, 4, 512, cost=cost, comm=1e3)
     oracle.check_plan(plan, lengths, 4, 512, [1, 2, 4])
-    seconds = plan_context_parallel(lengths, 4, 512, cost=lambda v: v * 1e-6, comm=lambda L, c: 1e-4)
+    seconds = plan_context_parallel(
+        lengths, 4, 512, cost=lambda v: v * 1e-6, comm=lambda L, c: 1e-4
+    )
     oracle.check_plan(seconds, lengths, 4, 512, [1, 2, 4])
 
 
@@ -242,7 +248,9 @@ def test_the_megatron_layout_carries_the_plan(problem, widen_idle):
         for rank_ids in ranks:
             share = 0
             for sample_id in rank_ids:
-                share += -(-lengths[sample_id] // megatron_partner_cp_size(layout, position, sample_id))
+                share += -(
+                    -lengths[sample_id] // megatron_partner_cp_size(layout, position, sample_id)
+                )
             assert share <= cap
         seen.extend(by_sample)
     assert sorted(seen) == list(range(len(lengths)))

@@ -16,6 +16,7 @@ from seqbalance import (
     karmarkar_karp,
     pack_sequences,
     partition_ids,
+    plan_context_parallel,
     plan_dp_micro_batches,
     plan_micro_batches,
 )
@@ -35,6 +36,10 @@ def accepted() -> None:
     ranks, batches, count = plan_dp_micro_batches([3, 4, 5, 6], 2, 8, as_ids=True)
     packs: npt.NDArray[np.int64] = pack_sequences([3, 4, 5], 8, as_ids=True)
     assert micro_batches and plan and ranks.size and batches.size and count and packs.size
+    steps: list[list[tuple[int, list[int], list[int]]]] = plan_context_parallel(
+        np.array([9, 40]), 4, 16, cost=lambda v: v * 1.5, comm=lambda L, c: 0.1 * L, cp_sizes=[1, 4]
+    )
+    assert steps
 
 
 def refused() -> None:
@@ -46,3 +51,4 @@ def refused() -> None:
     assert ids is not None
     lists: list[list[int]] = pack_sequences([3, 4], 8, as_ids=True)  # type: ignore[assignment]
     assert lists is not None
+    plan_context_parallel([3, 4], 8, 16, comm="ring")  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _native
-from .._inputs import _describe, as_int64_array, check_count, check_k_partitions
+from .._inputs import Lengths, _describe, as_int64_array, check_count, check_k_partitions
 from .costs import sample_costs
 
 __all__ = [
@@ -33,8 +33,11 @@ __all__ = [
 #: callable ``(L, c) -> cost`` in the cost's own units.
 CommCost = float | Callable[[int, int], float] | None
 
-#: Steps in order; a step is a list of groups ``(cp_size, ranks, indexes)``.
-CpPlan = list[list[tuple[int, list[int], list[int]]]]
+#: One step: a list of groups ``(cp_size, ranks, indexes)``.
+CpStep = list[tuple[int, list[int], list[int]]]
+
+#: Steps in order.
+CpPlan = list[CpStep]
 
 
 def cp_degrees(world_size: int, cp_sizes: Any = None) -> list[int]:
@@ -106,7 +109,9 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
             )
             table[:, j] = values[inverse.reshape(-1)]
         return table
-    if isinstance(comm, (bool, np.bool_)) or not isinstance(comm, (int, float, np.integer, np.floating)):
+    if isinstance(comm, (bool, np.bool_)) or not isinstance(
+        comm, (int, float, np.integer, np.floating)
+    ):
         raise TypeError(
             f"comm must be None, a number (cost per token) or a callable (L, c) -> cost, "
             f"got {_describe(comm)}"
@@ -121,7 +126,7 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
 
 
 def plan_context_parallel(
-    lengths: Any,
+    lengths: Lengths,
     world_size: int,
     max_tokens_per_rank: int,
     *,
@@ -196,32 +201,35 @@ def plan_context_parallel(
     return steps
 
 
-def _laid_out(step: list[tuple[int, list[int], list[int]]]) -> list[tuple[int, list[int], list[int]]]:
+def _laid_out(step: CpStep) -> CpStep:
     """The step's groups widest first, each on the next block of consecutive ranks."""
-    laid, rank = [], 0
+    laid: CpStep = []
+    rank = 0
     for cp_size, _, indexes in sorted(step, key=lambda group: -group[0]):
         laid.append((cp_size, list(range(rank, rank + cp_size)), list(indexes)))
         rank += cp_size
     return laid
 
 
-def _widened(step: list[tuple[int, list[int], list[int]]], world_size: int, position: int) -> list:
+def _widened(step: CpStep, world_size: int, position: int) -> CpStep:
     """``step`` with its idle ranks given to its narrowest groups (each doubled in turn, as
     Megatron-LM's scheduler fills empty ranks), laid out again."""
-    groups = [[cp_size, indexes] for cp_size, _, indexes in step]
-    idle = world_size - sum(cp_size for cp_size, _ in groups)
+    sizes = [cp_size for cp_size, _, _ in step]
+    idle = world_size - sum(sizes)
     while idle > 0:
-        narrowest = min(groups, key=lambda group: group[0])
-        wider = 2 * narrowest[0]
-        if narrowest[0] > idle or world_size % wider:
+        narrowest = sizes.index(min(sizes))
+        size = sizes[narrowest]
+        if size > idle or world_size % (2 * size):
             raise ValueError(
                 f"step {position} leaves {idle} of {world_size} ranks idle and its narrowest "
-                f"group (cp_size {narrowest[0]}) cannot double into them; plan with cp_sizes "
+                f"group (cp_size {size}) cannot double into them; plan with cp_sizes "
                 "whose sizes tile world_size"
             )
-        narrowest[0] = wider
-        idle -= wider // 2
-    return _laid_out([(cp_size, [], indexes) for cp_size, indexes in groups])
+        sizes[narrowest] = 2 * size
+        idle -= size
+    return _laid_out(
+        [(size, [], indexes) for size, (_, _, indexes) in zip(sizes, step, strict=True)]
+    )
 
 
 def cp_sample_id_groups(
