@@ -24,7 +24,12 @@ def ring(length: int, degree: int) -> float:
     return 0.2 * length * (degree - 1) / degree + 1.5
 
 
-COSTS = ("tokens", quadratic)
+def scrambled(lengths: np.ndarray) -> np.ndarray:
+    """A cost that does not grow with the length."""
+    return (lengths * 7919 % 97).astype(np.float64)
+
+
+COSTS = ("tokens", quadratic, scrambled)
 COMMS = (None, 0, 0.0, 0.5, 2, ring)
 
 
