@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seqbalance
@@ -117,9 +117,30 @@ def test_the_search_beats_the_greedy_on_a_long_tail():
     lengths = np.clip(rng.lognormal(np.log(cap / 6), 1.2, 300).astype(np.int64), 1, 16 * cap)
     plan = plan_context_parallel(lengths, world_size, cap, cost=quadratic, comm=0.3)
     weights, comm_of, degrees = model(lengths, world_size, quadratic, 0.3, None)
+    oracle.check_plan(plan, lengths.tolist(), world_size, cap, degrees)
     time = oracle.plan_time(plan, weights, comm_of)
     _, _, floor = oracle.best_greedy(lengths.tolist(), weights, comm_of, world_size, cap, degrees)
     assert time < floor
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([8, 16, 32]),
+    st.sampled_from([512, 4096]),
+    st.sampled_from([0.0, 0.05, 0.5]),
+)
+def test_long_tails_keep_every_constraint_where_the_search_plans(seed, world_size, cap, kappa):
+    # Batches like the benchmark's, where the search (not the greedy) usually makes the plan.
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(
+        rng.lognormal(np.log(cap / 6), 1.2, 200).astype(np.int64), 1, world_size * cap
+    )
+    plan = plan_context_parallel(lengths, world_size, cap, cost=quadratic, comm=kappa)
+    weights, comm_of, degrees = model(lengths, world_size, quadratic, kappa, None)
+    oracle.check_plan(plan, lengths.tolist(), world_size, cap, degrees)
+    _, _, floor = oracle.best_greedy(lengths.tolist(), weights, comm_of, world_size, cap, degrees)
+    assert oracle.plan_time(plan, weights, comm_of) <= floor
 
 
 def test_without_communication_the_cost_alone_decides():
