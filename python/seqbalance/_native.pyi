@@ -18,6 +18,7 @@ __all__ = [
     "_order_micro_batches",
     "_own_count",
     "_pack",
+    "_plan_context_parallel",
     "_plan_ranks",
     "_purge_delay",
     "_refine",
@@ -62,6 +63,15 @@ def _set_partition_error(cls: type[ValueError]) -> None: ...
 def build_profile() -> str: ...
 def _input_reads() -> int: ...
 def _purge_delay() -> int: ...
+def _plan_context_parallel(
+    lengths: npt.NDArray[np.int64],
+    costs: npt.NDArray[np.float64],
+    comm: npt.NDArray[np.float64],
+    degrees: npt.NDArray[np.int64],
+    world_size: int,
+    cap: int,
+    method: str = "best",
+) -> tuple[list[list[tuple[int, list[int], list[int]]]], float, str]: ...
 @overload
 def _pack(
     lengths: npt.NDArray[np.int64],

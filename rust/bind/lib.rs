@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyString};
 
 mod convert;
+mod cp;
 mod dlpack;
 mod errors;
 mod packing;
@@ -245,6 +246,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     dlpack::register(m)?;
     m.add_function(wrap_pyfunction!(_internal_error_check, m)?)?;
+    cp::register(m)?;
     packing::register(m)?;
     planner::register(m)?;
     refine::register(m)?;

@@ -17,6 +17,7 @@ from seqbalance import (
     karmarkar_karp,
     pack_sequences,
     partition_ids,
+    plan_context_parallel,
     plan_dp_micro_batches,
     plan_micro_batches,
     profile,
@@ -42,6 +43,10 @@ def accepted() -> None:
     timed: list[list[int]] = plan_micro_batches([3, 4, 5], 8, cost=cost)
     profiled: TimeCost = profile(lambda lengths: None, max_length=64, timer=lambda: 0.0)
     assert coefficients and timed and profiled.update([3, 4], 0.5) is profiled
+    steps: list[list[tuple[int, list[int], list[int]]]] = plan_context_parallel(
+        np.array([9, 40]), 4, 16, cost=lambda v: v * 1.5, comm=lambda L, c: 0.1 * L, cp_sizes=[1, 4]
+    )
+    assert steps
 
 
 def refused() -> None:
@@ -53,3 +58,4 @@ def refused() -> None:
     assert ids is not None
     lists: list[list[int]] = pack_sequences([3, 4], 8, as_ids=True)  # type: ignore[assignment]
     assert lists is not None
+    plan_context_parallel([3, 4], 8, 16, comm="ring")  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """The planning toolkit: what a sample costs, how uneven a split is, groups kept whole,
-micro-batches under a token cap, one plan for all data-parallel ranks, and packing (offline
-and over a stream).
+micro-batches under a token cap, one plan for all data-parallel ranks, packing (offline
+and over a stream), and context parallelism planned per sequence.
 
 Everything here is re-exported from the package top level (``from seqbalance import
 plan_micro_batches``); import from there.
@@ -8,6 +8,7 @@ plan_micro_batches``); import from there.
 
 from __future__ import annotations
 
+from .context_parallel import cp_rank_plans, cp_sample_id_groups, plan_context_parallel
 from .costs import TransformerCost, calculate_workload
 from .dp_plan import plan_dp_micro_batches
 from .groups import group_balanced_partitions
@@ -28,10 +29,13 @@ __all__ = [
     "TransformerCost",
     "balance_report",
     "calculate_workload",
+    "cp_rank_plans",
+    "cp_sample_id_groups",
     "group_balanced_partitions",
     "log_seqlen_unbalance",
     "min_num_micro_batches_for",
     "pack_sequences",
+    "plan_context_parallel",
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",

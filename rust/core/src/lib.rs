@@ -9,6 +9,7 @@
 //! * [`float`]: both partitioners on `f64`/`f32` weights, in the reference's float arithmetic.
 //! * [`refine`]: pairwise item swaps and moves that never make the heaviest set heavier.
 //! * [`planner`]: micro-batches under a token cap (count search, fit test, balanced split).
+//! * [`cp`]: context parallelism planned per sequence (degrees, groups, steps) in a time model.
 //! * [`packing`]: bin packing under a capacity (next fit, first fit, first/best fit decreasing).
 //! * [`sort`]: the seeding sort shared by the partitioners.
 //! * [`stream`]: the streaming packer (bounded open packs, best fit as items arrive).
@@ -27,6 +28,7 @@
 //! assert!(partition.parts().all(|p| p.len() == 3));
 //! ```
 pub mod alloc;
+pub mod cp;
 pub mod error;
 pub mod exact;
 pub mod float;

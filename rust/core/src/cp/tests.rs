@@ -1,0 +1,159 @@
+use super::*;
+use proptest::prelude::*;
+
+/// A problem's owned arrays: costs `a·L + b·L²`, comm `κ·L·(c − 1)/c`.
+#[derive(Debug)]
+struct Owned {
+    lengths: Vec<u64>,
+    costs: Vec<f64>,
+    comm: Vec<f64>,
+    degrees: Vec<u32>,
+    world_size: u32,
+    cap: u64,
+}
+
+impl Owned {
+    fn new(lengths: Vec<u64>, world_size: u32, cap: u64, quadratic: f64, kappa: f64) -> Owned {
+        let degrees: Vec<u32> = (0..32).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect();
+        let costs = lengths.iter().map(|&l| l as f64 + quadratic * (l as f64).powi(2)).collect();
+        let comm = lengths
+            .iter()
+            .flat_map(|&l| degrees.iter().map(move |&c| kappa * l as f64 * (c - 1) as f64 / c as f64))
+            .collect();
+        Owned { lengths, costs, comm, degrees, world_size, cap }
+    }
+
+    fn problem(&self) -> Problem<'_> {
+        Problem {
+            lengths: &self.lengths,
+            costs: &self.costs,
+            comm: &self.comm,
+            degrees: &self.degrees,
+            world_size: self.world_size,
+            cap: self.cap,
+        }
+    }
+}
+
+/// Every constraint of the spec on `steps`.
+fn check_steps(problem: &Problem, steps: &Steps) {
+    let mut seen = vec![0u32; problem.lengths.len()];
+    for step in steps {
+        assert!(!step.is_empty());
+        let ranks: u32 = step.iter().map(|g| problem.degrees[g.degree]).sum();
+        assert!(ranks <= problem.world_size, "{ranks} ranks in a step of {}", problem.world_size);
+        for group in step {
+            assert!(!group.members.is_empty());
+            let tokens: u64 = group.members.iter().map(|&i| problem.share(i as usize, group.degree)).sum();
+            assert!(tokens <= problem.cap);
+            for &i in &group.members {
+                seen[i as usize] += 1;
+            }
+        }
+    }
+    assert!(seen.iter().all(|&count| count == 1));
+}
+
+fn arb_problem() -> impl Strategy<Value = Owned> {
+    (prop::sample::select(vec![1u32, 2, 4, 6, 8, 12, 16]), 1u64..200, 0usize..60, 0.0f64..0.05, 0.0f64..2.0)
+        .prop_flat_map(|(world_size, cap, n, quadratic, kappa)| {
+            let largest = world_size as u64 * cap;
+            (prop::collection::vec(0u64..=largest, n), Just((world_size, cap, quadratic, kappa)))
+        })
+        .prop_map(|(lengths, (world_size, cap, quadratic, kappa))| {
+            let mut owned = Owned::new(lengths, world_size, cap, quadratic, kappa);
+            // Only the degrees that fit the largest power of two dividing world_size are allowed:
+            // clamp lengths to what the largest allowed degree holds.
+            let top = *owned.degrees.last().unwrap() as u64;
+            owned.lengths.iter_mut().for_each(|l| *l = (*l).min(top * cap));
+            Owned::new(owned.lengths, world_size, cap, quadratic, kappa)
+        })
+}
+
+proptest! {
+    #[test]
+    fn every_plan_keeps_every_constraint_and_beats_the_floor(owned in arb_problem()) {
+        let problem = owned.problem();
+        let best = plan(&problem, Method::Best, &Interrupt::NEVER).unwrap();
+        check_steps(&problem, &best.steps);
+        prop_assert_eq!(best.time, plan_time(&problem, &best.steps));
+        let bound = lower_bound(&problem).unwrap();
+        prop_assert!(best.time >= bound * (1.0 - 1e-9), "{} below the bound {}", best.time, bound);
+        for reading in READINGS {
+            let greedy_plan = plan(&problem, Method::Greedy(reading), &Interrupt::NEVER).unwrap();
+            check_steps(&problem, &greedy_plan.steps);
+            prop_assert!(best.time <= greedy_plan.time);
+        }
+        let again = plan(&problem, Method::Best, &Interrupt::NEVER).unwrap();
+        prop_assert_eq!(again.steps, best.steps);
+    }
+}
+
+#[test]
+fn a_sequence_that_fits_no_degree_is_named() {
+    let owned = Owned::new(vec![3, 50, 4], 4, 10, 0.0, 0.0);
+    let error = plan(&owned.problem(), Method::Best, &Interrupt::NEVER).unwrap_err();
+    assert_eq!(error, CpError::Unfit { index: 1, length: 50 });
+    assert!(error.to_string().contains("lengths[1] = 50"));
+}
+
+#[test]
+fn bad_arrays_are_refused() {
+    let mut owned = Owned::new(vec![3, 5], 4, 10, 0.0, 0.0);
+    owned.degrees = vec![1, 3];
+    assert!(matches!(plan(&owned.problem(), Method::Best, &Interrupt::NEVER), Err(CpError::Invalid(_))));
+    let mut owned = Owned::new(vec![3, 5], 4, 10, 0.0, 0.0);
+    owned.costs[1] = f64::NAN;
+    assert!(matches!(plan(&owned.problem(), Method::Best, &Interrupt::NEVER), Err(CpError::Invalid(_))));
+}
+
+#[test]
+fn the_greedy_opens_joins_and_closes_as_the_spec_reads() {
+    // cap 10, 4 ranks: 30 needs 4 ranks (share 8), 12 needs 2, 9, 8 and 3 fit one rank.
+    let owned = Owned::new(vec![12, 30, 9, 8, 3], 4, 10, 0.0, 0.0);
+    let problem = owned.problem();
+    let names = |steps: &Steps| -> Vec<Vec<(u32, Vec<u32>)>> {
+        steps
+            .iter()
+            .map(|s| s.iter().map(|g| (problem.degrees[g.degree], g.members.clone())).collect())
+            .collect()
+    };
+    let closes = greedy(&problem, READINGS[0], &Interrupt::NEVER).unwrap();
+    // 30 opens a group of 4; 12 cannot join (no group of 2) and closes step 1.
+    assert_eq!(
+        names(&closes),
+        vec![vec![(4, vec![1])], vec![(2, vec![0]), (1, vec![2]), (1, vec![3])], vec![(1, vec![4])]]
+    );
+    let waits = greedy(&problem, READINGS[2], &Interrupt::NEVER).unwrap();
+    assert_eq!(
+        names(&waits),
+        vec![vec![(4, vec![1])], vec![(2, vec![0]), (1, vec![2]), (1, vec![3])], vec![(1, vec![4])]]
+    );
+    // 3 could join neither 9 (12 > 10) nor 8 (11 > 10): a third step.
+    let widens = greedy(&problem, READINGS[3], &Interrupt::NEVER).unwrap();
+    assert_eq!(names(&widens)[2], vec![(4, vec![4])]);
+}
+
+#[test]
+fn an_interrupt_stops_the_plan() {
+    let owned = Owned::new((0..20_000).map(|i| i % 37 + 1).collect(), 8, 64, 0.0, 0.1);
+    let stop = || true;
+    let error = plan(&owned.problem(), Method::Best, &Interrupt::new(&stop)).unwrap_err();
+    assert_eq!(error, CpError::Core(CoreError::Interrupted));
+}
+
+#[test]
+fn layout_gives_aligned_rank_blocks() {
+    let owned = Owned::new(vec![1, 2, 15, 3, 40, 7], 8, 10, 0.0, 0.5);
+    let problem = owned.problem();
+    let best = plan(&problem, Method::Best, &Interrupt::NEVER).unwrap();
+    let laid = layout(&problem, &best.steps).unwrap();
+    let mut start = 0;
+    for &[_, c, rank, end] in &laid.groups {
+        assert_eq!(rank % c, 0);
+        assert!(rank + c <= 8);
+        assert!(end as usize > start);
+        start = end as usize;
+    }
+    assert_eq!(start, 6);
+}

@@ -1,0 +1,92 @@
+"""plan_context_parallel fails like a library inside a training job (docs/reliability.md): Ctrl-C
+stops a long plan promptly, too little memory is a MemoryError and the next call works. Each in a
+child process, since what it rules out (a hang, an abort) would take the runner down with it."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+
+import pytest
+
+from tests import helpers
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux features"
+)
+
+PRELUDE = textwrap.dedent(
+    """
+    import resource, signal, time
+    import numpy as np
+    import seqbalance
+    from seqbalance import _native
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def address_space():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmSize")
+    """
+)
+
+
+@pytest.mark.parametrize("delay", [0.3, 2.0])
+def test_ctrl_c_stops_a_long_plan_promptly(delay):
+    # 200,000 sequences over 8 ranks: hundreds of steps, each trial of the search a pass over
+    # every waiting sequence per step (tens of seconds in all).
+    latency, _, rest = helpers.interrupt_child(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            rng = np.random.default_rng(0)
+            lengths = np.clip(rng.lognormal(8.5, 1.2, 200_000).astype(np.int64), 16, 8 * 32768)
+            print("started", flush=True)
+            try:
+                seqbalance.plan_context_parallel(lengths, 8, 32768, comm=0.05)
+                print("finished", flush=True)
+            except KeyboardInterrupt:
+                print("interrupted", time.monotonic(), flush=True)
+            print(seqbalance.plan_context_parallel([40, 3], 4, 10, cp_sizes=[4]), flush=True)
+            """
+        ),
+        delay=delay,
+        timeout=120,
+    )
+    # The promise is ~100 ms; the bound leaves room for a machine shared several times over.
+    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    assert rest == ["[[(4, [0, 1, 2, 3], [0])], [(4, [0, 1, 2, 3], [1])]]"]
+
+
+def test_too_little_memory_is_a_memory_error_and_the_next_call_works():
+    child = helpers.run_child(
+        """
+        n = 40_000_000
+        lengths = np.full(n, 7, dtype=np.int64)
+        costs = np.ones(n)
+        comm = np.zeros(n)
+        _native._plan_context_parallel(np.array([3]), np.ones(1), np.zeros(1), np.array([1]), 1, 8)
+        limit = address_space() + 200 * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+        try:
+            _native._plan_context_parallel(lengths, costs, comm, np.array([1]), 1, 8)
+        except MemoryError as error:
+            print("MemoryError:", error)
+        else:
+            print("no error")
+        del lengths, costs, comm
+        print(seqbalance.plan_context_parallel([5, 9], 2, 8))
+        """,
+        prelude=PRELUDE,
+    )
+    assert child.returncode == 0, child.stderr
+    first, second = child.stdout.splitlines()
+    assert re.match(
+        r"MemoryError: seqbalance ran out of memory: could not allocate \d+ bytes", first
+    )
+    assert second == "[[(2, [0, 1], [1])], [(2, [0, 1], [0])]]"
+    assert "PanicException" not in child.stderr
