@@ -293,14 +293,21 @@ pub fn check_values<F: Float>(values: &[F]) -> Result<(), CoreError> {
 /// so is every difference of two such sums. Integral weights such as lengths passed as floats
 /// take this path.
 fn exact_image<F: Float>(values: &[F]) -> Result<Option<Vec<u64>>, CoreError> {
-    let lowest = values
-        .iter()
-        .filter_map(|&v| {
-            let (mantissa, exponent) = decompose(v.to_f64());
-            (mantissa != 0).then(|| exponent + mantissa.trailing_zeros() as i32)
-        })
-        .min()
-        .unwrap_or(0);
+    // The lowest set bit of any value and the highest mantissa exponent: once a mantissa would
+    // shift up by more than 10 bits there is no image (see the shifts below), whatever the other
+    // values, so real-valued costs stop here after a few values instead of a pass over all.
+    let (mut lowest, mut highest) = (i32::MAX, i32::MIN);
+    for &value in values {
+        let (mantissa, exponent) = decompose(value.to_f64());
+        if mantissa != 0 {
+            lowest = lowest.min(exponent + mantissa.trailing_zeros() as i32);
+            highest = highest.max(exponent);
+            if highest - lowest > 10 {
+                return Ok(None);
+            }
+        }
+    }
+    let lowest = if lowest == i32::MAX { 0 } else { lowest };
     let mut image = alloc::with_capacity(values.len(), "the weights' integer image")?;
     let limit = 1u64 << F::MANTISSA_BITS;
     let mut total = 0u64;
@@ -438,11 +445,15 @@ pub fn sort_bits<F: Float>(values: &[F], interrupt: &Interrupt) -> Result<Sorted
         }
         std::mem::swap(&mut keys, &mut scratch);
     }
-    drop(scratch);
     let index_mask = (1u64 << index_bits) - 1;
+    // The sorted patterns go into the buffer the last pass read from (empty when fewer than two
+    // passes moved): memory already touched, instead of fresh pages to fault in.
+    let mut sorted_values = scratch;
+    sorted_values.clear();
+    alloc::reserve(&mut sorted_values, n, "sorted values")?;
     let mut sorted = SortedItems {
         index: alloc::collect(keys.iter().map(|&key| (key & index_mask) as u32), "sorted order")?,
-        values: alloc::with_capacity(n, "sorted values")?,
+        values: sorted_values,
     };
     if dropped == 0 {
         // The keys hold the whole patterns: no reads of the values in a random order.
@@ -780,6 +791,9 @@ mod tests {
         assert_eq!(exact_image(&[16_777_214.0f32, 1.0]).unwrap(), Some(vec![16_777_214, 1]));
         assert_eq!(exact_image(&[0.1f64, 0.2]).unwrap(), None);
         assert_eq!(exact_image(&[1e300f64, 1.0]).unwrap(), None);
+        // Stopped by the first two values: the third would only be read by a full pass.
+        assert_eq!(exact_image(&[1e300f64, 1.0, 0.5]).unwrap(), None);
+        assert_eq!(exact_image(&[1.0f64, 1e300, 0.0]).unwrap(), None);
     }
 
     #[test]
