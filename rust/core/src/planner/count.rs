@@ -80,8 +80,11 @@ impl<C: PlanCost> Problem<'_, C> {
         interrupt: &Interrupt,
     ) -> Result<Option<Vec<u32>>> {
         let mut part = alloc::with_capacity(ordered.order.len(), "the split")?;
-        let mut filled: Vec<u64> = alloc::zeroed(count, "the micro-batch fills")?;
-        let mut load: Vec<C> = alloc::filled(count, C::default(), "the micro-batch costs")?;
+        // Each part's (tokens, cost) side by side: the part an item goes to is read and written
+        // at a random place of a table as large as the parts, one cache miss instead of two
+        // (`min_num_micro_batches_for` on 2*10^6 uniform lengths, cap 65,536, 5*10^5 parts:
+        // 1.82 s against 1.91-2.01 s).
+        let mut fill: Vec<(u64, C)> = alloc::filled(count, (0, C::default()), "the micro-batch fills")?;
         let open_shift = part_bits + 1; // the non-empty flag sits just above the part
         let nonempty = 1u64 << part_bits;
         // The first `count` items go to the empty parts 0, 1, 2, ... in turn (an empty part is
@@ -89,8 +92,7 @@ impl<C: PlanCost> Problem<'_, C> {
         let first = count.min(ordered.tokens.len());
         for p in 0..first {
             interrupt.every(p)?;
-            filled[p] = ordered.tokens[p];
-            load[p] = ordered.costs[p];
+            fill[p] = (ordered.tokens[p], ordered.costs[p]);
             part.push(p as u32);
         }
         // The heap in sorted order, which is heap order: the empty parts (keys below any other),
@@ -102,10 +104,11 @@ impl<C: PlanCost> Problem<'_, C> {
         let mut p = first;
         while p > 0 {
             let run_end = p;
-            while p > 0 && load[p - 1] == load[run_end - 1] {
+            while p > 0 && fill[p - 1].1 == fill[run_end - 1].1 {
                 p -= 1;
             }
-            open_keys.extend((p..run_end).map(|q| K::pack(load[q].bits(), nonempty | q as u64, open_shift)));
+            open_keys
+                .extend((p..run_end).map(|q| K::pack(fill[q].1.bits(), nonempty | q as u64, open_shift)));
         }
         let mut open = MinHeap { keys: open_keys };
         let mut full = MinHeap::<K> { keys: alloc::with_capacity(count, "the micro-batch heap")? };
@@ -127,7 +130,7 @@ impl<C: PlanCost> Problem<'_, C> {
                 full.pop();
                 // A part that could not take an item holds tokens, so it is not empty.
                 let p = key.part(part_bits);
-                open.push(K::pack(load[p as usize].bits(), nonempty | p as u64, open_shift));
+                open.push(K::pack(fill[p as usize].1.bits(), nonempty | p as u64, open_shift));
             }
             // The cheapest part with room takes the item; its key is replaced in place.
             loop {
@@ -135,17 +138,18 @@ impl<C: PlanCost> Problem<'_, C> {
                     return Ok(None);
                 };
                 let p = key.part(part_bits) as usize;
-                if filled[p] <= room {
-                    filled[p] += tokens;
-                    load[p] = load[p].plus(cost);
+                let (filled, load) = &mut fill[p];
+                if *filled <= room {
+                    *filled += tokens;
+                    *load = load.plus(cost);
                     part.push(p as u32);
-                    open.replace_top(K::pack(load[p].bits(), nonempty | p as u64, open_shift));
+                    open.replace_top(K::pack(load.bits(), nonempty | p as u64, open_shift));
                     break;
                 }
                 moves += 1;
                 interrupt.every(moves)?;
                 open.pop();
-                full.push(K::pack(filled[p], p as u64, part_bits));
+                full.push(K::pack(fill[p].0, p as u64, part_bits));
             }
         }
         Ok(Some(part))
