@@ -90,9 +90,10 @@ impl<C: PlanCost> Problem<'_, C> {
         // The first `count` items go to the empty parts 0, 1, 2, ... in turn (an empty part is
         // the cheapest, the lowest number first, and has room for any item), without the heap.
         let first = count.min(ordered.tokens.len());
-        for p in 0..first {
+        let opening = ordered.tokens.iter().zip(&ordered.costs);
+        for (p, (slot, (&tokens, &cost))) in fill.iter_mut().zip(opening).enumerate() {
             interrupt.every(p)?;
-            fill[p] = (ordered.tokens[p], ordered.costs[p]);
+            *slot = (tokens, cost);
             part.push(p as u32);
         }
         // The heap in sorted order, which is heap order: the empty parts (keys below any other),
