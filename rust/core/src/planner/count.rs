@@ -60,15 +60,26 @@ impl<C: PlanCost> Problem<'_, C> {
         count: usize,
         interrupt: &Interrupt,
     ) -> Result<Option<Vec<u32>>> {
+        self.split_in(ordered, count, &mut SplitBuffers::default(), interrupt)
+    }
+
+    /// [`Problem::split`] in `buffers`, which a count search keeps from split to split.
+    pub(super) fn split_in(
+        &self,
+        ordered: &Ordered<C>,
+        count: usize,
+        buffers: &mut SplitBuffers<C>,
+        interrupt: &Interrupt,
+    ) -> Result<Option<Vec<u32>>> {
         // Keys are (cost so far, non-empty, part) and (fill, part), packed into one integer:
         // u64 when the largest possible cost and the cap leave room for the part's bits.
         let part_bits = usize::BITS - count.saturating_sub(1).leading_zeros();
         let most = C::key_bound(self.costs);
         let fits = |value: Option<u64>, shift: u32| value.is_some_and(|v| v.leading_zeros() >= shift);
         if fits(most, part_bits + 1) && fits(Some(self.cap), part_bits) {
-            self.split_with::<u64>(ordered, count, part_bits, interrupt)
+            self.split_with::<u64>(ordered, count, part_bits, buffers, interrupt)
         } else {
-            self.split_with::<u128>(ordered, count, 32, interrupt)
+            self.split_with::<u128>(ordered, count, 32, buffers, interrupt)
         }
     }
 
@@ -77,14 +88,16 @@ impl<C: PlanCost> Problem<'_, C> {
         ordered: &Ordered<C>,
         count: usize,
         part_bits: u32,
+        buffers: &mut SplitBuffers<C>,
         interrupt: &Interrupt,
     ) -> Result<Option<Vec<u32>>> {
-        let mut part = alloc::with_capacity(ordered.order.len(), "the split")?;
+        let mut part = reuse(&mut buffers.part, ordered.order.len(), "the split")?;
         // Each part's (tokens, cost) side by side: the part an item goes to is read and written
         // at a random place of a table as large as the parts, one cache miss instead of two
         // (`min_num_micro_batches_for` on 2*10^6 uniform lengths, cap 65,536, 5*10^5 parts:
         // 1.82 s against 1.91-2.01 s).
-        let mut fill: Vec<(u64, C)> = alloc::filled(count, (0, C::default()), "the micro-batch fills")?;
+        let mut fill = reuse(&mut buffers.fill, count, "the micro-batch fills")?;
+        fill.resize(count, (0, C::default()));
         let open_shift = part_bits + 1; // the non-empty flag sits just above the part
         let nonempty = 1u64 << part_bits;
         // The first `count` items go to the empty parts 0, 1, 2, ... in turn (an empty part is
@@ -100,7 +113,8 @@ impl<C: PlanCost> Problem<'_, C> {
         // then the others by cost ascending, which is the reverse of their numbers except that
         // equal costs keep their numbers ascending. A part is in one heap at a time, so neither
         // ever holds more than `count` keys (no reallocation in the loop).
-        let mut open_keys = alloc::with_capacity(count, "the micro-batch heap")?;
+        let keys = K::buffers(buffers);
+        let mut open_keys = reuse(&mut keys.run, count, "the micro-batch heap")?;
         open_keys.extend((first..count).map(|p| K::pack(0, p as u64, 0)));
         let mut p = first;
         while p > 0 {
@@ -114,9 +128,15 @@ impl<C: PlanCost> Problem<'_, C> {
         let mut open = RunHeap {
             run: open_keys,
             next: 0,
-            heap: MinHeap { keys: alloc::with_capacity(count, "the micro-batch heap")? },
+            heap: MinHeap { keys: reuse(&mut keys.heap, count, "the micro-batch heap")? },
         };
-        let mut full = MinHeap::<K> { keys: alloc::with_capacity(count, "the micro-batch heap")? };
+        let mut full = MinHeap::<K> { keys: reuse(&mut keys.full, count, "the micro-batch heap")? };
+        // Every buffer goes back for the next split, the split itself only when it failed.
+        let give_back = |buffers: &mut SplitBuffers<C>, fill, open: RunHeap<K>, full: MinHeap<K>| {
+            buffers.fill = fill;
+            let keys = K::buffers(buffers);
+            (keys.run, keys.heap, keys.full) = (open.run, open.heap.keys, full.keys);
+        };
         // Tokens and costs in the greedy's order: read sequentially (gathered through the order
         // they missed the cache on most items, 70% of the loop's time outside the heap).
         let rest = ordered.tokens.iter().zip(&ordered.costs).enumerate().skip(first);
@@ -140,6 +160,8 @@ impl<C: PlanCost> Problem<'_, C> {
             // The cheapest part with room takes the item; its key is replaced in place.
             loop {
                 let Some(key) = open.peek() else {
+                    give_back(buffers, fill, open, full);
+                    buffers.part = part;
                     return Ok(None);
                 };
                 let p = key.part(part_bits) as usize;
@@ -157,6 +179,7 @@ impl<C: PlanCost> Problem<'_, C> {
                 full.push(K::pack(fill[p].0, p as u64, part_bits));
             }
         }
+        give_back(buffers, fill, open, full);
         Ok(Some(part))
     }
 
@@ -195,14 +218,15 @@ impl<C: PlanCost> Problem<'_, C> {
         }
         let start = round_up(lower_bound_sorted(&sizes, self.cap, interrupt)?, m);
         drop(sizes);
-        if let Some(part) = self.split(ordered, start, interrupt)? {
+        let buffers = &mut SplitBuffers::default();
+        if let Some(part) = self.split_in(ordered, start, buffers, interrupt)? {
             return Ok((start, part));
         }
         let ceiling = round_up(n, m);
         let (mut failed, mut step) = (start, m);
         let (mut count, mut part) = loop {
             let count = (failed + step).min(ceiling);
-            if let Some(part) = self.split(ordered, count, interrupt)? {
+            if let Some(part) = self.split_in(ordered, count, buffers, interrupt)? {
                 break (count, part);
             }
             failed = count;
@@ -210,7 +234,7 @@ impl<C: PlanCost> Problem<'_, C> {
         };
         while count - failed > m {
             let middle = failed + (count - failed) / m / 2 * m;
-            match self.split(ordered, middle, interrupt)? {
+            match self.split_in(ordered, middle, buffers, interrupt)? {
                 Some(middle_part) => (count, part) = (middle, middle_part),
                 None => failed = middle,
             }
@@ -429,8 +453,59 @@ impl<C> Ordered<C> {
     }
 }
 
+/// The buffers of [`Problem::split`], kept by a count search from one split to the next.
+///
+/// Why: a split of 10^6 items allocates some 40 MB (its answer, the parts' fills, three key
+/// arrays), and the allocator hands such blocks back to the kernel between splits, which then
+/// faulted in and zeroed every page again: 18% of `min_num_micro_batches_for`'s samples at
+/// 2*10^6 items (perf, `clear_page_erms`). A split that fits keeps its answer; the rest return.
+pub(super) struct SplitBuffers<C> {
+    part: Vec<u32>,
+    fill: Vec<(u64, C)>,
+    narrow: KeyBuffers<u64>,
+    wide: KeyBuffers<u128>,
+}
+
+impl<C> Default for SplitBuffers<C> {
+    fn default() -> Self {
+        SplitBuffers {
+            part: Vec::new(),
+            fill: Vec::new(),
+            narrow: KeyBuffers::default(),
+            wide: KeyBuffers::default(),
+        }
+    }
+}
+
+/// The key arrays of a split: the opening run, the open heap, the full heap.
+pub(super) struct KeyBuffers<K> {
+    run: Vec<K>,
+    heap: Vec<K>,
+    full: Vec<K>,
+}
+
+impl<K> Default for KeyBuffers<K> {
+    fn default() -> Self {
+        KeyBuffers { run: Vec::new(), heap: Vec::new(), full: Vec::new() }
+    }
+}
+
+/// `buffer`, taken and emptied, with room for `len` items: a new one of exactly that room when
+/// it is too small (a `MemoryError`, never an abort), the old one freed first.
+fn reuse<T>(buffer: &mut Vec<T>, len: usize, what: &'static str) -> Result<Vec<T>> {
+    let mut vec = std::mem::take(buffer);
+    if vec.capacity() < len {
+        drop(vec);
+        return alloc::with_capacity(len, what);
+    }
+    vec.clear();
+    Ok(vec)
+}
+
 /// A heap key: `high << shift | low`, compared as one integer.
 pub(super) trait Key: Copy + Ord {
+    /// This key type's arrays in `buffers`.
+    fn buffers<C>(buffers: &mut SplitBuffers<C>) -> &mut KeyBuffers<Self>;
     fn pack(high: u64, low: u64, shift: u32) -> Self;
     fn high(self, shift: u32) -> u64;
     /// The part number in the lowest `bits` bits.
@@ -438,6 +513,9 @@ pub(super) trait Key: Copy + Ord {
 }
 
 impl Key for u64 {
+    fn buffers<C>(buffers: &mut SplitBuffers<C>) -> &mut KeyBuffers<Self> {
+        &mut buffers.narrow
+    }
     fn pack(high: u64, low: u64, shift: u32) -> Self {
         high << shift | low
     }
@@ -450,6 +528,9 @@ impl Key for u64 {
 }
 
 impl Key for u128 {
+    fn buffers<C>(buffers: &mut SplitBuffers<C>) -> &mut KeyBuffers<Self> {
+        &mut buffers.wide
+    }
     fn pack(high: u64, low: u64, shift: u32) -> Self {
         (high as u128) << shift | low as u128
     }
