@@ -76,9 +76,12 @@ impl<C: PlanCost> Problem<'_, C> {
         let part_bits = usize::BITS - count.saturating_sub(1).leading_zeros();
         let most = C::key_bound(self.costs);
         let fits = |value: Option<u64>, shift: u32| value.is_some_and(|v| v.leading_zeros() >= shift);
+        // (A search whose counts cross from one key width to the other frees the other's arrays.)
         if fits(most, part_bits + 1) && fits(Some(self.cap), part_bits) {
+            buffers.wide = KeyBuffers::default();
             self.split_with::<u64>(ordered, count, part_bits, buffers, interrupt)
         } else {
+            buffers.narrow = KeyBuffers::default();
             self.split_with::<u128>(ordered, count, 32, buffers, interrupt)
         }
     }
