@@ -5,7 +5,9 @@ Run: PYTHONPATH=python python3 benches/bench_one_call.py (on a release build: ``
 
 * ``karmarkar_karp`` on 64 items, k = 8, equal sizes: microseconds per call (best of several
   rounds of many calls) and the ratio of the pure-Python reference's time to it, timed in the
-  same run.
+  same run; beside it the floor of such a call: a PyO3 call that does nothing
+  (``_native.build_profile``), the native entry point without the Python wrapper, and building
+  the answer's 8 lists of 8 ints in Python from tuples.
 * The refine path at n = 2^20, k = 64, equal sizes, on an int64 array:
   ``get_seqlen_balanced_partitions(..., refine=True)`` and ``partition_ids(..., refine=True)``,
   each as a ratio to ``numpy.sort`` of the same array (best of a few rounds), and the extra peak
@@ -72,6 +74,25 @@ def small_call(rounds: int = 7, number: int = 2000) -> dict:
     return {"native_us": native_us, "reference_us": reference_us, "ratio": reference_us / native_us}
 
 
+def small_call_floor(rounds: int = 7, number: int = 2000) -> dict:
+    """What the small call costs besides its algorithm, in microseconds per call."""
+    import seqbalance
+    from seqbalance import _native
+
+    values = np.random.default_rng(0).integers(1, 4096, size=64).tolist()
+    rows = [tuple(range(8 * p, 8 * p + 8)) for p in range(8)]
+
+    def per_call(function) -> float:
+        return min(timeit.repeat(function, number=number, repeat=rounds)) / number * 1e6
+
+    return {
+        "no_op_pyo3_us": per_call(_native.build_profile),
+        "eight_lists_us": per_call(lambda: [list(row) for row in rows]),
+        "native_entry_us": per_call(lambda: _native.karmarkar_karp(values, 8, True)),
+        "public_us": per_call(lambda: seqbalance.karmarkar_karp(values, 8, True)),
+    }
+
+
 def refine_path(n: int, k: int, rounds: int = 5) -> dict:
     """The refine path's time as a ratio to ``numpy.sort`` of the same array."""
     import seqbalance
@@ -109,6 +130,8 @@ def peak(function: str, n: int, k: int) -> dict:
 def test_tiny_case_reports_figures():
     figures = small_call(rounds=1, number=40)
     assert figures["native_us"] > 0 and figures["ratio"] > 0
+    floor = small_call_floor(rounds=1, number=40)
+    assert 0 < floor["no_op_pyo3_us"] < floor["native_entry_us"]
     timing = refine_path(1 << 12, 8, rounds=1)
     assert timing["lists_x_sort"] > 0 and timing["ids_x_sort"] > 0
     for function in ("partition_ids", "get_seqlen_balanced_partitions"):
@@ -125,6 +148,12 @@ def main() -> None:
     print(
         f"karmarkar_karp n=64 k=8 equal: {small['native_us']:.2f} us, "
         f"reference {small['reference_us']:.1f} us, reference/native {small['ratio']:.1f}x"
+    )
+    floor = small_call_floor()
+    print(
+        f"  floor: a no-op PyO3 call {floor['no_op_pyo3_us']:.3f} us, the native entry "
+        f"{floor['native_entry_us']:.2f} us, the public function {floor['public_us']:.2f} us, "
+        f"8 lists of 8 ints built in Python {floor['eight_lists_us']:.2f} us"
     )
     timing = refine_path(n, k)
     print(

@@ -11,7 +11,9 @@ Run the ratios on a release build: ``python benches/bench_planners.py [--cpu-tim
 (best of the rounds each, one process; ``--cpu-time`` times process CPU, steadier on a shared
 machine). The last row is the native planner against its pure-Python oracle
 (``tests/planning/plan_oracle.py``, the rules the native core implements) at a size the oracle
-finishes in (``--reference-n``). pytest-benchmark: ``pytest benches/bench_planners.py
+finishes in (``--reference-n``). ``--huge N`` instead times ``min_num_micro_batches_for`` on N
+uniform lengths in [1, 32768) with cap 65,536 (issue 30: 4*10^7 of them took 75 s) against
+numpy.sort of them, one call each. pytest-benchmark: ``pytest benches/bench_planners.py
 --benchmark-enable``. With benchmarks disabled (the default in the test suite) each case runs
 once and checks its plan.
 """
@@ -171,10 +173,28 @@ def report(repeat: int = 5, cpu_time: bool = False, reference_n: int = 2**13) ->
     )
 
 
+def huge(n: int, cpu_time: bool) -> None:
+    """``min_num_micro_batches_for`` on ``n`` uniform lengths, cap 65,536, against numpy.sort."""
+    clock = time.process_time if cpu_time else time.perf_counter
+    lengths = np.random.default_rng(0).integers(1, 32_768, size=n, dtype=np.int64)
+    sort = _best(lambda: np.sort(lengths), 3, clock)
+    start = clock()
+    count = seqbalance.min_num_micro_batches_for(lengths, 65_536)
+    seconds = clock() - start
+    print(
+        f"min_num_micro_batches_for, n = {n:,}, cap 65,536: {count:,} micro-batches, "
+        f"{seconds:.1f} s, {seconds / sort:.1f}x numpy.sort ({sort:.2f} s)"
+    )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cpu-time", action="store_true", help="time process CPU, not wall")
     parser.add_argument("--reference-n", type=int, default=2**13)
+    parser.add_argument("--huge", type=float, default=0, help="min_num_micro_batches_for on N")
     args = parser.parse_args()
-    report(args.rounds, args.cpu_time, args.reference_n)
+    if args.huge:
+        huge(int(args.huge), args.cpu_time)
+    else:
+        report(args.rounds, args.cpu_time, args.reference_n)
