@@ -114,6 +114,12 @@ def test_headers_and_counts_read_as_words_not_python(files, monkeypatch):
     plan = run("plan", "six.txt", "--max-token-len", "100", "--refine")
     assert "every rank runs 1 micro-batch of at most 100 tokens" in plan.stdout
     assert ", refine=yes" in plan.stdout
+    # plan's header names the count rule and the uid groups as partition's does.
+    grouped = run(
+        "plan", "groups.jsonl", "--field", "len", "--uid-field", "uid", "--nearly-equal",
+        "--dp", "2", "--max-token-len", "100",
+    )  # fmt: skip
+    assert "cost=tokens, equal_size=nearly, uid_field=uid, order=bubble" in grouped.stdout
     for result in (partition, plan):
         assert not re.search(r"\bTrue\b|\bFalse\b|'nearly'", result.stdout), result.stdout
 

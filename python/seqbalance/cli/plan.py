@@ -22,7 +22,15 @@ from ..partition import partition_ids
 from ..planning.costs import sample_costs
 from ..planning.dp_plan import plan_dp_micro_batches
 from ..planning.micro_batches import min_num_micro_batches_for, plan_micro_batches
-from ._common import _equal_size, _format_seconds, format_wall, progress, read_input, waited_seconds
+from ._common import (
+    _equal_size,
+    _format_seconds,
+    format_wall,
+    progress,
+    read_input,
+    shown,
+    waited_seconds,
+)
 from .calibrate import time_by_plan, time_lines
 from .readers import InputError
 
@@ -225,9 +233,13 @@ def _print_summary(
     keyed: bool,
 ) -> None:
     cap = args.max_token_len
+    # As partition's header: the count rule when one is set, and the groups the plan keeps whole.
+    equal_size = _equal_size(args)
+    counts = f", equal_size={shown(equal_size)}" if equal_size is not False else ""
+    grouping = f"uid_field={args.uid_field}" if args.uid_field else f"group_size={args.group_size}"
     print(
-        f"{source}\n{function}: ranks={len(rows)}, max_token_len={cap:,}, cost={args.cost}, "
-        f"group_size={args.group_size}, order={args.order or 'bubble'}"
+        f"{source}\n{function}: ranks={len(rows)}, max_token_len={cap:,}, cost={args.cost}"
+        f"{counts}, {grouping}, order={args.order or 'bubble'}"
         f"{', refine=yes' if args.refine else ''}{_limits_text(args)}\n"
     )
     print(
