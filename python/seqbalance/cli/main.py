@@ -1,4 +1,5 @@
-"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan`` and ``bench``.
+"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan``, ``calibrate`` and
+``bench``.
 
 Run with no arguments, it partitions the built-in synthetic RL batch and times the same call on
 the pure-Python reference, so a new user sees the main job, and what it buys, in one command.
