@@ -132,6 +132,8 @@ def test_the_predicted_time_reads_in_units_not_exponents(files, monkeypatch):
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("predicted time")]
     assert re.search(r"max [\d.]+ (µs|ms|s), mean [\d.]+ (µs|ms|s), max/mean", line), line
     assert not re.search(r"\de[-+]\d", line), line
+    # The spread counts nanoseconds, named once (the header names the file).
+    assert re.search(r"\(spread [\d,]+ -> [\d,]+ ns\)$", result.stdout, flags=re.M), result.stdout
 
 
 def _documented_keys() -> dict[str, set[str]]:

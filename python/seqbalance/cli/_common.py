@@ -130,6 +130,7 @@ class ModelFlops:
     def __init__(self, model: ModelCost, file: str) -> None:
         self.model = model
         self.name = f"FLOPs ({Path(file).name})"
+        self.unit = "FLOPs"
 
     def __call__(self, lengths: np.ndarray) -> np.ndarray:
         flops = self.model.flops(lengths)

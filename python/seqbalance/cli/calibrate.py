@@ -279,6 +279,7 @@ class TimeCostNanoseconds:
         self.time_cost = cost
         self.file = file
         self.name = f"predicted ns ({Path(file).name})"
+        self.unit = "ns"
 
     def __call__(self, lengths: np.ndarray) -> np.ndarray:
         seconds = self.time_cost(lengths)

@@ -138,8 +138,8 @@ def _refine_gain(refined: tuple[float, float] | None, imbalance: float) -> str |
 
 
 def _unit(unit: str, count: int) -> str:
-    """``tokens`` after a count, ``token`` after 1."""
-    return unit[:-1] if count == 1 and unit.endswith("s") else unit
+    """``tokens`` after a count, ``token`` after 1 (``FLOPs`` and ``ns`` stay as they are)."""
+    return unit[:-1] if count == 1 and unit == "tokens" else unit
 
 
 def _run_partition(args: argparse.Namespace) -> int:
@@ -245,7 +245,8 @@ def _run_partition(args: argparse.Namespace) -> int:
         if lengths.dtype.kind == "f"
         else "tokens"
         if args.cost == "tokens"
-        else str(args.cost)
+        # A model's FLOPs, a time cost's ns: the unit alone (the header names the file).
+        else getattr(args.cost, "unit", str(args.cost))
     )
     print(report)
     print()
