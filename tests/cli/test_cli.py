@@ -72,7 +72,7 @@ def test_partition_text_output(lengths_file: Path):
     result = run("partition", str(lengths_file), "-k", "2", "--equal-size")
     assert result.returncode == 0, result.stderr
     assert "naive split 1.4000 -> balanced 1.0000" in result.stdout
-    assert "equal_size=True" in result.stdout
+    assert "equal_size=yes" in result.stdout
 
 
 def test_partition_reads_npy_and_jsonl_and_stdin(tmp_path: Path):

@@ -247,7 +247,7 @@ def test_a_directory_or_a_foreign_file_is_one_line(tmp_path, capsys, saved):
     cases = [
         (["calibrate", str(tmp_path)], "is a directory"),
         (["partition", "--time-cost", str(tmp_path)], "is a directory"),
-        (["partition", "--time-cost", str(foreign)], "not a saved TimeCost"),
+        (["partition", "--time-cost", str(foreign)], 'not a saved time cost (its "kind" is'),
         (["partition", "--time-cost", str(listed)], "expected a JSON object"),
         (["partition", "--time-cost", str(binary)], "not a UTF-8"),
         (["partition", "--time-cost", saved, "--model-config", saved], "only one of"),

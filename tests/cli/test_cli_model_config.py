@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -96,4 +97,6 @@ def test_flops_above_int64_are_refused_not_rounded(capsys, tmp_path):
 def test_the_text_report_names_the_cost(capsys, config_file):
     assert main(["partition", "--model-config", config_file, "-k", "4"]) == 0
     out = capsys.readouterr().out
-    assert "cost=FLOPs (config.json)" in out and "FLOPs (config.json))" in out
+    assert "cost=FLOPs (config.json)" in out
+    # The spread's unit is the unit alone: the header names the file.
+    assert re.search(r"\(spread [\d,]+ -> [\d,]+ FLOPs\)$", out, flags=re.M), out

@@ -232,3 +232,15 @@ def test_readme_links_to_docs_pages_that_exist_and_are_in_the_site():
         assert link.removeprefix("docs/") in nav, link
     for page in DOCS:
         assert f": {page.name}" in nav, f"{page.name} is not in mkdocs.yml's nav"
+
+
+def test_every_page_of_the_site_is_linked_from_the_readme_and_the_home_page():
+    # A page added to mkdocs.yml's nav (Balance by measured time, Context parallelism) is also
+    # where a reader of the README or of the site's first page looks for it.
+    nav = re.findall(r"^\s+- [^:]+: (\w[\w-]*\.md)$", (ROOT / "mkdocs.yml").read_text(), flags=re.M)
+    assert "time-cost.md" in nav and "context-parallel.md" in nav, nav
+    readme = set(re.findall(r"\]\(docs/([\w-]+\.md)(?:#[^)]*)?\)", README.read_text()))
+    home = set(re.findall(r"\]\(([\w-]+\.md)(?:#[^)]*)?\)", (ROOT / "docs/index.md").read_text()))
+    assert set(nav) - {"index.md"} <= readme, set(nav) - readme
+    for page in ("time-cost.md", "context-parallel.md", "model-costs.md", "cli.md"):
+        assert page in home, page

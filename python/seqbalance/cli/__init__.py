@@ -1,8 +1,10 @@
-"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan`` and ``bench``.
+"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan``, ``calibrate`` and
+``bench``.
 
 ``main`` is the entry point of the ``seqbalance`` console script and of ``python -m seqbalance``.
 The modules: ``main`` (the parser, its shared flags and the failure policy), ``partition``,
-``plan`` (micro-batches under a token cap, also behind ``partition --max-token-len``), ``bench``,
+``plan`` (micro-batches under a token cap, also behind ``partition --max-token-len``),
+``calibrate`` (fit a time cost; ``--time-cost`` on ``partition`` and ``plan``), ``bench``,
 ``readers`` (streamed input files) and ``_messages`` (library messages in the shell's words).
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,8 +32,30 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped at spaces only: a flag named in a help text (``--model-config``)
+    is never cut at its hyphen onto two lines."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (argparse prints the whole usage first)."""
+    """argparse, but a usage error is one line (argparse prints the whole usage first), and
+    help is wrapped at spaces only (`_HelpFormatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
@@ -67,6 +90,30 @@ def _format_seconds(seconds: float) -> str:
     return f"{seconds:.2f} s"
 
 
+def format_wall(seconds: float) -> str:
+    """The wait of a ``time:`` line, always in seconds (``0.32 s``): the process's start is known
+    to the clock tick (10 ms), so finer digits (``320.0 ms``) would only be noise.
+
+    Example:
+        >>> format_wall(0.3204)
+        '0.32 s'
+    """
+    return f"{seconds:.2f} s"
+
+
+def shown(value: object) -> str:
+    """An option's value as a header line shows it: ``yes``/``no`` for a switch, never Python's
+    ``True``/``False`` or a quoted ``'nearly'``.
+
+    Example:
+        >>> shown(False), shown("nearly"), shown(8)
+        ('no', 'nearly', '8')
+    """
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
 def _equal_size(args: argparse.Namespace) -> EqualSize:
     """``equal_size`` from ``--equal-size`` / ``--nearly-equal`` (argparse keeps them apart)."""
     return "nearly" if args.nearly_equal else args.equal_size
@@ -83,6 +130,7 @@ class ModelFlops:
     def __init__(self, model: ModelCost, file: str) -> None:
         self.model = model
         self.name = f"FLOPs ({Path(file).name})"
+        self.unit = "FLOPs"
 
     def __call__(self, lengths: np.ndarray) -> np.ndarray:
         flops = self.model.flops(lengths)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,9 +20,17 @@ import numpy as np
 from .._inputs import MAX_VALUE
 from ..planning.model_cost import ModelCost
 from ..planning.time_cost import TimeCost
-from ._common import _Parser
+from ._common import _format_seconds, _Parser
+from ._messages import config_words
 from ._paths import InputError, check_is_file
-from .readers import MAX_LINE_BYTES, _decode, _json_record, _read_text_input, read_model_config
+from .readers import (
+    MAX_LINE_BYTES,
+    _decode,
+    _json_record,
+    _read_text_input,
+    line_of_item,
+    read_model_config,
+)
 
 __all__ = [
     "TimeCostNanoseconds",
@@ -43,7 +52,7 @@ def add_calibrate_parser(commands: Any) -> None:
     calibrate: _Parser = commands.add_parser(
         "calibrate",
         help="fit a time cost to measured micro-batch times (JSON Lines) and save it",
-        description="Fit seqbalance.TimeCost to measured micro-batches: LOG holds one JSON "
+        description="Fit a time cost (TimeCost in Python) to measured micro-batches: LOG holds one JSON "
         'object a line, {"lengths": [document lengths packed together], "seconds": measured '
         "time}. Prints the fit, its error and the length from which attention takes as long as "
         "the linear part; --out saves it for --time-cost.",
@@ -51,7 +60,11 @@ def add_calibrate_parser(commands: Any) -> None:
     calibrate.add_argument(
         "log", metavar="LOG", help="JSON Lines of measured micro-batches ('-' reads stdin)"
     )
-    calibrate.add_argument("--out", metavar="FILE.json", help="write the fitted cost here")
+    calibrate.add_argument(
+        "--out",
+        metavar="FILE.json",
+        help="save the fit here, for --time-cost on partition and plan",
+    )
     calibrate.add_argument(
         "--model-config",
         metavar="FILE.json",
@@ -90,6 +103,10 @@ def add_time_cost_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: What a binary file given as the log should have been.
+_LOG_HINT = " (the log is JSON Lines text)"
+
+
 def _read_log(stream: IO[bytes], where: str) -> tuple[list[list[int]], list[float]]:
     batches: list[list[int]] = []
     seconds: list[float] = []
@@ -102,7 +119,7 @@ def _read_log(stream: IO[bytes], where: str) -> tuple[list[list[int]], list[floa
         at = f"{where}:{number}"
         if len(raw) > MAX_LINE_BYTES:
             raise InputError(f"{at}: line longer than {MAX_LINE_BYTES:,} bytes")
-        line = _decode(raw, Path(where))
+        line = _decode(raw, Path(where), _LOG_HINT)
         if not line.strip():
             continue
         record = _json_record(line, at)
@@ -133,7 +150,7 @@ def _model(file: str | None) -> ModelCost | None:
     try:
         return ModelCost.from_config(read_model_config(file))
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{file}: {exc}") from None
+        raise InputError(f"{file}: {config_words(str(exc), file)}") from None
 
 
 def _run_calibrate(args: argparse.Namespace) -> int:
@@ -141,10 +158,14 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     batches, seconds = _read_log_file(args.log)
     if len(batches) < 6:
         raise InputError(
-            f"{args.log}: {len(batches)} measured micro-batches; the fit needs at least 6 "
+            f"{args.log}: {len(batches)} measured "
+            f"micro-batch{'' if len(batches) == 1 else 'es'}; the fit needs at least 6 "
             "(4 coefficients + 2)"
         )
-    cost = TimeCost.fit(batches, seconds, model=model, half_life=args.half_life)
+    try:
+        cost = TimeCost.fit(batches, seconds, model=model, half_life=args.half_life)
+    except ValueError as exc:
+        raise InputError(f"{args.log}: {_log_words(str(exc), args.log)}") from None
     if args.out is not None:
         try:
             Path(args.out).write_text(json.dumps(cost.to_dict(), indent=1) + "\n")
@@ -171,15 +192,36 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _log_words(message: str, log: str) -> str:
+    """A `TimeCost.fit` message in the log's words: its keywords (``micro_batches``,
+    ``seconds[7]``, ``half_life``) as the log's lines and the flag that set them.
+
+    Example:
+        >>> _log_words("micro_batches weighed by half_life 3.0 leave too few; pass a longer half_life", "-")
+        'the measured micro-batches weighed by --half-life 3.0 leave too few; pass a longer --half-life'
+    """
+
+    def measurement(match: re.Match[str]) -> str:
+        line = line_of_item(log, int(match.group(1)))
+        return f'"seconds" on line {line}' if line else f'"seconds" of micro-batch {match.group(1)}'
+
+    message = re.sub(r"\bseconds\[(\d+)\]", measurement, message)
+    message = re.sub(r"\bhalf_life\b", "--half-life", message)
+    message = re.sub(r"\bmicro_batches and seconds\b", '"lengths" and "seconds"', message)
+    return re.sub(r"\bmicro_batches\b", "the measured micro-batches", message)
+
+
 def _read_log_file(file: str) -> tuple[list[list[int]], list[float]]:
-    return _read_text_input(file, lambda stream: _read_log(stream, file))
+    return _read_text_input(
+        file, lambda stream: _read_log(stream, file), what="a log of measured micro-batches"
+    )
 
 
 def load_time_cost(file: str) -> TimeCost:
     """The `TimeCost` saved in ``file`` (by ``calibrate --out`` or ``TimeCost.to_dict``), or a
     one-line `InputError` naming the file."""
     path = Path(file)
-    check_is_file(path)
+    check_is_file(path, "a saved time cost")
     try:
         with open(path, "rb") as stream:
             raw = stream.read(MAX_LINE_BYTES + 1)
@@ -187,11 +229,43 @@ def load_time_cost(file: str) -> TimeCost:
         raise InputError(f"{path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_LINE_BYTES:
         raise InputError(f"{path}: too large for a saved time cost")
-    data = _json_record(_decode(raw, path), str(path))
+    data = _json_record(_decode(raw, path, _SAVED_HINT), str(path))
+    if data.get("kind") != "seqbalance.TimeCost":
+        found = (
+            'it has no "kind"'
+            if "kind" not in data
+            else f'its "kind" is {json.dumps(data["kind"])[:40]}'
+        )
+        raise InputError(
+            f'{path}: not a saved time cost ({found}, not "seqbalance.TimeCost"); '
+            "write one with seqbalance calibrate LOG --out FILE.json"
+        )
     try:
         return TimeCost.from_dict(data)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{path}: {_saved_words(str(exc))}") from None
+
+
+#: What a binary file given to --time-cost should have been.
+_SAVED_HINT = " (a saved time cost is JSON text, from seqbalance calibrate --out)"
+
+
+def _saved_words(message: str) -> str:
+    """A `TimeCost.from_dict` message in the file's words: ``data['coefficients']['per_token']``
+    is the file's ``"coefficients"."per_token"``, and ``data`` the file itself.
+
+    Example:
+        >>> print(_saved_words("data['coefficients']['per_token'] must be a number, got 'x'"))
+        "coefficients"."per_token" must be a number, got 'x'
+        >>> _saved_words("data has no 'factor' (a saved TimeCost has one)")
+        'no "factor" field (a saved TimeCost has one)'
+    """
+    message = re.sub(r"\bdata has no '(\w+)'", r'no "\1" field', message)
+    return re.sub(
+        r"\bdata((?:\['\w+'\])+)",
+        lambda match: ".".join(f'"{key}"' for key in re.findall(r"'(\w+)'", match.group(1))),
+        message,
+    )
 
 
 class TimeCostNanoseconds:
@@ -205,6 +279,7 @@ class TimeCostNanoseconds:
         self.time_cost = cost
         self.file = file
         self.name = f"predicted ns ({Path(file).name})"
+        self.unit = "ns"
 
     def __call__(self, lengths: np.ndarray) -> np.ndarray:
         seconds = self.time_cost(lengths)
@@ -281,6 +356,7 @@ def time_lines(summary: dict[str, Any] | None) -> str:
         return ""
     return (
         f"predicted time per rank ({Path(summary['time_cost']).name}): max "
-        f"{summary['max_seconds']:.4g} s, mean {summary['mean_seconds']:.4g} s, max/mean "
+        f"{_format_seconds(summary['max_seconds'])}, mean "
+        f"{_format_seconds(summary['mean_seconds'])}, max/mean "
         f"{summary['imbalance']:.4f}; tokens max/mean {summary['tokens_imbalance']:.4f}"
     )

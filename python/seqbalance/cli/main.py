@@ -1,4 +1,5 @@
-"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan`` and ``bench``.
+"""The ``seqbalance`` command line: ``partition`` (the main job), ``plan``, ``calibrate`` and
+``bench``.
 
 Run with no arguments, it partitions the built-in synthetic RL batch and times the same call on
 the pure-Python reference, so a new user sees the main job, and what it buys, in one command.
@@ -58,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: ``--refine`` on every verb that balances ranks.
+REFINE_HELP = "refine the split over the ranks: a lighter heaviest rank than the default answer"
+
+#: ``--equal-size`` and ``--nearly-equal`` on every verb that has them.
+EQUAL_SIZE_HELP = "equal item (or group) counts on every rank (the rank count must divide theirs)"
+NEARLY_EQUAL_HELP = "item (or group) counts within one of each other, for any count"
+
 #: The verbs, as the message for a missing one lists them.
 VERBS = ("partition", "plan", "bench", "calibrate")
 
@@ -78,9 +86,7 @@ def _add_partition(commands: Any) -> None:
         help="partitions: the ranks to balance over (default 8)",
     )
     _add_count_flags(partition)
-    partition.add_argument(
-        "--refine", action="store_true", help="improve the split (a lighter heaviest rank)"
-    )
+    partition.add_argument("--refine", action="store_true", help=REFINE_HELP)
     add_cost_flags(partition)
     # The old route to planning, kept working (with a notice that `plan` is the verb).
     partition.add_argument(
@@ -130,7 +136,7 @@ def _add_plan(commands: Any) -> None:
     # partition's -k, here only to say that plan counts ranks with --dp.
     plan.add_argument("-k", type=_int_at_least(1), default=None, help=argparse.SUPPRESS)
     _add_count_flags(plan)
-    plan.add_argument("--refine", action="store_true", help="refine the split over the ranks")
+    plan.add_argument("--refine", action="store_true", help=REFINE_HELP)
     add_cost_flags(plan)
     _add_shape_flags(plan, "")
     plan.set_defaults(run=_run_plan_command)
@@ -159,12 +165,8 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
 def _add_count_flags(parser: argparse.ArgumentParser) -> None:
     """--equal-size, --nearly-equal and --group-size: how many samples each rank gets."""
     counts = parser.add_mutually_exclusive_group()
-    counts.add_argument("--equal-size", action="store_true", help="equal item counts")
-    counts.add_argument(
-        "--nearly-equal",
-        action="store_true",
-        help="item (or group) counts within one of each other, for any n",
-    )
+    counts.add_argument("--equal-size", action="store_true", help=EQUAL_SIZE_HELP)
+    counts.add_argument("--nearly-equal", action="store_true", help=NEARLY_EQUAL_HELP)
     parser.add_argument(
         "--group-size",
         type=_int_at_least(1),
@@ -184,13 +186,14 @@ def add_cost_flags(parser: argparse.ArgumentParser) -> None:
         "--cost",
         choices=("tokens", "workload"),
         default=None,
-        help="what a sample weighs: its tokens (default) or verl's workload 24576*s + s**2",
+        help="what a sample weighs: its tokens (default) or verl's workload, "
+        "24576 × s + s² for s tokens",
     )
     parser.add_argument(
         "--model-config",
         metavar="FILE.json",
         help="balance by the training FLOPs of a model: its Hugging Face config.json "
-        "(seqbalance.ModelCost; exclusive with --cost)",
+        "(exclusive with --cost and --time-cost)",
     )
     add_time_cost_flag(parser)
     parser.set_defaults(resolve_cost=True)
@@ -232,19 +235,28 @@ def _add_bench(commands: Any) -> None:
         "synthetic RL lengths over a grid of sizes, and print a table of times and speed-ups.",
     )
     bench.add_argument(
-        "--sizes", type=_int_list, default=[1024, 4096, 16384], help="comma-separated n values"
+        "--sizes",
+        type=_int_list,
+        default=[1024, 4096, 16384],
+        metavar="N,N,...",
+        help="item counts n to time, comma-separated (default 1024,4096,16384)",
     )
-    bench.add_argument("-k", type=_int_list, default=[8, 32], help="comma-separated k values")
+    bench.add_argument(
+        "-k",
+        type=_int_list,
+        default=[8, 32],
+        metavar="K,K,...",
+        help="partition counts k to time, comma-separated (default 8,32)",
+    )
     bench_counts = bench.add_mutually_exclusive_group()
-    bench_counts.add_argument("--equal-size", action="store_true", help="equal item counts")
-    bench_counts.add_argument(
-        "--nearly-equal", action="store_true", help="counts within one of each other"
-    )
+    bench_counts.add_argument("--equal-size", action="store_true", help=EQUAL_SIZE_HELP)
+    bench_counts.add_argument("--nearly-equal", action="store_true", help=NEARLY_EQUAL_HELP)
     bench.add_argument(
         "--repeat",
         type=_int_at_least(1, 1000),
         default=3,
-        help="best of this many runs of each (at most 1000)",
+        metavar="N",
+        help="time each cell as the best of N runs (default 3, at most 1000)",
     )
     bench.add_argument("--json", action="store_true", help="machine-readable output")
     bench.add_argument(
@@ -320,15 +332,21 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-#: An index into the lengths, as the library's messages name one: ``lengths[7] = ...``.
-_LENGTH_INDEX = re.compile(r"\blengths\[(\d+)\]")
+#: An index into the lengths, or a run of them, as the library's messages name one:
+#: ``lengths[7] = ...``, ``group 2 (lengths[4:6])``.
+_LENGTH_INDEX = re.compile(r"\blengths\[(\d+)(?::(\d+))?\]")
 
 
 def _with_line(message: str, args: argparse.Namespace) -> str:
-    """``message``, plus the file and line of the length it names when it names one."""
+    """``message``, plus the file and line (or lines) of the lengths it names when it names any."""
     match = _LENGTH_INDEX.search(message)
     file = getattr(args, "file", None)
     if match is None or file is None:
         return message
-    line = line_of_item(file, int(match.group(1)))
-    return message if line is None else f"{message} (line {line} of {file})"
+    first = line_of_item(file, int(match.group(1)))
+    if first is None:
+        return message
+    if match.group(2) is None or int(match.group(2)) - int(match.group(1)) <= 1:
+        return f"{message} (line {first} of {file})"
+    last = line_of_item(file, int(match.group(2)) - 1)
+    return f"{message} (lines {first}-{last} of {file})" if last else message

@@ -15,7 +15,16 @@ from ..partition import partition_ids
 from ..planning.costs import group_sums, sample_costs
 from ..planning.groups import uid_runs
 from ..planning.metrics import BalanceReport, LoadStats, balance_report_from_ids, naive_bounds
-from ._common import _equal_size, _format_seconds, progress, read_input, say, waited_seconds
+from ._common import (
+    _equal_size,
+    _format_seconds,
+    format_wall,
+    progress,
+    read_input,
+    say,
+    shown,
+    waited_seconds,
+)
 from .calibrate import time_by_rank, time_lines
 from .plan import PLAN_NOTICE, _run_plan
 from .readers import InputError
@@ -129,8 +138,8 @@ def _refine_gain(refined: tuple[float, float] | None, imbalance: float) -> str |
 
 
 def _unit(unit: str, count: int) -> str:
-    """``tokens`` after a count, ``token`` after 1."""
-    return unit[:-1] if count == 1 and unit.endswith("s") else unit
+    """``tokens`` after a count, ``token`` after 1 (``FLOPs`` and ``ns`` stay as they are)."""
+    return unit[:-1] if count == 1 and unit == "tokens" else unit
 
 
 def _run_partition(args: argparse.Namespace) -> int:
@@ -204,6 +213,7 @@ def _run_partition(args: argparse.Namespace) -> int:
             "source": source,
             "n": int(lengths.size),
             "k": args.k,
+            "ranks": args.k,  # plan's name for the same count
             "equal_size": equal_size,
             "group_size": group_size,
             "uid_field": args.uid_field,
@@ -224,18 +234,19 @@ def _run_partition(args: argparse.Namespace) -> int:
         return 0
 
     grouping = f"uid_field={args.uid_field}" if uids is not None else f"group_size={group_size}"
-    options = f"k={args.k}, equal_size={equal_size!r}, {grouping}"
+    options = f"k={args.k}, equal_size={shown(equal_size)}, {grouping}"
     if args.cost != "tokens":
         options += f", cost={args.cost}"
     if args.refine:
-        options += ", refine=True"
+        options += ", refine=yes"
     print(f"{source}\n{options}\n")
     unit = (
         "cost"
         if lengths.dtype.kind == "f"
         else "tokens"
         if args.cost == "tokens"
-        else str(args.cost)
+        # A model's FLOPs, a time cost's ns: the unit alone (the header names the file).
+        else getattr(args.cost, "unit", str(args.cost))
     )
     print(report)
     print()
@@ -255,7 +266,7 @@ def _run_partition(args: argparse.Namespace) -> int:
         )
     calls = "best of 3" if repeat == 3 else "one call"
     print(
-        f"time: {_format_seconds(waited_seconds())} "
+        f"time: {format_wall(waited_seconds())} "
         f"({_format_seconds(seconds)} for partition_ids, {calls})"
     )
     if reference_seconds is not None:

@@ -22,7 +22,15 @@ from ..partition import partition_ids
 from ..planning.costs import sample_costs
 from ..planning.dp_plan import plan_dp_micro_batches
 from ..planning.micro_batches import min_num_micro_batches_for, plan_micro_batches
-from ._common import _equal_size, _format_seconds, progress, read_input, waited_seconds
+from ._common import (
+    _equal_size,
+    _format_seconds,
+    format_wall,
+    progress,
+    read_input,
+    shown,
+    waited_seconds,
+)
 from .calibrate import time_by_plan, time_lines
 from .readers import InputError
 
@@ -101,7 +109,9 @@ def _run_plan(
             "ranks": n_ranks,
             "max_token_len": cap,
             "cost": str(args.cost),
+            "equal_size": _equal_size(args),
             "group_size": args.group_size,
+            "uid_field": args.uid_field,
             "order": order,
             "refine": args.refine,
             "max_sequences": args.max_sequences,
@@ -120,7 +130,7 @@ def _run_plan(
     _print_summary(args, source, function, rows, count, keys is not None)
     if predicted is not None:
         print(time_lines(predicted))
-    print(f"time: {_format_seconds(waited_seconds())} ({_format_seconds(seconds)} in {function})")
+    print(f"time: {format_wall(waited_seconds())} ({_format_seconds(seconds)} in {function})")
     return 0
 
 
@@ -223,10 +233,14 @@ def _print_summary(
     keyed: bool,
 ) -> None:
     cap = args.max_token_len
+    # As partition's header: the count rule when one is set, and the groups the plan keeps whole.
+    equal_size = _equal_size(args)
+    counts = f", equal_size={shown(equal_size)}" if equal_size is not False else ""
+    grouping = f"uid_field={args.uid_field}" if args.uid_field else f"group_size={args.group_size}"
     print(
-        f"{source}\n{function}: ranks={len(rows)}, max_token_len={cap:,}, cost={args.cost}, "
-        f"group_size={args.group_size}, order={args.order or 'bubble'}"
-        f"{', refine=True' if args.refine else ''}{_limits_text(args)}\n"
+        f"{source}\n{function}: ranks={len(rows)}, max_token_len={cap:,}, cost={args.cost}"
+        f"{counts}, {grouping}, order={args.order or 'bubble'}"
+        f"{', refine=yes' if args.refine else ''}{_limits_text(args)}\n"
     )
     print(
         f"{'rank':>4} {'samples':>8} {'micro-batches':>14} {'tokens':>12} {'cost':>16} "
@@ -234,12 +248,13 @@ def _print_summary(
     )
     for r, row in enumerate(rows):
         print(
-            f"{r:>4} {row['samples']:>8,} {row['micro_batches']:>14} {row['tokens']:>12,} "
+            f"{r:>4} {row['samples']:>8,} {row['micro_batches']:>14,} {row['tokens']:>12,} "
             f"{_number(row['cost']):>16} {row['fullest_micro_batch']:>20,}"
         )
     fullest = max(row["fullest_micro_batch"] for row in rows)
     print(
-        f"\nevery rank runs {count} micro-batches of at most {cap:,} tokens "
+        f"\nevery rank runs {count:,} micro-batch{'' if count == 1 else 'es'} of at most "
+        f"{cap:,} tokens "
         f"(fullest {fullest:,}; empty ones, if any, come last for padding)"
     )
     if args.max_sequences is not None or args.footprint == "padded" or keyed:

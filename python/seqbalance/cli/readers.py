@@ -399,14 +399,17 @@ def read_grouped_lengths(
 _Read = TypeVar("_Read")
 
 
-def _read_text_input(file: str, read: Callable[[IO[bytes]], _Read]) -> _Read:
-    """``read`` applied to ``file`` opened for binary reading, or to stdin for ``-``."""
+def _read_text_input(
+    file: str, read: Callable[[IO[bytes]], _Read], what: str = "a file of lengths"
+) -> _Read:
+    """``read`` applied to ``file`` opened for binary reading, or to stdin for ``-`` (``what``:
+    what the file should be, as a message about something else there names it)."""
     path = Path(file)
     try:
         if file == "-":
             result = read(_stdin_bytes())
         else:
-            check_is_file(path)
+            check_is_file(path, what)
             with open(path, "rb") as stream:
                 result = read(stream)
     except OSError as exc:

@@ -40,7 +40,7 @@ __all__ = ["TimeCost"]
 class TimeCost:
     """Seconds per document, fitted to measured micro-batch times: a ``cost=`` for the planners.
 
-    A micro-batch of documents of lengths ``L_1..L_n`` run packed together is modelled as::
+    A micro-batch of documents of lengths ``L_1..L_n`` run packed together is modelled as:
 
         t = c_mb + sum over documents (c_doc + f(L))
         f(L) = a * L + b * pairs(L)                            (no model; pairs(L) = L*(L+1)/2)
