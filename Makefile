@@ -29,8 +29,8 @@ INTEGRATION_TIMEOUT ?= 600
 	wheel local-wheel test-integrations integration-venv
 
 $(LOCAL_WHEEL_STAMP): $(WHEEL_SOURCES)
-	@echo "== building the release wheel into $(LOCAL_WHEEL_DIR)/ (fat LTO: the first build took" \
-		"about a minute on 2 cores; later ones only recompile what changed) =="
+	@echo "== building the release wheel into $(LOCAL_WHEEL_DIR)/ (fat LTO: the first build takes" \
+		"about a minute on 2 idle cores; later ones only recompile what changed) =="
 	@rm -rf $(LOCAL_WHEEL_DIR)
 	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(LOCAL_WHEEL_DIR) .
 	@touch $@
