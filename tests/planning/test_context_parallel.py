@@ -325,3 +325,13 @@ def test_the_layouts_refuse_what_they_cannot_carry():
         cp_sample_id_groups([[(2, [8, 9], [0])]], 8)
     with pytest.raises(ValueError, match="world_size must be >= 1, got 0"):
         cp_rank_plans([], 0)
+
+
+@pytest.mark.parametrize("cap", [np.uint64(2**64 - 1), 2**64 - 1, 2**64, 2**70])
+def test_a_budget_near_or_past_u64_holds_every_rank_within_it(cap):
+    # Two sequences of 2**63 - 1 tokens fill 2**64 - 1 on one rank; a third once wrapped the
+    # native running total past zero and joined them.
+    lengths = [2**63 - 1] * 3
+    plan = plan_context_parallel(lengths, 1, cap)
+    oracle.check_plan(plan, lengths, 1, min(int(cap), 2**64 - 1), [1])
+    assert sorted(len(group) for step in plan for _, _, group in step) == [1, 2]

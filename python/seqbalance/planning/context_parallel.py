@@ -33,6 +33,9 @@ __all__ = [
 #: callable ``(L, c) -> cost`` in the cost's own units.
 CommCost = float | Callable[[int, int], float] | None
 
+#: ``max_tokens_per_rank`` above this reads as this (the native planner counts tokens in u64).
+MAX_CAP = 2**64 - 1
+
 #: One step: a list of groups ``(cp_size, ranks, indexes)``.
 CpStep = list[tuple[int, list[int], list[int]]]
 
@@ -151,7 +154,8 @@ def plan_context_parallel(
     Args:
         lengths: token count of each sequence (list/array of ints >= 0); never modified.
         world_size: ranks per step (an int in ``1..2**24``).
-        max_tokens_per_rank: the most tokens a rank holds in one step (an int >= 1).
+        max_tokens_per_rank: the most tokens a rank holds in one step (an int >= 1; above
+            ``2**64 - 1`` it reads as ``2**64 - 1``).
         cost: what a whole sequence costs: ``"tokens"`` (default), ``"workload"``, per-sequence
             weights, or a callable on the ``int64`` lengths returning weights (`ModelCost`, a
             fitted time model such as ``TimeCost``); used as float64.
@@ -175,7 +179,8 @@ def plan_context_parallel(
     """
     values = as_int64_array(lengths, "lengths")
     world = check_count(world_size, "world_size")
-    cap = check_k_partitions(max_tokens_per_rank, "max_tokens_per_rank")
+    # A budget past 2**64 - 1 holds what 2**64 - 1 holds for any lengths up to 2**63 - 1.
+    cap = min(check_k_partitions(max_tokens_per_rank, "max_tokens_per_rank"), MAX_CAP)
     degrees = cp_degrees(world, cp_sizes)
     widest = degrees[-1]
     unfit = np.flatnonzero(-(-values // widest) > cap)

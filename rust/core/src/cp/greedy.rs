@@ -93,7 +93,7 @@ pub fn greedy(problem: &Problem, reading: Reading, interrupt: &Interrupt) -> Res
             let mut best: Option<usize> = None;
             for (g, group) in groups.iter().enumerate() {
                 if group.degree == j
-                    && group.tokens + share <= problem.cap
+                    && group.tokens.checked_add(share).is_some_and(|t| t <= problem.cap)
                     && best.is_none_or(|b| group.load < groups[b].load)
                 {
                     best = Some(g);

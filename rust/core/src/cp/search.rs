@@ -237,7 +237,7 @@ fn plan_for(
             for &g in &of_degree[j] {
                 let group = &groups[g];
                 if group.load + item.height <= tau
-                    && group.tokens + item.share <= problem.cap
+                    && group.tokens.checked_add(item.share).is_some_and(|t| t <= problem.cap)
                     && best.is_none_or(|b| group.load < groups[b].load)
                 {
                     best = Some(g);
@@ -380,7 +380,7 @@ fn plan_for_plain(
             for &g in &of_degree[j] {
                 let group = &groups[g];
                 if group.load + item.height <= tau
-                    && group.tokens + item.share <= problem.cap
+                    && group.tokens.checked_add(item.share).is_some_and(|t| t <= problem.cap)
                     && best.is_none_or(|b| group.load < groups[b].load)
                 {
                     best = Some(g);
