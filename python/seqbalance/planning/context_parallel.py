@@ -74,12 +74,20 @@ def cp_degrees(world_size: int, cp_sizes: Any = None) -> list[int]:
     return sorted(degrees)
 
 
-def _comm_value(value: Any, length: int, degree: int) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"comm({length}, {degree}) must be a number, got {_describe(value)}")
-    number = float(value)
+#: Real numbers only: a complex value would lose its imaginary part, a bool is not a cost.
+_REAL = (int, float, np.integer, np.floating)
+
+
+def _as_float(value: Any, name: str) -> float:
+    """``value`` (a real number, not a bool) as a finite float >= 0, or a named error."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _REAL):
+        raise TypeError(f"{name} must be a number (int or float), got {_describe(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
     if not (math.isfinite(number) and number >= 0):
-        raise ValueError(f"comm({length}, {degree}) must be finite and >= 0, got {number}")
+        raise ValueError(f"{name} must be finite and >= 0, got {_describe(value)}")
     return number
 
 
@@ -91,8 +99,10 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
     float64); a callable is called once per distinct ``(L, c)`` with ``c > 1``, as Python ints.
 
     Raises:
-        TypeError: ``comm`` of another type, or a callable returning a non-number.
+        TypeError: ``comm`` of another type, or a callable returning a non-number (a complex
+            or a bool included).
         ValueError: a negative or non-finite ``κ`` or returned value (naming ``comm(L, c)``).
+        OverflowError: ``κ · L`` past the largest float64 (naming the length).
 
     Example:
         >>> comm_costs(np.array([8]), [1, 2, 4], 0.5).tolist()
@@ -107,24 +117,30 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
             if degree == 1:
                 continue
             values = np.array(
-                [_comm_value(comm(length, degree), length, degree) for length in distinct.tolist()],
+                [
+                    _as_float(comm(length, degree), f"comm({length}, {degree})")
+                    for length in distinct.tolist()
+                ],
                 dtype=np.float64,
             )
             table[:, j] = values[inverse.reshape(-1)]
         return table
-    if isinstance(comm, (bool, np.bool_)) or not isinstance(
-        comm, (int, float, np.integer, np.floating)
-    ):
+    if isinstance(comm, (bool, np.bool_)) or not isinstance(comm, _REAL):
         raise TypeError(
             f"comm must be None, a number (cost per token) or a callable (L, c) -> cost, "
             f"got {_describe(comm)}"
         )
-    kappa = float(comm)
-    if not (math.isfinite(kappa) and kappa >= 0):
-        raise ValueError(f"comm must be finite and >= 0, got {comm!r}")
+    kappa = _as_float(comm, "comm")
     tokens = lengths.astype(np.float64)
-    for j, degree in enumerate(degrees):
-        table[:, j] = kappa * tokens * (degree - 1) / degree
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j, degree in enumerate(degrees):
+            table[:, j] = kappa * tokens * (degree - 1) / degree
+    if not np.isfinite(table).all():
+        position = int(np.flatnonzero(~np.isfinite(table).all(axis=1))[0])
+        raise OverflowError(
+            f"comm={comm!r} gives comm(L, c) past the largest float64 for "
+            f"lengths[{position}] = {int(lengths[position])}; scale the cost and comm down"
+        )
     return table
 
 
@@ -195,6 +211,16 @@ def plan_context_parallel(
         position = int(np.flatnonzero(~np.isfinite(weights))[0])
         raise ValueError(f"cost of lengths[{position}] is not finite as float64")
     table = comm_costs(values, degrees, comm)
+    # Every time the model adds up (a group, a step, the plan) is at most the sum over sequences
+    # of their cost plus their largest comm: keep it finite, so no comparison sees an infinity.
+    if values.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(np.sum(weights + table.max(axis=1)))
+        if not total <= np.finfo(np.float64).max / 2:
+            raise OverflowError(
+                f"cost and comm of the lengths sum to {total:g}, past half the largest float64; "
+                "scale them down"
+            )
     steps, _, _ = _native._plan_context_parallel(
         values,
         weights,
