@@ -340,3 +340,26 @@ def test_a_budget_near_or_past_u64_holds_every_rank_within_it(cap):
     plan = plan_context_parallel(lengths, 1, cap)
     oracle.check_plan(plan, lengths, 1, min(int(cap), 2**64 - 1), [1])
     assert sorted(len(group) for step in plan for _, _, group in step) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("step", "match"),
+    [
+        # Two groups on rank 1: the second once overwrote the first's samples in the layout.
+        ([(2, [0, 1], [0]), (2, [1, 2], [1])], "step 0 puts two groups on rank 1"),
+        # A negative rank once wrote the last rank's entry in cp_rank_plans.
+        ([(1, [-1], [0])], r"rank -1, outside range\(world_size=4\)"),
+        ([(2, [0], [0])], r"a group of cp_size 2 on 1 ranks \[0\]"),
+    ],
+)
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda plan: cp_sample_id_groups(plan, 4),
+        lambda plan: cp_sample_id_groups(plan, 4, widen_idle=True),
+        lambda plan: cp_rank_plans(plan, 4),
+    ],
+)
+def test_the_layouts_refuse_a_step_that_would_lose_or_misplace_samples(step, match, layout):
+    with pytest.raises(ValueError, match=match):
+        layout([step])

@@ -232,6 +232,26 @@ def plan_context_parallel(
     return steps
 
 
+def _check_step(step: CpStep, world_size: int, position: int) -> None:
+    """Raise unless every group of ``step`` holds ``cp_size`` ranks in ``range(world_size)``, no
+    rank in two groups: a layout built from anything else would drop or misplace samples."""
+    used: set[int] = set()
+    for cp_size, ranks, _ in step:
+        if len(ranks) != cp_size:
+            raise ValueError(
+                f"step {position} has a group of cp_size {cp_size} on {len(ranks)} ranks {ranks}"
+            )
+        for rank in ranks:
+            if not 0 <= rank < world_size:
+                raise ValueError(
+                    f"step {position} puts a group of cp_size {cp_size} on rank {rank}, "
+                    f"outside range(world_size={world_size})"
+                )
+            if rank in used:
+                raise ValueError(f"step {position} puts two groups on rank {rank}")
+            used.add(rank)
+
+
 def _laid_out(step: CpStep) -> CpStep:
     """The step's groups widest first, each on the next block of consecutive ranks."""
     laid: CpStep = []
@@ -279,8 +299,9 @@ def cp_sample_id_groups(
     hold a sample.
 
     Raises:
-        ValueError: a group whose ranks leave ``range(world_size)``, or idle ranks that no group
-            can double into (``widen_idle=True``).
+        ValueError: a group whose ranks leave ``range(world_size)``, are not ``cp_size`` of
+            them, or overlap another group's in the step; or idle ranks that no group can double
+            into (``widen_idle=True``).
 
     Example:
         >>> plan = [[(2, [0, 1], [0]), (1, [2], [1, 2])]]
@@ -292,15 +313,11 @@ def cp_sample_id_groups(
     world = check_count(world_size, "world_size")
     layout = []
     for position, step in enumerate(plan):
+        _check_step(step, world, position)
         groups = _widened(step, world, position) if widen_idle else step
         ranks: list[list[int]] = [[] for _ in range(world)]
-        for cp_size, members, indexes in groups:
+        for _, members, indexes in groups:
             for rank in members:
-                if not 0 <= rank < world:
-                    raise ValueError(
-                        f"step {position} puts a group of cp_size {cp_size} on rank {rank}, "
-                        f"outside range(world_size={world})"
-                    )
                 ranks[rank] = list(indexes)
         layout.append(ranks)
     return layout
@@ -313,13 +330,18 @@ def cp_rank_plans(plan: CpPlan, world_size: int) -> list[list[tuple[int, int, li
     workers, schedules (NeMo-RL's Ray driver): every worker resolves its CP group from the size
     and its block of ranks.
 
+    Raises:
+        ValueError: ``world_size`` not an int in ``1..2**24``, or a group whose ranks leave
+            ``range(world_size)``, are not ``cp_size`` of them, or overlap another group's.
+
     Example:
         >>> cp_rank_plans([[(2, [0, 1], [0]), (1, [2], [1, 2])]], 3)
         [[(2, 0, [0])], [(2, 1, [0])], [(1, 0, [1, 2])]]
     """
     world = check_count(world_size, "world_size")
     per_rank: list[list[tuple[int, int, list[int]] | None]] = [[] for _ in range(world)]
-    for step in plan:
+    for position, step in enumerate(plan):
+        _check_step(step, world, position)
         held: list[tuple[int, int, list[int]] | None] = [None] * world
         for cp_size, members, indexes in step:
             for cp_rank, rank in enumerate(members):
