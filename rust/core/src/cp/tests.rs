@@ -175,3 +175,14 @@ fn a_cap_near_u64_max_never_lets_a_rank_overflow() {
         }
     }
 }
+
+#[test]
+fn the_greedy_asks_about_ctrl_c_while_it_widens() {
+    // Three sequences never reach a check of the placement loop; widening is checked on its own.
+    let owned = Owned::new(vec![1, 2, 3], 8, 10, 0.0, 0.1);
+    let stop = || true;
+    let interrupt = Interrupt::new(&stop);
+    assert!(greedy(&owned.problem(), READINGS[0], &interrupt).is_ok());
+    let error = greedy(&owned.problem(), READINGS[1], &interrupt).unwrap_err();
+    assert_eq!(error, CpError::Core(CoreError::Interrupted));
+}
