@@ -350,6 +350,8 @@ def test_a_budget_near_or_past_u64_holds_every_rank_within_it(cap):
         # A negative rank once wrote the last rank's entry in cp_rank_plans.
         ([(1, [-1], [0])], r"rank -1, outside range\(world_size=4\)"),
         ([(2, [0], [0])], r"a group of cp_size 2 on 1 ranks \[0\]"),
+        ([(2, [0.0, 1], [0])], r"step 0 has a group .* with 0.0 \(float\) where an int belongs"),
+        ([(2.0, [0, 1], [0])], r"step 0 has a group .* with 2.0 \(float\) where an int belongs"),
     ],
 )
 @pytest.mark.parametrize(
@@ -361,5 +363,11 @@ def test_a_budget_near_or_past_u64_holds_every_rank_within_it(cap):
     ],
 )
 def test_the_layouts_refuse_a_step_that_would_lose_or_misplace_samples(step, match, layout):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         layout([step])
+
+
+def test_widening_an_empty_step_is_refused_by_name():
+    with pytest.raises(ValueError, match="step 0 has no group to widen into its 4 idle ranks"):
+        cp_sample_id_groups([[]], 4, widen_idle=True)
+    assert cp_sample_id_groups([[]], 4) == [[[], [], [], []]]

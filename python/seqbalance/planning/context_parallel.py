@@ -237,6 +237,12 @@ def _check_step(step: CpStep, world_size: int, position: int) -> None:
     rank in two groups: a layout built from anything else would drop or misplace samples."""
     used: set[int] = set()
     for cp_size, ranks, _ in step:
+        for value in (cp_size, *ranks):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(
+                    f"step {position} has a group (cp_size {cp_size!r}, ranks {ranks!r}) "
+                    f"with {_describe(value)} where an int belongs"
+                )
         if len(ranks) != cp_size:
             raise ValueError(
                 f"step {position} has a group of cp_size {cp_size} on {len(ranks)} ranks {ranks}"
@@ -267,6 +273,8 @@ def _widened(step: CpStep, world_size: int, position: int) -> CpStep:
     Megatron-LM's scheduler fills empty ranks), laid out again."""
     sizes = [cp_size for cp_size, _, _ in step]
     idle = world_size - sum(sizes)
+    if not sizes:
+        raise ValueError(f"step {position} has no group to widen into its {idle} idle ranks")
     while idle > 0:
         narrowest = sizes.index(min(sizes))
         size = sizes[narrowest]
