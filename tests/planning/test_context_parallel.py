@@ -232,7 +232,12 @@ def test_a_sequence_that_fits_no_degree_is_named():
         ({"comm": "ring"}, TypeError, "comm must be None, a number .* got 'ring'"),
         ({"comm": True}, TypeError, "comm must be None, a number"),
         ({"comm": lambda L, c: -1.0}, ValueError, r"comm\(\d+, 2\) must be finite and >= 0"),
-        ({"comm": lambda L, c: "x"}, TypeError, r"comm\(\d+, 2\) must be a number, got 'x'"),
+        ({"comm": lambda L, c: "x"}, TypeError, r"comm\(\d+, 2\) must be a number .*, got 'x'"),
+        ({"comm": lambda L, c: np.complex128(1)}, TypeError, r"comm\(\d+, 2\) must be a number"),
+        ({"comm": lambda L, c: 10**400}, ValueError, r"comm\(\d+, 2\) must be finite and >= 0"),
+        ({"comm": 10**400}, ValueError, "comm must be finite and >= 0"),
+        ({"comm": 1e308}, OverflowError, r"comm=1e\+308 .* lengths\[0\] = 5"),
+        ({"comm": lambda L, c: 1e308}, OverflowError, "cost and comm of the lengths sum to inf"),
         ({"cost": "bogus"}, ValueError, "cost must be 'tokens'"),
         ({"cost": lambda v: -v}, ValueError, "cost"),
         ({"lengths": [1, -2]}, ValueError, r"lengths\[1\] must be >= 0, got -2"),
@@ -325,3 +330,44 @@ def test_the_layouts_refuse_what_they_cannot_carry():
         cp_sample_id_groups([[(2, [8, 9], [0])]], 8)
     with pytest.raises(ValueError, match="world_size must be >= 1, got 0"):
         cp_rank_plans([], 0)
+
+
+@pytest.mark.parametrize("cap", [np.uint64(2**64 - 1), 2**64 - 1, 2**64, 2**70])
+def test_a_budget_near_or_past_u64_holds_every_rank_within_it(cap):
+    # Two sequences of 2**63 - 1 tokens fill 2**64 - 1 on one rank; a third once wrapped the
+    # native running total past zero and joined them.
+    lengths = [2**63 - 1] * 3
+    plan = plan_context_parallel(lengths, 1, cap)
+    oracle.check_plan(plan, lengths, 1, min(int(cap), 2**64 - 1), [1])
+    assert sorted(len(group) for step in plan for _, _, group in step) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("step", "match"),
+    [
+        # Two groups on rank 1: the second once overwrote the first's samples in the layout.
+        ([(2, [0, 1], [0]), (2, [1, 2], [1])], "step 0 puts two groups on rank 1"),
+        # A negative rank once wrote the last rank's entry in cp_rank_plans.
+        ([(1, [-1], [0])], r"rank -1, outside range\(world_size=4\)"),
+        ([(2, [0], [0])], r"a group of cp_size 2 on 1 ranks \[0\]"),
+        ([(2, [0.0, 1], [0])], r"step 0 has a group .* with 0.0 \(float\) where an int belongs"),
+        ([(2.0, [0, 1], [0])], r"step 0 has a group .* with 2.0 \(float\) where an int belongs"),
+    ],
+)
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda plan: cp_sample_id_groups(plan, 4),
+        lambda plan: cp_sample_id_groups(plan, 4, widen_idle=True),
+        lambda plan: cp_rank_plans(plan, 4),
+    ],
+)
+def test_the_layouts_refuse_a_step_that_would_lose_or_misplace_samples(step, match, layout):
+    with pytest.raises((ValueError, TypeError), match=match):
+        layout([step])
+
+
+def test_widening_an_empty_step_is_refused_by_name():
+    with pytest.raises(ValueError, match="step 0 has no group to widen into its 4 idle ranks"):
+        cp_sample_id_groups([[]], 4, widen_idle=True)
+    assert cp_sample_id_groups([[]], 4) == [[[], [], [], []]]

@@ -62,6 +62,31 @@ def test_ctrl_c_stops_a_long_plan_promptly(delay):
     assert rest == ["[[(4, [0, 1, 2, 3], [0])], [(4, [0, 1, 2, 3], [1])]]"]
 
 
+def test_ctrl_c_stops_a_plan_over_a_million_ranks_promptly():
+    # 60,000 one-token sequences over 2**20 ranks: a step holds 60,000 groups. The greedy's
+    # widening once scanned them all per move (seconds without a check); the search's use of
+    # idle ranks scans them per split or widening.
+    latency, _, rest = helpers.interrupt_child(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            lengths = np.ones(60_000, dtype=np.int64)
+            print("started", flush=True)
+            try:
+                seqbalance.plan_context_parallel(lengths, 2**20, 64, comm=0.01)
+                print("finished", flush=True)
+            except KeyboardInterrupt:
+                print("interrupted", time.monotonic(), flush=True)
+            print(seqbalance.plan_context_parallel([40, 3], 4, 10, cp_sizes=[4]), flush=True)
+            """
+        ),
+        delay=0.5,
+        timeout=120,
+    )
+    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    assert rest == ["[[(4, [0, 1, 2, 3], [0])], [(4, [0, 1, 2, 3], [1])]]"]
+
+
 def test_too_little_memory_is_a_memory_error_and_the_next_call_works():
     child = helpers.run_child(
         """

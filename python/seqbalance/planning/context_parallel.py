@@ -33,6 +33,9 @@ __all__ = [
 #: callable ``(L, c) -> cost`` in the cost's own units.
 CommCost = float | Callable[[int, int], float] | None
 
+#: ``max_tokens_per_rank`` above this reads as this (the native planner counts tokens in u64).
+MAX_CAP = 2**64 - 1
+
 #: One step: a list of groups ``(cp_size, ranks, indexes)``.
 CpStep = list[tuple[int, list[int], list[int]]]
 
@@ -71,12 +74,20 @@ def cp_degrees(world_size: int, cp_sizes: Any = None) -> list[int]:
     return sorted(degrees)
 
 
-def _comm_value(value: Any, length: int, degree: int) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"comm({length}, {degree}) must be a number, got {_describe(value)}")
-    number = float(value)
+#: Real numbers only: a complex value would lose its imaginary part, a bool is not a cost.
+_REAL = (int, float, np.integer, np.floating)
+
+
+def _as_float(value: Any, name: str) -> float:
+    """``value`` (a real number, not a bool) as a finite float >= 0, or a named error."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _REAL):
+        raise TypeError(f"{name} must be a number (int or float), got {_describe(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
     if not (math.isfinite(number) and number >= 0):
-        raise ValueError(f"comm({length}, {degree}) must be finite and >= 0, got {number}")
+        raise ValueError(f"{name} must be finite and >= 0, got {_describe(value)}")
     return number
 
 
@@ -88,8 +99,10 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
     float64); a callable is called once per distinct ``(L, c)`` with ``c > 1``, as Python ints.
 
     Raises:
-        TypeError: ``comm`` of another type, or a callable returning a non-number.
+        TypeError: ``comm`` of another type, or a callable returning a non-number (a complex
+            or a bool included).
         ValueError: a negative or non-finite ``κ`` or returned value (naming ``comm(L, c)``).
+        OverflowError: ``κ · L`` past the largest float64 (naming the length).
 
     Example:
         >>> comm_costs(np.array([8]), [1, 2, 4], 0.5).tolist()
@@ -104,24 +117,30 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
             if degree == 1:
                 continue
             values = np.array(
-                [_comm_value(comm(length, degree), length, degree) for length in distinct.tolist()],
+                [
+                    _as_float(comm(length, degree), f"comm({length}, {degree})")
+                    for length in distinct.tolist()
+                ],
                 dtype=np.float64,
             )
             table[:, j] = values[inverse.reshape(-1)]
         return table
-    if isinstance(comm, (bool, np.bool_)) or not isinstance(
-        comm, (int, float, np.integer, np.floating)
-    ):
+    if isinstance(comm, (bool, np.bool_)) or not isinstance(comm, _REAL):
         raise TypeError(
             f"comm must be None, a number (cost per token) or a callable (L, c) -> cost, "
             f"got {_describe(comm)}"
         )
-    kappa = float(comm)
-    if not (math.isfinite(kappa) and kappa >= 0):
-        raise ValueError(f"comm must be finite and >= 0, got {comm!r}")
+    kappa = _as_float(comm, "comm")
     tokens = lengths.astype(np.float64)
-    for j, degree in enumerate(degrees):
-        table[:, j] = kappa * tokens * (degree - 1) / degree
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j, degree in enumerate(degrees):
+            table[:, j] = kappa * tokens * (degree - 1) / degree
+    if not np.isfinite(table).all():
+        position = int(np.flatnonzero(~np.isfinite(table).all(axis=1))[0])
+        raise OverflowError(
+            f"comm={comm!r} gives comm(L, c) past the largest float64 for "
+            f"lengths[{position}] = {int(lengths[position])}; scale the cost and comm down"
+        )
     return table
 
 
@@ -151,7 +170,8 @@ def plan_context_parallel(
     Args:
         lengths: token count of each sequence (list/array of ints >= 0); never modified.
         world_size: ranks per step (an int in ``1..2**24``).
-        max_tokens_per_rank: the most tokens a rank holds in one step (an int >= 1).
+        max_tokens_per_rank: the most tokens a rank holds in one step (an int >= 1; above
+            ``2**64 - 1`` it reads as ``2**64 - 1``).
         cost: what a whole sequence costs: ``"tokens"`` (default), ``"workload"``, per-sequence
             weights, or a callable on the ``int64`` lengths returning weights (`ModelCost`, a
             fitted time model such as ``TimeCost``); used as float64.
@@ -175,7 +195,8 @@ def plan_context_parallel(
     """
     values = as_int64_array(lengths, "lengths")
     world = check_count(world_size, "world_size")
-    cap = check_k_partitions(max_tokens_per_rank, "max_tokens_per_rank")
+    # A budget past 2**64 - 1 holds what 2**64 - 1 holds for any lengths up to 2**63 - 1.
+    cap = min(check_k_partitions(max_tokens_per_rank, "max_tokens_per_rank"), MAX_CAP)
     degrees = cp_degrees(world, cp_sizes)
     widest = degrees[-1]
     unfit = np.flatnonzero(-(-values // widest) > cap)
@@ -190,6 +211,16 @@ def plan_context_parallel(
         position = int(np.flatnonzero(~np.isfinite(weights))[0])
         raise ValueError(f"cost of lengths[{position}] is not finite as float64")
     table = comm_costs(values, degrees, comm)
+    # Every time the model adds up (a group, a step, the plan) is at most the sum over sequences
+    # of their cost plus their largest comm: keep it finite, so no comparison sees an infinity.
+    if values.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(np.sum(weights + table.max(axis=1)))
+        if not total <= np.finfo(np.float64).max / 2:
+            raise OverflowError(
+                f"cost and comm of the lengths sum to {total:g}, past half the largest float64; "
+                "scale them down"
+            )
     steps, _, _ = _native._plan_context_parallel(
         values,
         weights,
@@ -199,6 +230,32 @@ def plan_context_parallel(
         cap,
     )
     return steps
+
+
+def _check_step(step: CpStep, world_size: int, position: int) -> None:
+    """Raise unless every group of ``step`` holds ``cp_size`` ranks in ``range(world_size)``, no
+    rank in two groups: a layout built from anything else would drop or misplace samples."""
+    used: set[int] = set()
+    for cp_size, ranks, _ in step:
+        for value in (cp_size, *ranks):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(
+                    f"step {position} has a group (cp_size {cp_size!r}, ranks {ranks!r}) "
+                    f"with {_describe(value)} where an int belongs"
+                )
+        if len(ranks) != cp_size:
+            raise ValueError(
+                f"step {position} has a group of cp_size {cp_size} on {len(ranks)} ranks {ranks}"
+            )
+        for rank in ranks:
+            if not 0 <= rank < world_size:
+                raise ValueError(
+                    f"step {position} puts a group of cp_size {cp_size} on rank {rank}, "
+                    f"outside range(world_size={world_size})"
+                )
+            if rank in used:
+                raise ValueError(f"step {position} puts two groups on rank {rank}")
+            used.add(rank)
 
 
 def _laid_out(step: CpStep) -> CpStep:
@@ -216,6 +273,8 @@ def _widened(step: CpStep, world_size: int, position: int) -> CpStep:
     Megatron-LM's scheduler fills empty ranks), laid out again."""
     sizes = [cp_size for cp_size, _, _ in step]
     idle = world_size - sum(sizes)
+    if not sizes:
+        raise ValueError(f"step {position} has no group to widen into its {idle} idle ranks")
     while idle > 0:
         narrowest = sizes.index(min(sizes))
         size = sizes[narrowest]
@@ -248,8 +307,9 @@ def cp_sample_id_groups(
     hold a sample.
 
     Raises:
-        ValueError: a group whose ranks leave ``range(world_size)``, or idle ranks that no group
-            can double into (``widen_idle=True``).
+        ValueError: a group whose ranks leave ``range(world_size)``, are not ``cp_size`` of
+            them, or overlap another group's in the step; or idle ranks that no group can double
+            into (``widen_idle=True``).
 
     Example:
         >>> plan = [[(2, [0, 1], [0]), (1, [2], [1, 2])]]
@@ -261,15 +321,11 @@ def cp_sample_id_groups(
     world = check_count(world_size, "world_size")
     layout = []
     for position, step in enumerate(plan):
+        _check_step(step, world, position)
         groups = _widened(step, world, position) if widen_idle else step
         ranks: list[list[int]] = [[] for _ in range(world)]
-        for cp_size, members, indexes in groups:
+        for _, members, indexes in groups:
             for rank in members:
-                if not 0 <= rank < world:
-                    raise ValueError(
-                        f"step {position} puts a group of cp_size {cp_size} on rank {rank}, "
-                        f"outside range(world_size={world})"
-                    )
                 ranks[rank] = list(indexes)
         layout.append(ranks)
     return layout
@@ -282,13 +338,18 @@ def cp_rank_plans(plan: CpPlan, world_size: int) -> list[list[tuple[int, int, li
     workers, schedules (NeMo-RL's Ray driver): every worker resolves its CP group from the size
     and its block of ranks.
 
+    Raises:
+        ValueError: ``world_size`` not an int in ``1..2**24``, or a group whose ranks leave
+            ``range(world_size)``, are not ``cp_size`` of them, or overlap another group's.
+
     Example:
         >>> cp_rank_plans([[(2, [0, 1], [0]), (1, [2], [1, 2])]], 3)
         [[(2, 0, [0])], [(2, 1, [0])], [(1, 0, [1, 2])]]
     """
     world = check_count(world_size, "world_size")
     per_rank: list[list[tuple[int, int, list[int]] | None]] = [[] for _ in range(world)]
-    for step in plan:
+    for position, step in enumerate(plan):
+        _check_step(step, world, position)
         held: list[tuple[int, int, list[int]] | None] = [None] * world
         for cp_size, members, indexes in step:
             for cp_rank, rank in enumerate(members):

@@ -93,7 +93,7 @@ pub fn greedy(problem: &Problem, reading: Reading, interrupt: &Interrupt) -> Res
             let mut best: Option<usize> = None;
             for (g, group) in groups.iter().enumerate() {
                 if group.degree == j
-                    && group.tokens + share <= problem.cap
+                    && group.tokens.checked_add(share).is_some_and(|t| t <= problem.cap)
                     && best.is_none_or(|b| group.load < groups[b].load)
                 {
                     best = Some(g);
@@ -110,18 +110,19 @@ pub fn greedy(problem: &Problem, reading: Reading, interrupt: &Interrupt) -> Res
             closed = !reading.waits;
         }
         if reading.widens {
-            while free > 0 {
-                let Some(smallest) = groups.iter().map(|g| g.degree).min() else { break };
-                if smallest + 1 >= problem.k() {
-                    break;
-                }
-                let extra = problem.degrees[smallest + 1] - problem.degrees[smallest];
-                if extra > free {
-                    break;
-                }
-                free -= extra;
-                if let Some(group) = groups.iter_mut().find(|g| g.degree == smallest) {
-                    group.degree = smallest + 1;
+            // "The first group of the smallest degree moves up", round after round, is every
+            // group of the smallest degree in order, then every group (the moved ones among them)
+            // of the next degree, and so on, until a move needs more ranks than are free: one
+            // pass per degree instead of a scan of the step's groups per move.
+            'widen: for j in 0..problem.k() - 1 {
+                interrupt.check()?;
+                let extra = problem.degrees[j + 1] - problem.degrees[j];
+                for group in groups.iter_mut().filter(|g| g.degree == j) {
+                    if extra > free {
+                        break 'widen;
+                    }
+                    free -= extra;
+                    group.degree = j + 1;
                 }
             }
         }

@@ -99,9 +99,16 @@ fn items(problem: &Problem, tau: f64, least: usize, interrupt: &Interrupt) -> Re
     Ok(items)
 }
 
-/// Spend a step's free ranks on its slowest group while that makes the group faster.
-fn use_idle_ranks(problem: &Problem, groups: &mut Vec<Open>, mut free: u32) -> Result<()> {
+/// Spend a step's free ranks on its slowest group while that makes the group faster. Each round
+/// scans the step's groups (thousands where ranks are many), so each asks about Ctrl-C.
+fn use_idle_ranks(
+    problem: &Problem,
+    groups: &mut Vec<Open>,
+    mut free: u32,
+    interrupt: &Interrupt,
+) -> Result<()> {
     loop {
+        interrupt.check()?;
         let Some(slowest) =
             (0..groups.len()).reduce(|a, b| if groups[b].load > groups[a].load { b } else { a })
         else {
@@ -237,7 +244,7 @@ fn plan_for(
             for &g in &of_degree[j] {
                 let group = &groups[g];
                 if group.load + item.height <= tau
-                    && group.tokens + item.share <= problem.cap
+                    && group.tokens.checked_add(item.share).is_some_and(|t| t <= problem.cap)
                     && best.is_none_or(|b| group.load < groups[b].load)
                 {
                     best = Some(g);
@@ -326,7 +333,7 @@ fn plan_for(
                 at += 1;
             }
         }
-        use_idle_ranks(problem, &mut groups, free)?;
+        use_idle_ranks(problem, &mut groups, free, interrupt)?;
         let step: Vec<Group> =
             groups.into_iter().map(|g| Group { degree: g.degree, members: g.members }).collect();
         total += step.iter().map(|g| group_time(problem, g)).fold(0.0, f64::max);
@@ -380,7 +387,7 @@ fn plan_for_plain(
             for &g in &of_degree[j] {
                 let group = &groups[g];
                 if group.load + item.height <= tau
-                    && group.tokens + item.share <= problem.cap
+                    && group.tokens.checked_add(item.share).is_some_and(|t| t <= problem.cap)
                     && best.is_none_or(|b| group.load < groups[b].load)
                 {
                     best = Some(g);
@@ -408,7 +415,7 @@ fn plan_for_plain(
                 waiting.push(item);
             }
         }
-        use_idle_ranks(problem, &mut groups, free)?;
+        use_idle_ranks(problem, &mut groups, free, interrupt)?;
         let step: Vec<Group> =
             groups.into_iter().map(|g| Group { degree: g.degree, members: g.members }).collect();
         total += step.iter().map(|g| group_time(problem, g)).fold(0.0, f64::max);
@@ -478,6 +485,28 @@ pub fn search(problem: &Problem, limit: f64, interrupt: &Interrupt) -> Result<Op
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn spending_idle_ranks_asks_about_ctrl_c() {
+        // One group of three sequences on one of eight ranks: splitting or widening it helps.
+        let (lengths, costs, comm) = (vec![4u64, 4, 4], vec![4.0; 3], vec![0.0; 12]);
+        let degrees = [1u32, 2, 4, 8];
+        let problem = Problem {
+            lengths: &lengths,
+            costs: &costs,
+            comm: &comm,
+            degrees: &degrees,
+            world_size: 8,
+            cap: 64,
+        };
+        let group = || vec![Open { degree: 0, tokens: 12, load: 12.0, members: vec![0, 1, 2] }];
+        let mut groups = group();
+        use_idle_ranks(&problem, &mut groups, 7, &Interrupt::NEVER).unwrap();
+        assert!(groups.len() > 1 || groups[0].degree > 0);
+        let stop = || true;
+        let error = use_idle_ranks(&problem, &mut group(), 7, &Interrupt::new(&stop)).unwrap_err();
+        assert_eq!(error, crate::cp::CpError::Core(crate::error::CoreError::Interrupted));
+    }
 
     proptest! {
         #[test]

@@ -157,3 +157,32 @@ fn layout_gives_aligned_rank_blocks() {
     }
     assert_eq!(start, 6);
 }
+
+#[test]
+fn a_cap_near_u64_max_never_lets_a_rank_overflow() {
+    // Three sequences of 2**63 - 1 tokens: two fill a cap of 2**64 - 1 but a third would wrap
+    // the running total of u64 tokens past zero.
+    let owned = Owned::new(vec![(1u64 << 63) - 1; 3], 1, u64::MAX, 0.0, 0.0);
+    let problem = owned.problem();
+    let mut plans = vec![plan(&problem, Method::Best, &Interrupt::NEVER).unwrap()];
+    for reading in READINGS {
+        plans.push(plan(&problem, Method::Greedy(reading), &Interrupt::NEVER).unwrap());
+    }
+    for planned in plans {
+        for group in planned.steps.iter().flatten() {
+            let tokens: u128 = group.members.iter().map(|&i| problem.lengths[i as usize] as u128).sum();
+            assert!(tokens <= u64::MAX as u128, "{} tokens on one rank ({})", tokens, planned.method);
+        }
+    }
+}
+
+#[test]
+fn the_greedy_asks_about_ctrl_c_while_it_widens() {
+    // Three sequences never reach a check of the placement loop; widening is checked on its own.
+    let owned = Owned::new(vec![1, 2, 3], 8, 10, 0.0, 0.1);
+    let stop = || true;
+    let interrupt = Interrupt::new(&stop);
+    assert!(greedy(&owned.problem(), READINGS[0], &interrupt).is_ok());
+    let error = greedy(&owned.problem(), READINGS[1], &interrupt).unwrap_err();
+    assert_eq!(error, CpError::Core(CoreError::Interrupted));
+}
