@@ -1,0 +1,153 @@
+//! Heaps that answer a step's questions about its groups without scanning them all (thousands
+//! where ranks are many): per degree, the first-opened group of least load among those with room
+//! for a sequence's tokens, and the least load and the fewest tokens of any group; per step, the
+//! slowest group. Each answers exactly as the scan it replaces (ties to the first-opened group).
+//!
+//! A group's load and tokens only grow (heights are >= 0), and only the group a question returned
+//! grows, so every heap holds current keys except the `loads` and `tokens` ones, whose stale
+//! entries (smaller than the group's current values) are dropped as they reach the top.
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::error::CoreError;
+
+/// A group of a step being formed.
+pub(super) struct Open {
+    pub degree: usize,
+    pub tokens: u64,
+    pub load: f64,
+    pub members: Vec<u32>,
+}
+
+/// A load as an integer in the same order: loads are sums of values >= 0 (never NaN), whose bit
+/// patterns order as the values do once -0 reads as +0 (which `+ 0.0` does).
+#[inline]
+pub(super) fn key(load: f64) -> u64 {
+    (load + 0.0).to_bits()
+}
+
+/// `heap.push(item)`, with running out of memory an error naming `what`.
+fn push<T: Ord>(heap: &mut BinaryHeap<T>, item: T, what: &'static str) -> Result<(), CoreError> {
+    if heap.len() == heap.capacity() {
+        heap.try_reserve(1).map_err(|_| CoreError::OutOfMemory {
+            what,
+            bytes: heap.len().saturating_add(1).saturating_mul(std::mem::size_of::<T>()),
+        })?;
+    }
+    heap.push(item);
+    Ok(())
+}
+
+/// One degree's groups in a step.
+#[derive(Default)]
+pub(super) struct Degree {
+    /// Groups that had room at the last question, by `(load, order)`.
+    ready: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Groups that had no room then, by `(tokens, order)`: they return once the room grows.
+    full: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Every group by load and by tokens (kept only where [`track`](Self::track) is called).
+    loads: BinaryHeap<Reverse<(u64, u32)>>,
+    tokens: BinaryHeap<Reverse<(u64, u32)>>,
+}
+
+impl Degree {
+    pub fn clear(&mut self) {
+        self.ready.clear();
+        self.full.clear();
+        self.loads.clear();
+        self.tokens.clear();
+    }
+
+    /// A newly opened group `g` of this degree.
+    pub fn add(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
+        push(&mut self.ready, Reverse((key(groups[g].load), g as u32)), "a step's groups")
+    }
+
+    /// The group of least load (the first opened on a tie) among those holding at most `room`
+    /// tokens: the scan `tokens + share <= cap && load < best's load` over the groups in order.
+    pub fn best(&mut self, room: u64, groups: &[Open]) -> Result<Option<usize>, CoreError> {
+        while let Some(&Reverse((tokens, g))) = self.full.peek() {
+            if tokens > room {
+                break;
+            }
+            self.full.pop();
+            push(&mut self.ready, Reverse((key(groups[g as usize].load), g)), "a step's groups")?;
+        }
+        while let Some(&Reverse((_, g))) = self.ready.peek() {
+            let tokens = groups[g as usize].tokens;
+            if tokens <= room {
+                return Ok(Some(g as usize));
+            }
+            self.ready.pop();
+            push(&mut self.full, Reverse((tokens, g)), "a step's groups")?;
+        }
+        Ok(None)
+    }
+
+    /// Group `g`, the one [`best`](Self::best) just returned, took a sequence.
+    pub fn grew(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
+        let top = self.ready.pop();
+        debug_assert_eq!(top.map(|Reverse((_, t))| t as usize), Some(g));
+        self.add(g, groups)
+    }
+
+    /// Keep group `g`'s current load and tokens for [`least_load`](Self::least_load) and
+    /// [`least_tokens`](Self::least_tokens) (on opening it and after it grew).
+    pub fn track(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
+        push(&mut self.loads, Reverse((key(groups[g].load), g as u32)), "a step's groups")?;
+        push(&mut self.tokens, Reverse((groups[g].tokens, g as u32)), "a step's groups")
+    }
+
+    /// The least load of the tracked groups (infinity when none).
+    pub fn least_load(&mut self, groups: &[Open]) -> f64 {
+        while let Some(&Reverse((load, g))) = self.loads.peek() {
+            if key(groups[g as usize].load) == load {
+                return f64::from_bits(load);
+            }
+            self.loads.pop();
+        }
+        f64::INFINITY
+    }
+
+    /// The fewest tokens of the tracked groups (`None` when none).
+    pub fn least_tokens(&mut self, groups: &[Open]) -> Option<u64> {
+        while let Some(&Reverse((tokens, g))) = self.tokens.peek() {
+            if groups[g as usize].tokens == tokens {
+                return Some(tokens);
+            }
+            self.tokens.pop();
+        }
+        None
+    }
+}
+
+/// A step's groups by load, slowest first (the first in order on a tie), for spending idle ranks:
+/// the caller pops the slowest and pushes what it becomes.
+pub(super) struct Slowest(BinaryHeap<(u64, Reverse<u32>)>);
+
+impl Slowest {
+    pub fn new(groups: &[Open]) -> Result<Slowest, CoreError> {
+        let mut heap = BinaryHeap::new();
+        heap.try_reserve_exact(groups.len()).map_err(|_| CoreError::OutOfMemory {
+            what: "a step's groups",
+            bytes: groups.len().saturating_mul(std::mem::size_of::<(u64, Reverse<u32>)>()),
+        })?;
+        heap.extend(groups.iter().enumerate().map(|(g, group)| (key(group.load), Reverse(g as u32))));
+        Ok(Slowest(heap))
+    }
+
+    /// The slowest group, left in place.
+    pub fn peek(&self) -> Option<usize> {
+        self.0.peek().map(|&(_, Reverse(g))| g as usize)
+    }
+
+    /// Take the slowest group out (it is about to change).
+    pub fn pop(&mut self) {
+        self.0.pop();
+    }
+
+    /// Group `g` with its current load.
+    pub fn push(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
+        push(&mut self.0, (key(groups[g].load), Reverse(g as u32)), "a step's groups")
+    }
+}
