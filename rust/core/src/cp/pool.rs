@@ -38,6 +38,18 @@ fn push<T: Ord>(heap: &mut BinaryHeap<T>, item: T, what: &'static str) -> Result
     Ok(())
 }
 
+/// Group `g`'s entry in a min-heap keyed by one of its values: replaced where it is the top,
+/// else added (the old one goes stale).
+fn replace_or_push(heap: &mut BinaryHeap<Reverse<(u64, u32)>>, g: u32, value: u64) -> Result<(), CoreError> {
+    if let Some(mut top) = heap.peek_mut() {
+        if top.0 .1 == g {
+            *top = Reverse((value, g));
+            return Ok(());
+        }
+    }
+    push(heap, Reverse((value, g)), "a step's groups")
+}
+
 /// One degree's groups in a step.
 #[derive(Default)]
 pub(super) struct Degree {
@@ -84,18 +96,21 @@ impl Degree {
         Ok(None)
     }
 
-    /// Group `g`, the one [`best`](Self::best) just returned, took a sequence.
-    pub fn grew(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
-        let top = self.ready.pop();
-        debug_assert_eq!(top.map(|Reverse((_, t))| t as usize), Some(g));
-        self.add(g, groups)
+    /// Group `g`, the one [`best`](Self::best) just returned (the top), took a sequence.
+    pub fn grew(&mut self, g: usize, groups: &[Open]) {
+        if let Some(mut top) = self.ready.peek_mut() {
+            debug_assert_eq!(top.0 .1 as usize, g);
+            *top = Reverse((key(groups[g].load), g as u32));
+        }
     }
 
     /// Keep group `g`'s current load and tokens for [`least_load`](Self::least_load) and
-    /// [`least_tokens`](Self::least_tokens) (on opening it and after it grew).
+    /// [`least_tokens`](Self::least_tokens) (on opening it and after it grew): its entry is
+    /// replaced where it is the top (a join mostly goes to the least-loaded group), else added.
     pub fn track(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
-        push(&mut self.loads, Reverse((key(groups[g].load), g as u32)), "a step's groups")?;
-        push(&mut self.tokens, Reverse((groups[g].tokens, g as u32)), "a step's groups")
+        let (load, tokens, g) = (key(groups[g].load), groups[g].tokens, g as u32);
+        replace_or_push(&mut self.loads, g, load)?;
+        replace_or_push(&mut self.tokens, g, tokens)
     }
 
     /// The least load of the tracked groups (infinity when none).

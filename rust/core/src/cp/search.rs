@@ -270,7 +270,7 @@ fn plan_for(
                 group.load += item.height;
                 group.tokens += item.share;
                 alloc::push(&mut group.members, item.index, "a group's indexes")?;
-                pools[j].grew(b, groups)?;
+                pools[j].grew(b, groups);
                 pools[j].track(b, groups)?;
                 least_load[j] = pools[j].least_load(groups);
                 least_tokens[j] = pools[j].least_tokens(groups).unwrap_or(u64::MAX);
