@@ -9,6 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::alloc;
 use crate::error::CoreError;
 
 /// A group of a step being formed.
@@ -50,20 +51,31 @@ fn replace_or_push(heap: &mut BinaryHeap<Reverse<(u64, u32)>>, g: u32, value: u6
     push(heap, Reverse((value, g)), "a step's groups")
 }
 
-/// One degree's groups in a step.
+/// Up to this many groups of a degree, a scan of them answers faster than heaps.
+const SMALL: usize = 8;
+
+/// One degree's groups in a step: scanned while they are few, in heaps beyond [`SMALL`].
 #[derive(Default)]
 pub(super) struct Degree {
+    /// The groups, in order of opening.
+    ids: Vec<u32>,
+    /// Whether the heaps hold the groups (from the (`SMALL` + 1)th group on).
+    heaped: bool,
+    /// Whether [`track`](Self::track) was called (then `loads` and `tokens` are kept).
+    tracked: bool,
     /// Groups that had room at the last question, by `(load, order)`.
     ready: BinaryHeap<Reverse<(u64, u32)>>,
     /// Groups that had no room then, by `(tokens, order)`: they return once the room grows.
     full: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Every group by load and by tokens (kept only where [`track`](Self::track) is called).
+    /// Every group by load and by tokens.
     loads: BinaryHeap<Reverse<(u64, u32)>>,
     tokens: BinaryHeap<Reverse<(u64, u32)>>,
 }
 
 impl Degree {
     pub fn clear(&mut self) {
+        self.ids.clear();
+        (self.heaped, self.tracked) = (false, false);
         self.ready.clear();
         self.full.clear();
         self.loads.clear();
@@ -72,12 +84,37 @@ impl Degree {
 
     /// A newly opened group `g` of this degree.
     pub fn add(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
-        push(&mut self.ready, Reverse((key(groups[g].load), g as u32)), "a step's groups")
+        alloc::push(&mut self.ids, g as u32, "a step's groups")?;
+        if self.heaped {
+            return push(&mut self.ready, Reverse((key(groups[g].load), g as u32)), "a step's groups");
+        }
+        if self.ids.len() > SMALL {
+            self.heaped = true;
+            for &h in &self.ids {
+                let group = &groups[h as usize];
+                push(&mut self.ready, Reverse((key(group.load), h)), "a step's groups")?;
+                if self.tracked {
+                    push(&mut self.loads, Reverse((key(group.load), h)), "a step's groups")?;
+                    push(&mut self.tokens, Reverse((group.tokens, h)), "a step's groups")?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The group of least load (the first opened on a tie) among those holding at most `room`
     /// tokens: the scan `tokens + share <= cap && load < best's load` over the groups in order.
     pub fn best(&mut self, room: u64, groups: &[Open]) -> Result<Option<usize>, CoreError> {
+        if !self.heaped {
+            let mut best: Option<usize> = None;
+            for &g in &self.ids {
+                let group = &groups[g as usize];
+                if group.tokens <= room && best.is_none_or(|b| group.load < groups[b].load) {
+                    best = Some(g as usize);
+                }
+            }
+            return Ok(best);
+        }
         while let Some(&Reverse((tokens, g))) = self.full.peek() {
             if tokens > room {
                 break;
@@ -98,6 +135,9 @@ impl Degree {
 
     /// Group `g`, the one [`best`](Self::best) just returned (the top), took a sequence.
     pub fn grew(&mut self, g: usize, groups: &[Open]) {
+        if !self.heaped {
+            return;
+        }
         if let Some(mut top) = self.ready.peek_mut() {
             debug_assert_eq!(top.0 .1 as usize, g);
             *top = Reverse((key(groups[g].load), g as u32));
@@ -108,6 +148,10 @@ impl Degree {
     /// [`least_tokens`](Self::least_tokens) (on opening it and after it grew): its entry is
     /// replaced where it is the top (a join mostly goes to the least-loaded group), else added.
     pub fn track(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
+        self.tracked = true;
+        if !self.heaped {
+            return Ok(());
+        }
         let (load, tokens, g) = (key(groups[g].load), groups[g].tokens, g as u32);
         replace_or_push(&mut self.loads, g, load)?;
         replace_or_push(&mut self.tokens, g, tokens)
@@ -115,6 +159,9 @@ impl Degree {
 
     /// The least load of the tracked groups (infinity when none).
     pub fn least_load(&mut self, groups: &[Open]) -> f64 {
+        if !self.heaped {
+            return self.ids.iter().map(|&g| groups[g as usize].load).fold(f64::INFINITY, f64::min);
+        }
         while let Some(&Reverse((load, g))) = self.loads.peek() {
             if key(groups[g as usize].load) == load {
                 return f64::from_bits(load);
@@ -126,6 +173,9 @@ impl Degree {
 
     /// The fewest tokens of the tracked groups (`None` when none).
     pub fn least_tokens(&mut self, groups: &[Open]) -> Option<u64> {
+        if !self.heaped {
+            return self.ids.iter().map(|&g| groups[g as usize].tokens).min();
+        }
         while let Some(&Reverse((tokens, g))) = self.tokens.peek() {
             if groups[g as usize].tokens == tokens {
                 return Some(tokens);
