@@ -146,11 +146,41 @@ def test_every_family_plans_validly():
         compare(lengths, world_size, cap, kappa(50e9), rounds=0)
 
 
-def main() -> None:
+def at_least_one(text: str) -> int:
+    """An argparse type: an int >= 1 (no batch, or no timed round, leaves nothing to report)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--seeds", type=at_least_one, default=3, help="batches per family")
+    parser.add_argument(
+        "--rounds", type=at_least_one, default=3, help="timed calls per plan (the best counts)"
+    )
+    return parser.parse_args(argv)
+
+
+def test_no_seeds_or_rounds_is_refused_by_name(capsys):
+    for option in ("--seeds", "--rounds"):
+        for value in ("0", "-2", "x"):
+            try:
+                parse_args([option, value])
+            except SystemExit as error:
+                assert error.code == 2
+            else:
+                raise AssertionError(f"{option} {value} was accepted")
+            assert f"argument {option}: must be an int >= 1" in capsys.readouterr().err
+    assert parse_args(["--rounds", "1"]).rounds == 1
+
+
+def main() -> None:
+    args = parse_args()
     print(
         f"build: {_native.build_profile()}; plan time / lower bound, mean of {args.seeds} batches"
     )

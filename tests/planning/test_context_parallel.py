@@ -280,10 +280,12 @@ def test_the_megatron_layout_carries_the_plan(problem, widen_idle):
     lengths, world_size, cap, cost, comm, cp_sizes = problem
     plan = plan_context_parallel(lengths, world_size, cap, cost=cost, comm=comm, cp_sizes=cp_sizes)
     try:
-        layout = cp_sample_id_groups(plan, world_size, widen_idle=widen_idle)
+        layout = cp_sample_id_groups(plan, world_size, widen_idle=widen_idle, cp_sizes=cp_sizes)
     except ValueError as error:
-        # Only idle ranks no group can double into (world sizes that are not powers of two).
-        assert widen_idle and world_size & (world_size - 1) and "idle" in str(error)
+        # Only idle ranks no group can widen into: world sizes that are not powers of two, or
+        # allowed sizes that leave no room to move up into.
+        assert widen_idle and "idle" in str(error)
+        assert world_size & (world_size - 1) or cp_sizes is not None
         return
     assert len(layout) == len(plan)
     seen = []
@@ -303,6 +305,7 @@ def test_the_megatron_layout_carries_the_plan(problem, widen_idle):
             assert -(-lengths[sample_id] // size) <= cap
             planned = next(c for c, _, ids in step if sample_id in ids)
             assert size == planned or (widen_idle and size >= planned)
+            assert size in cp_degrees(world_size, cp_sizes)
         for rank_ids in ranks:
             share = 0
             for sample_id in rank_ids:
@@ -365,6 +368,27 @@ def test_a_budget_near_or_past_u64_holds_every_rank_within_it(cap):
 def test_the_layouts_refuse_a_step_that_would_lose_or_misplace_samples(step, match, layout):
     with pytest.raises((ValueError, TypeError), match=match):
         layout([step])
+
+
+def test_widening_keeps_to_the_allowed_sizes():
+    plan = [[(2, [0, 1], [0]), (1, [2], [1])]]
+    # All sizes allowed: the narrowest doubles, then the next narrowest, up to 8 ranks.
+    assert cp_sample_id_groups(plan, 8, widen_idle=True) == [[[0]] * 4 + [[1]] * 4]
+    # Sizes 1 and 4 only: each group moves up to 4, never to 2 or 8.
+    assert cp_sample_id_groups([[(1, [0], [0])]], 4, widen_idle=True, cp_sizes=[1, 4]) == [
+        [[0]] * 4
+    ]
+    assert cp_sample_id_groups(
+        [[(1, [0], [0]), (1, [1], [1])]], 8, widen_idle=True, cp_sizes=[1, 4]
+    ) == [[[0]] * 4 + [[1]] * 4]
+    with pytest.raises(ValueError, match=r"step 0 leaves 4 of 8 ranks idle .* cp_sizes \[1, 2\]"):
+        cp_sample_id_groups(plan, 8, widen_idle=True, cp_sizes=[1, 2])
+    with pytest.raises(
+        ValueError, match=r"step 0 has a group of cp_size 2, not in cp_sizes \[1, 4\]"
+    ):
+        cp_sample_id_groups(plan, 8, cp_sizes=[1, 4])
+    with pytest.raises(ValueError, match=r"cp_sizes\[0\] must be a power of two"):
+        cp_sample_id_groups(plan, 8, cp_sizes=[3])
 
 
 def test_widening_an_empty_step_is_refused_by_name():

@@ -37,14 +37,14 @@ PRELUDE = textwrap.dedent(
 
 @pytest.mark.parametrize("delay", [0.3, 2.0])
 def test_ctrl_c_stops_a_long_plan_promptly(delay):
-    # 200,000 sequences over 8 ranks: hundreds of steps, each trial of the search a pass over
-    # every waiting sequence per step (tens of seconds in all).
+    # 3,000,000 sequences over 8 ranks: over a hundred thousand steps per trial of the search and
+    # per greedy reading (about 30 s in all on a quick build).
     latency, _, rest = helpers.interrupt_child(
         PRELUDE
         + textwrap.dedent(
             """
             rng = np.random.default_rng(0)
-            lengths = np.clip(rng.lognormal(8.5, 1.2, 200_000).astype(np.int64), 16, 8 * 32768)
+            lengths = np.clip(rng.lognormal(8.5, 1.2, 3_000_000).astype(np.int64), 16, 8 * 32768)
             print("started", flush=True)
             try:
                 seqbalance.plan_context_parallel(lengths, 8, 32768, comm=0.05)
@@ -63,14 +63,14 @@ def test_ctrl_c_stops_a_long_plan_promptly(delay):
 
 
 def test_ctrl_c_stops_a_plan_over_a_million_ranks_promptly():
-    # 60,000 one-token sequences over 2**20 ranks: a step holds 60,000 groups. The greedy's
-    # widening once scanned them all per move (seconds without a check); the search's use of
-    # idle ranks scans them per split or widening.
+    # 600,000 one-token sequences over 2**20 ranks: a step holds 600,000 groups, which the
+    # greedy's widening passes over and the search's use of idle ranks splits or widens one by
+    # one (about 12 s in all on a quick build).
     latency, _, rest = helpers.interrupt_child(
         PRELUDE
         + textwrap.dedent(
             """
-            lengths = np.ones(60_000, dtype=np.int64)
+            lengths = np.ones(600_000, dtype=np.int64)
             print("started", flush=True)
             try:
                 seqbalance.plan_context_parallel(lengths, 2**20, 64, comm=0.01)

@@ -268,9 +268,10 @@ def _laid_out(step: CpStep) -> CpStep:
     return laid
 
 
-def _widened(step: CpStep, world_size: int, position: int) -> CpStep:
-    """``step`` with its idle ranks given to its narrowest groups (each doubled in turn, as
-    Megatron-LM's scheduler fills empty ranks), laid out again."""
+def _widened(step: CpStep, world_size: int, position: int, degrees: Sequence[int] | None) -> CpStep:
+    """``step`` with its idle ranks given to its narrowest groups, laid out again: each in turn
+    doubles (as Megatron-LM's scheduler fills empty ranks), or with ``degrees`` (the allowed CP
+    sizes) moves up to the next allowed size."""
     sizes = [cp_size for cp_size, _, _ in step]
     idle = world_size - sum(sizes)
     if not sizes:
@@ -278,21 +279,30 @@ def _widened(step: CpStep, world_size: int, position: int) -> CpStep:
     while idle > 0:
         narrowest = sizes.index(min(sizes))
         size = sizes[narrowest]
-        if size > idle or world_size % (2 * size):
+        if degrees is None:
+            wider = 2 * size if world_size % (2 * size) == 0 else None
+            remedy = "plan with cp_sizes whose sizes tile world_size"
+        else:
+            wider = next((c for c in degrees if c > size), None)
+            remedy = f"no larger size in cp_sizes {list(degrees)} fits them"
+        if wider is None or wider - size > idle:
             raise ValueError(
                 f"step {position} leaves {idle} of {world_size} ranks idle and its narrowest "
-                f"group (cp_size {size}) cannot double into them; plan with cp_sizes "
-                "whose sizes tile world_size"
+                f"group (cp_size {size}) cannot widen into them; {remedy}"
             )
-        sizes[narrowest] = 2 * size
-        idle -= size
+        sizes[narrowest] = wider
+        idle -= wider - size
     return _laid_out(
         [(size, [], indexes) for size, (_, _, indexes) in zip(sizes, step, strict=True)]
     )
 
 
 def cp_sample_id_groups(
-    plan: CpPlan, world_size: int, *, widen_idle: bool = False
+    plan: CpPlan,
+    world_size: int,
+    *,
+    widen_idle: bool = False,
+    cp_sizes: Sequence[int] | None = None,
 ) -> list[list[list[int]]]:
     """A plan in Megatron-LM's dynamic-CP layout: per step, per DP×CP rank, the sample indexes it
     holds.
@@ -304,12 +314,14 @@ def cp_sample_id_groups(
     to its size (how dynamic CP process groups are laid out). A rank the plan leaves idle gets an
     empty list; with ``widen_idle=True`` the step's narrowest groups double into the idle ranks
     instead (fewer tokens per rank, more communication), since some trainers need every rank to
-    hold a sample.
+    hold a sample. Given ``cp_sizes`` (the sizes the plan was made with), every group's size must
+    be one of them and a widened group moves up to the next of them, never to another size.
 
     Raises:
         ValueError: a group whose ranks leave ``range(world_size)``, are not ``cp_size`` of
-            them, or overlap another group's in the step; or idle ranks that no group can double
-            into (``widen_idle=True``).
+            them, or overlap another group's in the step; a group size not in ``cp_sizes``; or
+            idle ranks that no group can widen into (``widen_idle=True``).
+        TypeError: ``cp_sizes`` not a sequence of ints.
 
     Example:
         >>> plan = [[(2, [0, 1], [0]), (1, [2], [1, 2])]]
@@ -317,12 +329,22 @@ def cp_sample_id_groups(
         [[[0], [0], [1, 2], []]]
         >>> cp_sample_id_groups(plan, 4, widen_idle=True)
         [[[0], [0], [1, 2], [1, 2]]]
+        >>> cp_sample_id_groups([[(1, [0], [0])]], 4, widen_idle=True, cp_sizes=[1, 4])
+        [[[0], [0], [0], [0]]]
     """
     world = check_count(world_size, "world_size")
+    degrees = None if cp_sizes is None else cp_degrees(world, cp_sizes)
     layout = []
     for position, step in enumerate(plan):
         _check_step(step, world, position)
-        groups = _widened(step, world, position) if widen_idle else step
+        if degrees is not None:
+            for cp_size, _, _ in step:
+                if cp_size not in degrees:
+                    raise ValueError(
+                        f"step {position} has a group of cp_size {cp_size}, not in "
+                        f"cp_sizes {degrees}"
+                    )
+        groups = _widened(step, world, position, degrees) if widen_idle else step
         ranks: list[list[int]] = [[] for _ in range(world)]
         for _, members, indexes in groups:
             for rank in members:

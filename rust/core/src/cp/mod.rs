@@ -16,6 +16,7 @@
 //! [`plan`] runs both and returns the faster plan (the greedy's on a tie), so the answer is never
 //! slower in the model than the floor.
 mod greedy;
+mod pool;
 mod search;
 #[cfg(test)]
 mod tests;
