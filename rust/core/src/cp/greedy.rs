@@ -352,16 +352,7 @@ mod tests {
             let (world_size, cap, n) = shape;
             let degrees: Vec<u32> = (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect();
             let top = *degrees.last().unwrap() as u64 * cap;
-            let mut state = seed | 1;
-            let lengths: Vec<u64> = (0..n)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    // Mostly short (many groups of one degree, full ones among them), a few long.
-                    if state % 5 == 0 { state % (top + 1) } else { state % (cap + 1) }
-                })
-                .collect();
+            let lengths = crate::cp::tests::mostly_short(seed, n, cap, top);
             // Costs that follow the length, or not (then loads and tokens disagree on the order).
             let costs: Vec<f64> = lengths
                 .iter()

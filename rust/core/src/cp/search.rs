@@ -93,6 +93,51 @@ fn items(problem: &Problem, tau: f64, least: usize, interrupt: &Interrupt) -> Re
     Ok(items)
 }
 
+/// What spending free ranks on a group can do for it.
+enum Move {
+    /// Two halves of the group's sequences, each on `cp_size` ranks of its own.
+    Split(Open, Open),
+    /// The group on the next allowed degree, at this load.
+    Widen(f64),
+    /// Nothing makes it faster.
+    Stay,
+}
+
+/// The faster of splitting `group` in two halves (heaviest first, each to the lighter half) and
+/// widening it to the next degree, with `free` ranks to spend; [`Move::Stay`] when neither beats
+/// its load (a split wins ties).
+fn faster(problem: &Problem, group: &Open, free: u32) -> Move {
+    let (j, c) = (group.degree, problem.degrees[group.degree]);
+    let mut split: Option<(f64, Open, Open)> = None;
+    if free >= c && group.members.len() > 1 {
+        let mut order = group.members.clone();
+        order.sort_by(|&a, &b| {
+            problem.height(b as usize, j).total_cmp(&problem.height(a as usize, j)).then(a.cmp(&b))
+        });
+        let mut halves = [
+            Open { degree: j, tokens: 0, load: 0.0, members: Vec::new() },
+            Open { degree: j, tokens: 0, load: 0.0, members: Vec::new() },
+        ];
+        for i in order {
+            let half = if halves[0].load <= halves[1].load { 0 } else { 1 };
+            halves[half].load += problem.height(i as usize, j);
+            halves[half].tokens += problem.share(i as usize, j);
+            halves[half].members.push(i);
+        }
+        let [first, second] = halves;
+        split = Some((first.load.max(second.load), first, second));
+    }
+    let widened = (j + 1 < problem.k() && free >= problem.degrees[j + 1] - c)
+        .then(|| group_time(problem, &Group { degree: j + 1, members: group.members.clone() }));
+    match (split, widened) {
+        (Some((time, first, second)), widen) if time < group.load && widen.is_none_or(|w| time <= w) => {
+            Move::Split(first, second)
+        }
+        (_, Some(widen)) if widen < group.load => Move::Widen(widen),
+        _ => Move::Stay,
+    }
+}
+
 /// Spend a step's free ranks on its slowest group while that makes the group faster. The
 /// slowest group comes from a heap (a step holds thousands of groups where ranks are many); the
 /// rounds (up to one per free rank) ask about Ctrl-C.
@@ -108,32 +153,9 @@ fn use_idle_ranks(
         let Some(slowest) = slowest_first.peek() else {
             return Ok(());
         };
-        let group = &groups[slowest];
-        let (j, c) = (group.degree, problem.degrees[group.degree]);
-        let mut best_split: Option<(f64, Open, Open)> = None;
-        if free >= c && group.members.len() > 1 {
-            let mut order = group.members.clone();
-            order.sort_by(|&a, &b| {
-                problem.height(b as usize, j).total_cmp(&problem.height(a as usize, j)).then(a.cmp(&b))
-            });
-            let mut halves = [
-                Open { degree: j, tokens: 0, load: 0.0, members: Vec::new() },
-                Open { degree: j, tokens: 0, load: 0.0, members: Vec::new() },
-            ];
-            for i in order {
-                let half = if halves[0].load <= halves[1].load { 0 } else { 1 };
-                halves[half].load += problem.height(i as usize, j);
-                halves[half].tokens += problem.share(i as usize, j);
-                halves[half].members.push(i);
-            }
-            let [first, second] = halves;
-            best_split = Some((first.load.max(second.load), first, second));
-        }
-        let widened = (j + 1 < problem.k() && free >= problem.degrees[j + 1] - c)
-            .then(|| group_time(problem, &Group { degree: j + 1, members: group.members.clone() }));
-        let current = group.load;
-        match (best_split, widened) {
-            (Some((split, first, second)), widen) if split < current && widen.is_none_or(|w| split <= w) => {
+        let c = problem.degrees[groups[slowest].degree];
+        match faster(problem, &groups[slowest], free) {
+            Move::Split(first, second) => {
                 groups[slowest] = first;
                 alloc::push(groups, second, "a step's groups")?;
                 free -= c;
@@ -141,8 +163,9 @@ fn use_idle_ranks(
                 slowest_first.push(slowest, groups)?;
                 slowest_first.push(groups.len() - 1, groups)?;
             }
-            (_, Some(widen)) if widen < current => {
+            Move::Widen(widen) => {
                 let group = &mut groups[slowest];
+                let j = group.degree;
                 free -= problem.degrees[j + 1] - c;
                 group.degree = j + 1;
                 group.load = widen;
@@ -150,7 +173,7 @@ fn use_idle_ranks(
                 slowest_first.pop();
                 slowest_first.push(slowest, groups)?;
             }
-            _ => return Ok(()),
+            Move::Stay => return Ok(()),
         }
     }
     Ok(())
@@ -376,44 +399,22 @@ fn use_idle_ranks_plain(
         else {
             return Ok(());
         };
-        let group = &groups[slowest];
-        let (j, c) = (group.degree, problem.degrees[group.degree]);
-        let mut best_split: Option<(f64, Open, Open)> = None;
-        if free >= c && group.members.len() > 1 {
-            let mut order = group.members.clone();
-            order.sort_by(|&a, &b| {
-                problem.height(b as usize, j).total_cmp(&problem.height(a as usize, j)).then(a.cmp(&b))
-            });
-            let mut halves = [
-                Open { degree: j, tokens: 0, load: 0.0, members: Vec::new() },
-                Open { degree: j, tokens: 0, load: 0.0, members: Vec::new() },
-            ];
-            for i in order {
-                let half = if halves[0].load <= halves[1].load { 0 } else { 1 };
-                halves[half].load += problem.height(i as usize, j);
-                halves[half].tokens += problem.share(i as usize, j);
-                halves[half].members.push(i);
-            }
-            let [first, second] = halves;
-            best_split = Some((first.load.max(second.load), first, second));
-        }
-        let widened = (j + 1 < problem.k() && free >= problem.degrees[j + 1] - c)
-            .then(|| group_time(problem, &Group { degree: j + 1, members: group.members.clone() }));
-        let current = group.load;
-        match (best_split, widened) {
-            (Some((split, first, second)), widen) if split < current && widen.is_none_or(|w| split <= w) => {
+        let c = problem.degrees[groups[slowest].degree];
+        match faster(problem, &groups[slowest], free) {
+            Move::Split(first, second) => {
                 groups[slowest] = first;
                 alloc::push(groups, second, "a step's groups")?;
                 free -= c;
             }
-            (_, Some(widen)) if widen < current => {
+            Move::Widen(widen) => {
                 let group = &mut groups[slowest];
+                let j = group.degree;
                 free -= problem.degrees[j + 1] - c;
                 group.degree = j + 1;
                 group.load = widen;
                 group.tokens = group.members.iter().map(|&i| problem.share(i as usize, j + 1)).sum();
             }
-            _ => return Ok(()),
+            Move::Stay => return Ok(()),
         }
     }
 }
@@ -595,16 +596,7 @@ mod tests {
             let (world_size, cap, n) = shape;
             let degrees: Vec<u32> = (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect();
             let top = *degrees.last().unwrap() as u64 * cap;
-            let mut state = seed | 1;
-            let lengths: Vec<u64> = (0..n)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    // Mostly short, a few up to what the widest degree holds.
-                    if state % 5 == 0 { state % (top + 1) } else { state % (cap + 1) }
-                })
-                .collect();
+            let lengths = crate::cp::tests::mostly_short(seed, n, cap, top);
             // A cost that does not grow with the length (shares then do not fall along the order).
             let costs: Vec<f64> = lengths
                 .iter()

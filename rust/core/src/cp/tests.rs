@@ -186,3 +186,21 @@ fn the_greedy_asks_about_ctrl_c_while_it_widens() {
     let error = greedy(&owned.problem(), READINGS[1], &interrupt).unwrap_err();
     assert_eq!(error, CpError::Core(CoreError::Interrupted));
 }
+
+/// `n` lengths from a xorshift stream seeded by `seed`: mostly up to `cap` (many groups of one
+/// degree, full ones among them), one in five up to `top` (what the widest degree holds).
+pub(super) fn mostly_short(seed: u64, n: usize, cap: u64, top: u64) -> Vec<u64> {
+    let mut state = seed | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            if state % 5 == 0 {
+                state % (top + 1)
+            } else {
+                state % (cap + 1)
+            }
+        })
+        .collect()
+}
