@@ -2,7 +2,7 @@
 
 use super::bounds::lower_bound_sorted;
 use super::cost::{part_cost, PlanCost};
-use super::heap::{HeapKey, Line, MinHeap};
+use super::heap::MinHeap;
 use super::shape::Shape;
 use super::{map_checked, Result};
 use crate::alloc;
@@ -519,8 +519,8 @@ impl<C> Default for SplitBuffers<C> {
 /// The key arrays of a split: the opening run, the open heap, the full heap.
 pub(super) struct KeyBuffers<K> {
     run: Vec<K>,
-    heap: Vec<Line<K>>,
-    full: Vec<Line<K>>,
+    heap: Vec<K>,
+    full: Vec<K>,
 }
 
 impl<K> Default for KeyBuffers<K> {
@@ -542,7 +542,7 @@ fn reuse<T>(buffer: &mut Vec<T>, len: usize, what: &'static str) -> Result<Vec<T
 }
 
 /// A heap key: `high << shift | low`, compared as one integer.
-pub(super) trait Key: HeapKey {
+pub(super) trait Key: Copy + Ord {
     /// This key type's arrays in `buffers`.
     fn buffers<C>(buffers: &mut SplitBuffers<C>) -> &mut KeyBuffers<Self>;
     fn pack(high: u64, low: u64, shift: u32) -> Self;
