@@ -156,7 +156,7 @@ proptest! {
         // Near the least count that fits (about 3 items a part), where most splits succeed.
         let count = (items.len() * share / 100).max(1);
         let tokens: Vec<u64> = items.iter().map(|&(t, _, _)| t).collect();
-        let costs: Vec<u64> = items.iter().map(|&(t, m, small)| t * m << scale | small).collect();
+        let costs: Vec<u64> = items.iter().map(|&(t, m, small)| (t * m) << scale | small).collect();
         let problem = Problem { tokens: &tokens, costs: &costs, cap, multiple: 1, shape: None };
         let ordered = problem.ordered(&Interrupt::NEVER).unwrap();
         let part_bits = usize::BITS - (count - 1).leading_zeros();
@@ -164,7 +164,7 @@ proptest! {
         prop_assume!(sum.is_none_or(|sum| sum.leading_zeros() < part_bits + 1));
         let (per, most) = ordered.part_tokens.unwrap();
         // The bound as near 2^64 as the scales go: a bound too small by a few bits would wrap.
-        prop_assume!(per.checked_mul(most.max(cap)).is_some_and(|b| b.leading_zeros() >= part_bits + 1));
+        prop_assume!(per.checked_mul(most.max(cap)).is_some_and(|b| b.leading_zeros() > part_bits));
         let narrow = problem.split(&ordered, count, &Interrupt::NEVER).unwrap();
         let wide = problem
             .split_with::<u128>(&ordered, count, 32, &mut Default::default(), &Interrupt::NEVER)
