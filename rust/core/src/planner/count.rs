@@ -79,7 +79,7 @@ impl<C: PlanCost> Problem<'_, C> {
         // The costs' sum bounds a part's cost, and so does the steepest cost per token times the
         // most tokens a part can hold: `min_num_micro_batches_for` on 4*10^7 workload costs
         // (sum 2^55) in 10^7 parts needs 128-bit keys by the first, 57 bits by the second
-        // (59-61 s against 43-45 s, docs/performance.md).
+        // (58-61 s against 43-45 s, docs/performance.md).
         let per_part = ordered.part_tokens.and_then(|(per, most)| per.checked_mul(most.max(self.cap)));
         let most = match (C::key_bound(self.costs), per_part) {
             (Some(sum), Some(part)) => Some(sum.min(part)),
