@@ -2,6 +2,7 @@
 
 use super::bounds::lower_bound_sorted;
 use super::cost::{part_cost, PlanCost};
+use super::heap::MinHeap;
 use super::shape::Shape;
 use super::{map_checked, Result};
 use crate::alloc;
@@ -41,7 +42,8 @@ impl<C: PlanCost> Problem<'_, C> {
             C::from_bits(most - bits)
         })?;
         drop(sorted.values);
-        Ok(Ordered { order, tokens, costs })
+        let part_tokens = per_token(&tokens, &costs, interrupt)?;
+        Ok(Ordered { order, tokens, costs, part_tokens })
     }
 
     /// The cap-aware greedy split into `count` parts: the part of every item by its position in
@@ -53,7 +55,7 @@ impl<C: PlanCost> Problem<'_, C> {
     /// room for it come back from the fill heap, so the cost heap's first fitting entry is the
     /// cheapest part with room (the oracle's rule) and a full part is not scanned again and
     /// again (scanning made a split near the lower bound cost O(n * count)). Both heaps hold
-    /// packed integer keys in [`MinHeap`] (see there why not `BinaryHeap` of tuples).
+    /// packed integer keys in [`MinHeap`] (see `heap.rs` for why not `BinaryHeap` of tuples).
     pub(super) fn split(
         &self,
         ordered: &Ordered<C>,
@@ -74,7 +76,15 @@ impl<C: PlanCost> Problem<'_, C> {
         // Keys are (cost so far, non-empty, part) and (fill, part), packed into one integer:
         // u64 when the largest possible cost and the cap leave room for the part's bits.
         let part_bits = usize::BITS - count.saturating_sub(1).leading_zeros();
-        let most = C::key_bound(self.costs);
+        // The costs' sum bounds a part's cost, and so does the steepest cost per token times the
+        // most tokens a part can hold: `min_num_micro_batches_for` on 4*10^7 workload costs
+        // (sum 2^55) in 10^7 parts needs 128-bit keys by the first, 57 bits by the second
+        // (58-61 s against 43-45 s, docs/performance.md).
+        let per_part = ordered.part_tokens.and_then(|(per, most)| per.checked_mul(most.max(self.cap)));
+        let most = match (C::key_bound(self.costs), per_part) {
+            (Some(sum), Some(part)) => Some(sum.min(part)),
+            (sum, part) => sum.or(part),
+        };
         let fits = |value: Option<u64>, shift: u32| value.is_some_and(|v| v.leading_zeros() >= shift);
         // (A search whose counts cross from one key width to the other frees the other's arrays.)
         if fits(most, part_bits + 1) && fits(Some(self.cap), part_bits) {
@@ -131,14 +141,14 @@ impl<C: PlanCost> Problem<'_, C> {
         let mut open = RunHeap {
             run: open_keys,
             next: 0,
-            heap: MinHeap { keys: reuse(&mut keys.heap, count, "the micro-batch heap")? },
+            heap: MinHeap::reuse(std::mem::take(&mut keys.heap), count, "the micro-batch heap")?,
         };
-        let mut full = MinHeap::<K> { keys: reuse(&mut keys.full, count, "the micro-batch heap")? };
+        let mut full = MinHeap::reuse(std::mem::take(&mut keys.full), count, "the micro-batch heap")?;
         // Every buffer goes back for the next split, the split itself only when it failed.
         let give_back = |buffers: &mut SplitBuffers<C>, fill, open: RunHeap<K>, full: MinHeap<K>| {
             buffers.fill = fill;
             let keys = K::buffers(buffers);
-            (keys.run, keys.heap, keys.full) = (open.run, open.heap.keys, full.keys);
+            (keys.run, keys.heap, keys.full) = (open.run, open.heap.into_buffer(), full.into_buffer());
         };
         // Tokens and costs in the greedy's order: read sequentially (gathered through the order
         // they missed the cache on most items, 70% of the loop's time outside the heap).
@@ -441,6 +451,33 @@ pub(super) struct Ordered<C> {
     pub(super) order: Vec<u32>,
     pub(super) tokens: Vec<u64>,
     pub(super) costs: Vec<C>,
+    /// See [`per_token`].
+    pub(super) part_tokens: Option<(u64, u64)>,
+}
+
+/// For integer costs, the least `r` with every item's cost at most `r` times its tokens, and the
+/// most tokens of an item; `None` for float costs or an item with a cost and no tokens. A part
+/// holds at most `max(cap, most tokens)` tokens (an item that opens it, then items within the
+/// cap), so its cost is at most `r` times that: a bound on the split's heap keys.
+fn per_token<C: PlanCost>(tokens: &[u64], costs: &[C], interrupt: &Interrupt) -> Result<Option<(u64, u64)>> {
+    if !C::EXACT {
+        return Ok(None);
+    }
+    // The steepest item so far as the fraction cost / per (compared crosswise, no division).
+    let (mut cost, mut per, mut most) = (0u64, 1u64, 0u64);
+    for (step, (&t, c)) in tokens.iter().zip(costs).enumerate() {
+        interrupt.every(step)?;
+        let c = c.bits();
+        most = most.max(t);
+        if t == 0 {
+            if c > 0 {
+                return Ok(None);
+            }
+        } else if c as u128 * per as u128 > cost as u128 * t as u128 {
+            (cost, per) = (c, t);
+        }
+    }
+    Ok(Some((cost.div_ceil(per), most)))
 }
 
 impl<C> Ordered<C> {
@@ -545,91 +582,6 @@ impl Key for u128 {
     }
 }
 
-/// Children per node of [`MinHeap`].
-pub(super) const ARITY: usize = 8;
-
-/// A d-ary min-heap of packed keys for the split's hot loop.
-///
-/// `BinaryHeap<Reverse<(u64, bool, u32)>>` spent as long as the rest of the split together in
-/// `sift_down_range`: a tuple comparison branches field by field, and a binary heap of
-/// thousands of parts is 13 levels of dependent loads. Here a key is one integer (one compare),
-/// a node's 8 children share a cache line (u64 keys) and the smallest is found without
-/// branching on it, so the top is replaced in about 4 levels: the hole goes down to a leaf
-/// along the smallest child and the key sifts up from there, which is short because a part
-/// that just took an item usually ranks near the bottom.
-#[derive(Clone)]
-pub(super) struct MinHeap<K> {
-    pub(super) keys: Vec<K>,
-}
-
-impl<K: Key> MinHeap<K> {
-    pub(super) fn peek(&self) -> Option<K> {
-        self.keys.first().copied()
-    }
-
-    /// [`MinHeap::push`] that may grow the heap: a `MemoryError`, never an abort.
-    pub(super) fn try_push(&mut self, key: K, what: &'static str) -> Result<()> {
-        alloc::reserve(&mut self.keys, 1, what)?;
-        self.push(key);
-        Ok(())
-    }
-
-    pub(super) fn push(&mut self, key: K) {
-        self.keys.push(key);
-        self.sift_up(self.keys.len() - 1, key);
-    }
-
-    pub(super) fn pop(&mut self) {
-        if let Some(last) = self.keys.pop() {
-            if !self.keys.is_empty() {
-                self.replace_top(last);
-            }
-        }
-    }
-
-    /// Replace the smallest key (the heap must not be empty) by `key`.
-    pub(super) fn replace_top(&mut self, key: K) {
-        let keys = &mut self.keys;
-        let n = keys.len();
-        let mut hole = 0;
-        loop {
-            let first = hole * ARITY + 1;
-            let best = if first + ARITY <= n {
-                // A full node: a fixed-size array, no bounds checks, selects without branches.
-                let node: &[K; ARITY] = keys[first..first + ARITY].try_into().expect("ARITY keys");
-                let (mut best, mut least) = (0, node[0]);
-                for (c, &child) in node.iter().enumerate().skip(1) {
-                    let less = child < least;
-                    best = if less { c } else { best };
-                    least = if less { child } else { least };
-                }
-                best
-            } else if first < n {
-                let node = &keys[first..n];
-                (0..node.len()).min_by_key(|&c| node[c]).expect("a child")
-            } else {
-                break;
-            };
-            keys[hole] = keys[first + best];
-            hole = first + best;
-        }
-        self.sift_up(hole, key);
-    }
-
-    pub(super) fn sift_up(&mut self, mut hole: usize, key: K) {
-        let keys = &mut self.keys;
-        while hole > 0 {
-            let parent = (hole - 1) / ARITY;
-            if keys[parent] <= key {
-                break;
-            }
-            keys[hole] = keys[parent];
-            hole = parent;
-        }
-        keys[hole] = key;
-    }
-}
-
 /// The split's heap of open parts: their keys in a sorted run, as the split starts, in front of
 /// a [`MinHeap`] that takes every key pushed or replaced since; the least key is the least of
 /// the run's next one and the heap's top, so the parts come out in the order one heap of all
@@ -706,8 +658,8 @@ mod tests {
             let run: Vec<u64> = run.into_iter().map(|key| key << 8).collect();
             // Pushed keys end in 1, 2, 3, ... and the run's in 0: all unique, interleaved.
             let mut fresh = 1u64..;
-            let mut split = RunHeap { run: run.clone(), next: 0, heap: MinHeap { keys: Vec::new() } };
-            let mut one = MinHeap { keys: Vec::new() };
+            let mut split = RunHeap { run: run.clone(), next: 0, heap: MinHeap::new() };
+            let mut one = MinHeap::new();
             for &key in &run {
                 one.push(key);
             }

@@ -25,6 +25,7 @@
 mod bounds;
 mod cost;
 mod count;
+mod heap;
 mod ranks;
 mod shape;
 

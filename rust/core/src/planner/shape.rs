@@ -11,7 +11,8 @@
 //! more micro-batches than that are made by halving.
 
 use super::cost::PlanCost;
-use super::count::{round_up, Key, MinHeap, Ordered, Problem};
+use super::count::{round_up, Key, Ordered, Problem};
+use super::heap::MinHeap;
 use super::Result;
 use crate::alloc;
 use crate::interrupt::Interrupt;
@@ -282,7 +283,7 @@ impl<C: PlanCost> Problem<'_, C> {
         let mut load: Vec<C> = alloc::filled(count, C::default(), "the micro-batch costs")?;
         let first = count.min(n);
         let keys = shape.key_count();
-        let empty = || MinHeap::<K> { keys: Vec::new() };
+        let empty = MinHeap::<K>::new;
         let mut open: Vec<MinHeap<K>> = alloc::filled(keys, empty(), "the micro-batch heaps")?;
         let mut full: Vec<MinHeap<K>> = alloc::filled(keys, empty(), "the micro-batch heaps")?;
         for p in 0..first {

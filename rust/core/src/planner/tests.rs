@@ -1,5 +1,5 @@
 use super::bounds::DFF_MAX;
-use super::count::MinHeap;
+use super::heap::MinHeap;
 use super::*;
 use crate::interrupt::Interrupt;
 use proptest::prelude::*;
@@ -56,7 +56,7 @@ proptest! {
     fn the_heap_pops_in_order(keys in prop::collection::vec(0u64..50, 1..200), top in 0u64..60) {
         let mut sorted = keys.clone();
         sorted.sort_unstable();
-        let mut heap = MinHeap { keys: Vec::new() };
+        let mut heap = MinHeap::new();
         for &key in &keys {
             heap.push(key);
         }
@@ -140,4 +140,35 @@ fn halving_past_128_levels_renumbers_the_places() {
     let parts = vec![(0..costs.len() as u32).collect::<Vec<u32>>()];
     let fast = problem.halve_until(parts.clone(), 290, &Interrupt::NEVER).unwrap();
     assert_eq!(fast, halve_by_scanning(&problem, parts, 290));
+}
+
+proptest! {
+    /// Costs whose sum leaves the part number no room in 64 bits while their cost per token
+    /// times the cap does: the split packs u64 keys by that bound, and splits as with u128 keys
+    /// (ties included: few distinct costs per token).
+    #[test]
+    fn keys_narrowed_by_cost_per_token_split_as_wide_keys(
+        items in prop::collection::vec((1u64..64, 1u64..4, 0u64..3), 60..200),
+        cap in 64u64..128,
+        share in 35usize..100,
+        scale in 44u32..50,
+    ) {
+        // Near the least count that fits (about 3 items a part), where most splits succeed.
+        let count = (items.len() * share / 100).max(1);
+        let tokens: Vec<u64> = items.iter().map(|&(t, _, _)| t).collect();
+        let costs: Vec<u64> = items.iter().map(|&(t, m, small)| (t * m) << scale | small).collect();
+        let problem = Problem { tokens: &tokens, costs: &costs, cap, multiple: 1, shape: None };
+        let ordered = problem.ordered(&Interrupt::NEVER).unwrap();
+        let part_bits = usize::BITS - (count - 1).leading_zeros();
+        let sum = u64::key_bound(&costs);
+        prop_assume!(sum.is_none_or(|sum| sum.leading_zeros() < part_bits + 1));
+        let (per, most) = ordered.part_tokens.unwrap();
+        // The bound as near 2^64 as the scales go: a bound too small by a few bits would wrap.
+        prop_assume!(per.checked_mul(most.max(cap)).is_some_and(|b| b.leading_zeros() > part_bits));
+        let narrow = problem.split(&ordered, count, &Interrupt::NEVER).unwrap();
+        let wide = problem
+            .split_with::<u128>(&ordered, count, 32, &mut Default::default(), &Interrupt::NEVER)
+            .unwrap();
+        prop_assert_eq!(narrow, wide);
+    }
 }
