@@ -103,28 +103,11 @@ def test_partition_balances_by_the_predicted_time(tmp_path, saved):
     assert "tokens max/mean" in text
 
 
-def test_the_dp_plan_balances_by_it_and_reports_each_ranks_time(saved):
-    result = run(
-        "partition", "--time-cost", saved, "--dp", "4", "--max-token-len", "32768", "--json"
-    )
-    assert result.returncode == 0, result.stderr
-    payload = json.loads(result.stdout)
-    cost = TimeCost.from_dict(json.loads(open(saved).read()))
-    lengths = synthetic_rl_batch()
-    expected = plan_dp_micro_batches(
-        lengths, 4, 32768, cost=lambda v: np.rint(cost(v) * 1e9).astype(np.int64)
-    )
-    assert payload["plan"] == expected
-    per_rank = [
-        float(cost.predict([lengths[b] for b in rank if b]).sum()) for rank in payload["plan"]
-    ]
-    assert payload["predicted_time"]["per_rank_seconds"] == pytest.approx(per_rank, rel=1e-12)
-    text = run("partition", "--time-cost", saved, "--dp", "4", "--max-token-len", "32768").stdout
-    assert "predicted time per rank" in text
-
-
-def test_the_plan_verb_balances_by_it_and_reports_each_ranks_time(saved):
-    result = run("plan", "--time-cost", saved, "--dp", "4", "--max-token-len", "32768", "--json")
+@pytest.mark.parametrize("verb", ["plan", "partition"])
+def test_the_dp_plan_balances_by_it_and_reports_each_ranks_time(saved, verb):
+    """``plan --dp`` and the older ``partition --max-token-len --dp`` route alike."""
+    flags = ("--time-cost", saved, "--dp", "4", "--max-token-len", "32768")
+    result = run(verb, *flags, "--json")
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     cost = TimeCost.from_dict(json.loads(open(saved).read()))
@@ -139,7 +122,7 @@ def test_the_plan_verb_balances_by_it_and_reports_each_ranks_time(saved):
     ]
     assert payload["predicted_time"]["per_rank_seconds"] == pytest.approx(per_rank, rel=1e-12)
     assert payload["predicted_time"]["max_seconds"] == pytest.approx(max(per_rank), rel=1e-12)
-    text = run("plan", "--time-cost", saved, "--dp", "4", "--max-token-len", "32768").stdout
+    text = run(verb, *flags).stdout
     assert "predicted time per rank (time-cost.json): max" in text
 
 
