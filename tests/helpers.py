@@ -38,6 +38,29 @@ def outcome(
     return ("returned", result.tolist() if isinstance(result, np.ndarray) else result)
 
 
+#: Source for a child process's prelude: ``address_space()`` (the bytes of address space the
+#: process holds now, from /proc) and ``limit_memory(extra_mb)`` (an ``RLIMIT_AS`` that leaves
+#: ``extra_mb`` MiB above it), for the tests that hold a call to a memory limit. Linux only.
+CHILD_MEMORY = textwrap.dedent(
+    """
+    import resource
+
+
+    def address_space():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmSize")
+
+
+    def limit_memory(extra_mb):
+        limit = address_space() + extra_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    """
+)
+
+
 def run_child(
     code: str, *, prelude: str = "", timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:

@@ -58,7 +58,7 @@ def test_the_item_limit_is_the_cores():
 
 # --- crash-type promises, each in a child process ----------------------------------------------
 
-CHILD_PRELUDE = textwrap.dedent(
+CHILD_PRELUDE = helpers.CHILD_MEMORY + textwrap.dedent(
     """
     import resource, signal, sys, time
     import numpy as np
@@ -68,17 +68,6 @@ CHILD_PRELUDE = textwrap.dedent(
     from tests.native.dlpack_producers import FakeTensor, KDLBFLOAT, KDLINT, KDLFLOAT, KDLUINT
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def address_space():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmSize"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmSize")
-
-    def limit_memory(extra_mb):
-        limit = address_space() + extra_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
 
     def expanded(length, code, bits, itemsize):
         # One element of memory, `length` elements of tensor: torch's t.expand(length).

@@ -31,18 +31,11 @@ N_LARGE = 40_000_000
 
 # What every child runs first: 4*10**7 lengths as an int64 array, one small call (so that the
 # module, numpy and the allocator are loaded) and the address space in use at that point.
-PRELUDE = textwrap.dedent(
+PRELUDE = helpers.CHILD_MEMORY + textwrap.dedent(
     f"""
     import resource, signal, sys, time
     import numpy as np
     from seqbalance import _native
-
-    def address_space():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmSize"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmSize")
 
     # A job started in the background (`cmd &`, nohup, some CI runners) inherits SIGINT ignored,
     # and Python then leaves it ignored: the tests send SIGINT as a terminal would.
@@ -51,10 +44,6 @@ PRELUDE = textwrap.dedent(
     _native.partition_ids([3, 2, 1], 2, False)
     REQUEST = dict(n_ranks=1, cap=65536, multiple=1, minimum=0, order="none", as_ids=False,
                    max_sequences=None, padded=False)
-
-    def limit_memory(extra_mb):
-        limit = address_space() + extra_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
     """
 )
 

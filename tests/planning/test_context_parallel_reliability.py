@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux features"
 )
 
-PRELUDE = textwrap.dedent(
+PRELUDE = helpers.CHILD_MEMORY + textwrap.dedent(
     """
     import resource, signal, time
     import numpy as np
@@ -24,13 +24,6 @@ PRELUDE = textwrap.dedent(
     from seqbalance import _native
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def address_space():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmSize"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmSize")
     """
 )
 

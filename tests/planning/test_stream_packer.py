@@ -435,7 +435,7 @@ def test_the_docs_examples_run_and_print_what_they_say(capsys: pytest.CaptureFix
 
 # A child process, because what these rule out (an abort, Ctrl-C ignored) would take the test
 # runner down with it (docs/reliability.md).
-CHILD_PRELUDE = textwrap.dedent(
+CHILD_PRELUDE = helpers.CHILD_MEMORY + textwrap.dedent(
     """
     import pickle, resource, signal, time
     import numpy as np
@@ -445,12 +445,6 @@ CHILD_PRELUDE = textwrap.dedent(
     values = np.random.default_rng(0).integers(1, 32768, 20_000_000, dtype=np.int64)
     packer = StreamPacker(32768, max_open=64)
     packer.add_many(values[:1000])
-
-    def address_space():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmSize"):
-                    return int(line.split()[1]) * 1024
     """
 )
 
