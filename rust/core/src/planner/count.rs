@@ -1,9 +1,10 @@
-//! The count search and the cap-aware balanced split of one problem (one rank's items).
+//! The count search and the cap-aware balanced split of one problem (one rank's items), with no
+//! shape limits: [`super::shape`] builds on it where there are.
 
 use super::bounds::lower_bound_sorted;
 use super::cost::{part_cost, PlanCost};
 use super::heap::MinHeap;
-use super::shape::Shape;
+use super::problem::{reuse, round_up, Key, KeyBuffers, Ordered, Problem, SplitBuffers};
 use super::{map_checked, Result};
 use crate::alloc;
 use crate::interrupt::Interrupt;
@@ -11,41 +12,7 @@ use crate::sort;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// One micro-batch planning problem: items (groups) with tokens and costs, a cap, a multiple,
-/// and the shape limits when there are any.
-pub struct Problem<'a, C: PlanCost = u64> {
-    pub tokens: &'a [u64],
-    pub costs: &'a [C],
-    pub cap: u64,
-    pub multiple: usize,
-    pub shape: Option<Shape<'a>>,
-}
-
 impl<C: PlanCost> Problem<'_, C> {
-    /// The items in the greedy's order (cost descending, ties by position ascending), with
-    /// their tokens and costs gathered in it.
-    pub(super) fn ordered(&self, interrupt: &Interrupt) -> Result<Ordered<C>> {
-        // The core's radix sort (stable, interruptible) of the costs' bits turned upside down.
-        let most = self.costs.iter().map(|c| c.bits()).max().unwrap_or(0);
-        let flipped =
-            map_checked(self.costs.iter(), "the planner's sort keys", interrupt, |c| most - c.bits())?;
-        let sorted = sort::sort_items(&flipped, interrupt)?;
-        drop(flipped);
-        let order = sorted.index;
-        // A gather through the order misses the cache on most items: checks in between.
-        let mut tokens = alloc::with_capacity(order.len(), "the planner's tokens")?;
-        for (step, &i) in order.iter().enumerate() {
-            interrupt.every(step)?;
-            tokens.push(self.tokens[i as usize]);
-        }
-        let costs = map_checked(sorted.values.iter(), "the planner's costs", interrupt, |&bits| {
-            C::from_bits(most - bits)
-        })?;
-        drop(sorted.values);
-        let part_tokens = per_token(&tokens, &costs, interrupt)?;
-        Ok(Ordered { order, tokens, costs, part_tokens })
-    }
-
     /// The cap-aware greedy split into `count` parts: the part of every item by its position in
     /// `ordered` (see [`Ordered::by_item`]), or `None` when an item fits in no part. `count` must
     /// be at least 1.
@@ -255,38 +222,6 @@ impl<C: PlanCost> Problem<'_, C> {
         Ok((count, part))
     }
 
-    /// Item positions per part, ascending, for a split into `count` parts.
-    pub(super) fn parts(part: &[u32], count: usize) -> Result<Vec<Vec<u32>>> {
-        let mut sizes: Vec<usize> = alloc::zeroed(count, "the micro-batch sizes")?;
-        for &p in part {
-            sizes[p as usize] += 1;
-        }
-        let mut parts = alloc::with_capacity(count, "the micro-batches")?;
-        for &size in &sizes {
-            parts.push(alloc::with_capacity(size, "a micro-batch")?);
-        }
-        for (item, &p) in part.iter().enumerate() {
-            parts[p as usize].push(item as u32);
-        }
-        Ok(parts)
-    }
-
-    /// Item positions per micro-batch: the own plan, or `minimum` micro-batches when that is
-    /// more (the split at `minimum` when it fits, else the own plan's heaviest divisible part
-    /// halved until there are enough). Empty parts only when `minimum` exceeds the items. With
-    /// shape limits that plan breaks, the shaped plan instead (see the `shape` module).
-    pub fn plan(&self, minimum: usize, interrupt: &Interrupt) -> Result<Vec<Vec<u32>>> {
-        let ordered = self.ordered(interrupt)?;
-        let own = self.own_plan_in(&ordered, interrupt)?;
-        let mut parts = self.plan_from(&ordered, &own, minimum, interrupt)?;
-        if !self.satisfies(parts.iter().map(|(part, _)| part.as_slice())) {
-            let shaped_own = self.shaped_own_from(&ordered, &own, interrupt)?;
-            let count = shaped_own.len().max(minimum);
-            parts = self.plan_shaped(&ordered, &own, &shaped_own, count, interrupt)?;
-        }
-        alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")
-    }
-
     /// Item positions per part, ascending, and each part's cost, for a split into `count`
     /// parts: one pass in item order (summing costs through the parts' items afterwards missed
     /// the cache on every item).
@@ -439,147 +374,6 @@ impl<C: PlanCost> Problem<'_, C> {
             halves.into_iter().map(|half| half.into_iter().map(|i| members[i as usize]).collect());
         Ok([mapped.next().expect("two halves"), mapped.next().expect("two halves")])
     }
-
-    pub(super) fn cost_of(&self, items: &[u32]) -> C {
-        part_cost(self.costs, items)
-    }
-}
-
-/// The items of a [`Problem`] in the greedy's order (cost descending, ties by position), with
-/// their tokens and costs in that order.
-pub(super) struct Ordered<C> {
-    pub(super) order: Vec<u32>,
-    pub(super) tokens: Vec<u64>,
-    pub(super) costs: Vec<C>,
-    /// See [`per_token`].
-    pub(super) part_tokens: Option<(u64, u64)>,
-}
-
-/// For integer costs, the least `r` with every item's cost at most `r` times its tokens, and the
-/// most tokens of an item; `None` for float costs or an item with a cost and no tokens. A part
-/// holds at most `max(cap, most tokens)` tokens (an item that opens it, then items within the
-/// cap), so its cost is at most `r` times that: a bound on the split's heap keys.
-fn per_token<C: PlanCost>(tokens: &[u64], costs: &[C], interrupt: &Interrupt) -> Result<Option<(u64, u64)>> {
-    if !C::EXACT {
-        return Ok(None);
-    }
-    // The steepest item so far as the fraction cost / per (compared crosswise, no division).
-    let (mut cost, mut per, mut most) = (0u64, 1u64, 0u64);
-    for (step, (&t, c)) in tokens.iter().zip(costs).enumerate() {
-        interrupt.every(step)?;
-        let c = c.bits();
-        most = most.max(t);
-        if t == 0 {
-            if c > 0 {
-                return Ok(None);
-            }
-        } else if c as u128 * per as u128 > cost as u128 * t as u128 {
-            (cost, per) = (c, t);
-        }
-    }
-    Ok(Some((cost.div_ceil(per), most)))
-}
-
-impl<C> Ordered<C> {
-    /// A split by position in the order, as the part of every item.
-    pub(super) fn by_item(&self, part: &[u32], interrupt: &Interrupt) -> Result<Vec<u32>> {
-        let mut by_item: Vec<u32> = alloc::zeroed(part.len(), "the split")?;
-        // A scatter that misses the cache on most items: checks in between.
-        for (step, (&item, &p)) in self.order.iter().zip(part).enumerate() {
-            interrupt.every(step)?;
-            by_item[item as usize] = p;
-        }
-        Ok(by_item)
-    }
-}
-
-/// The buffers of [`Problem::split`], kept by a count search from one split to the next.
-///
-/// Why: a split of 10^6 items allocates some 40 MB (its answer, the parts' fills, three key
-/// arrays), and the allocator hands such blocks back to the kernel between splits, which then
-/// faulted in and zeroed every page again: 18% of `min_num_micro_batches_for`'s samples at
-/// 2*10^6 items (perf, `clear_page_erms`). A split that fits keeps its answer; the rest return.
-pub(super) struct SplitBuffers<C> {
-    part: Vec<u32>,
-    fill: Vec<(u64, C)>,
-    narrow: KeyBuffers<u64>,
-    wide: KeyBuffers<u128>,
-}
-
-impl<C> Default for SplitBuffers<C> {
-    fn default() -> Self {
-        SplitBuffers {
-            part: Vec::new(),
-            fill: Vec::new(),
-            narrow: KeyBuffers::default(),
-            wide: KeyBuffers::default(),
-        }
-    }
-}
-
-/// The key arrays of a split: the opening run, the open heap, the full heap.
-pub(super) struct KeyBuffers<K> {
-    run: Vec<K>,
-    heap: Vec<K>,
-    full: Vec<K>,
-}
-
-impl<K> Default for KeyBuffers<K> {
-    fn default() -> Self {
-        KeyBuffers { run: Vec::new(), heap: Vec::new(), full: Vec::new() }
-    }
-}
-
-/// `buffer`, taken and emptied, with room for `len` items: a new one of exactly that room when
-/// it is too small (a `MemoryError`, never an abort), the old one freed first.
-fn reuse<T>(buffer: &mut Vec<T>, len: usize, what: &'static str) -> Result<Vec<T>> {
-    let mut vec = std::mem::take(buffer);
-    if vec.capacity() < len {
-        drop(vec);
-        return alloc::with_capacity(len, what);
-    }
-    vec.clear();
-    Ok(vec)
-}
-
-/// A heap key: `high << shift | low`, compared as one integer.
-pub(super) trait Key: Copy + Ord {
-    /// This key type's arrays in `buffers`.
-    fn buffers<C>(buffers: &mut SplitBuffers<C>) -> &mut KeyBuffers<Self>;
-    fn pack(high: u64, low: u64, shift: u32) -> Self;
-    fn high(self, shift: u32) -> u64;
-    /// The part number in the lowest `bits` bits.
-    fn part(self, bits: u32) -> u32;
-}
-
-impl Key for u64 {
-    fn buffers<C>(buffers: &mut SplitBuffers<C>) -> &mut KeyBuffers<Self> {
-        &mut buffers.narrow
-    }
-    fn pack(high: u64, low: u64, shift: u32) -> Self {
-        high << shift | low
-    }
-    fn high(self, shift: u32) -> u64 {
-        self >> shift
-    }
-    fn part(self, bits: u32) -> u32 {
-        (self & ((1u64 << bits) - 1)) as u32
-    }
-}
-
-impl Key for u128 {
-    fn buffers<C>(buffers: &mut SplitBuffers<C>) -> &mut KeyBuffers<Self> {
-        &mut buffers.wide
-    }
-    fn pack(high: u64, low: u64, shift: u32) -> Self {
-        (high as u128) << shift | low as u128
-    }
-    fn high(self, shift: u32) -> u64 {
-        (self >> shift) as u64
-    }
-    fn part(self, bits: u32) -> u32 {
-        (self & ((1u128 << bits) - 1)) as u32
-    }
 }
 
 /// The split's heap of open parts: their keys in a sorted run, as the split starts, in front of
@@ -636,10 +430,6 @@ impl<K: Key> RunHeap<K> {
             self.heap.replace_top(key);
         }
     }
-}
-
-pub(super) fn round_up(value: usize, multiple: usize) -> usize {
-    value.div_ceil(multiple) * multiple
 }
 
 #[cfg(test)]

@@ -18,25 +18,27 @@
 //!   tokens to a part.
 
 //!
-//! The files: [`bounds`] (lower bounds on the count), [`cost`] (integer and float costs),
-//! [`count`] (one problem's count search and split), [`shape`] (limits beyond the cap: samples
-//! per micro-batch, padded footprint, keys), [`ranks`] (every rank with one common count).
+//! The files, each using only those before it: [`bounds`] (lower bounds on the count), [`cost`]
+//! (integer and float costs), [`heap`] (the split's heap), [`problem`] (one problem, its items in
+//! the greedy's order, the split's keys and buffers), [`count`] (one problem's count search and
+//! split), [`shape`] (limits beyond the cap: samples per micro-batch, padded footprint, keys; and
+//! the plan that applies them), [`ranks`] (every rank with one common count).
 
 mod bounds;
 mod cost;
 mod count;
 mod heap;
+mod problem;
 mod ranks;
 mod shape;
 
 pub use bounds::lower_bound;
 pub use cost::{part_cost, Exact, PlanCost};
-pub use count::Problem;
+pub use problem::{Problem, Shape, ShapeRule};
 pub use ranks::{
     bubble_order, bucket_ranks, expand_ranks, order_parts, plan_best, plan_ids, BestPlan, Items, Order,
     PlanOptions, RankItems, RankPlans,
 };
-pub use shape::{Shape, ShapeRule};
 
 type Result<T> = std::result::Result<T, crate::error::CoreError>;
 

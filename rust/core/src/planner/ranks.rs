@@ -2,8 +2,7 @@
 //! kept, expanded to samples and bubble-ordered.
 
 use super::cost::{Exact, PlanCost};
-use super::count::{Ordered, Problem};
-use super::shape::{Shape, ShapeRule};
+use super::problem::{Ordered, Problem, Shape, ShapeRule};
 use super::Result;
 use crate::alloc;
 use crate::interrupt::Interrupt;

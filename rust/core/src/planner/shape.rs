@@ -11,34 +11,13 @@
 //! more micro-batches than that are made by halving.
 
 use super::cost::PlanCost;
-use super::count::{round_up, Key, Ordered, Problem};
 use super::heap::MinHeap;
+use super::problem::{round_up, Key, Ordered, Problem, Shape, ShapeRule};
 use super::Result;
 use crate::alloc;
 use crate::interrupt::Interrupt;
 use crate::packing::{packing_constrained, Algorithm, Constraints, Footprint, PackError};
 use crate::sort;
-
-/// The limits themselves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShapeRule {
-    /// The most samples a micro-batch may hold (`u64::MAX`: no limit).
-    pub max_sequences: u64,
-    /// Charge a micro-batch `samples * longest` against the cap instead of its token sum.
-    pub padded: bool,
-}
-
-/// The limits and what they read of each item (a group of samples kept together).
-#[derive(Clone, Copy)]
-pub struct Shape<'a> {
-    pub rule: ShapeRule,
-    /// Samples per item.
-    pub samples: &'a [u64],
-    /// Each item's longest (padded) sample.
-    pub longest: &'a [u64],
-    /// One key number per item, or `None` when every item shares one key.
-    pub keys: Option<&'a [u32]>,
-}
 
 /// What a limit knows of a micro-batch (or of an item, a micro-batch of its own).
 #[derive(Clone, Copy, Default)]
@@ -506,6 +485,22 @@ impl<C: PlanCost> Problem<'_, C> {
 }
 
 impl<C: PlanCost> Problem<'_, C> {
+    /// Item positions per micro-batch: the own plan, or `minimum` micro-batches when that is
+    /// more (the split at `minimum` when it fits, else the own plan's heaviest divisible part
+    /// halved until there are enough). Empty parts only when `minimum` exceeds the items. With
+    /// shape limits that plan breaks, the shaped plan instead (see the `shape` module).
+    pub fn plan(&self, minimum: usize, interrupt: &Interrupt) -> Result<Vec<Vec<u32>>> {
+        let ordered = self.ordered(interrupt)?;
+        let own = self.own_plan_in(&ordered, interrupt)?;
+        let mut parts = self.plan_from(&ordered, &own, minimum, interrupt)?;
+        if !self.satisfies(parts.iter().map(|(part, _)| part.as_slice())) {
+            let shaped_own = self.shaped_own_from(&ordered, &own, interrupt)?;
+            let count = shaped_own.len().max(minimum);
+            parts = self.plan_shaped(&ordered, &own, &shaped_own, count, interrupt)?;
+        }
+        alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")
+    }
+
     /// The count [`Problem::plan`] settles on with no minimum: the plain own count when its
     /// split keeps the limits (or there are none), else the shaped own plan's. What
     /// `min_num_micro_batches_for` returns.
