@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import _compat, _headroom  # noqa: F401  (_headroom checks the room to load _native)
 from ._errors import PartitionError
 from ._native import __version__
+from .costs import ModelCost, TimeCost, TransformerCost, calculate_workload, profile
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
@@ -24,12 +25,8 @@ from .partition import (
 from .planning import (
     BalanceReport,
     LoadStats,
-    ModelCost,
     StreamPacker,
-    TimeCost,
-    TransformerCost,
     balance_report,
-    calculate_workload,
     cp_rank_plans,
     cp_sample_id_groups,
     group_balanced_partitions,
@@ -40,7 +37,6 @@ from .planning import (
     plan_dp_micro_batches,
     plan_micro_batches,
     plan_packed_steps,
-    profile,
 )
 from .refine import refine_partitions
 from .samplers import (

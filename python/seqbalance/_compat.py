@@ -1,7 +1,8 @@
 """The module paths of seqbalance 0.1, kept importable for one release.
 
 0.2 grouped the planning toolkit under `seqbalance.planning` and the command line under
-`seqbalance.cli`. ``import seqbalance.micro_batches`` (and the other old paths below) still
+`seqbalance.cli`; 0.1's module ``seqbalance.costs`` is the package of that name now, serving every
+name it served, so it needs no alias. ``import seqbalance.micro_batches`` (and the other old paths below) still
 works: it warns with a ``DeprecationWarning`` and gives a module that re-exports the public names
 of the new place. Every public name is importable from ``seqbalance`` itself, which is the
 stable way to import them.
@@ -21,9 +22,8 @@ __all__ = ["MOVED_MODULES", "install"]
 
 #: Old module path -> the modules whose public names it re-exports (first wins on a clash).
 MOVED_MODULES: dict[str, tuple[str, ...]] = {
-    "seqbalance.costs": ("seqbalance.planning.costs",),
     "seqbalance.groups": ("seqbalance.planning.groups",),
-    "seqbalance.metrics": ("seqbalance.planning.metrics", "seqbalance.planning.costs"),
+    "seqbalance.metrics": ("seqbalance.planning.metrics", "seqbalance.costs.workload"),
     "seqbalance.micro_batches": (
         "seqbalance.planning.micro_batches",
         "seqbalance.planning.dp_plan",

@@ -39,7 +39,7 @@ from transformers.models.auto.modeling_auto import (  # noqa: E402
 )
 
 from seqbalance import ModelCost  # noqa: E402
-from seqbalance.planning.model_config import CONFIG_FIELDS  # noqa: E402
+from seqbalance.costs.config import CONFIG_FIELDS  # noqa: E402
 
 FAMILIES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 

@@ -224,7 +224,7 @@ def test_float_group_weights_are_summed_left_to_right():
     rng = np.random.default_rng(11)
     values = rng.lognormal(0, 3, 4 * 80)
     starts = np.arange(0, values.size, 80)
-    from seqbalance.planning.costs import group_sums
+    from seqbalance.costs.workload import group_sums
 
     sums = group_sums(values, starts)
     for g, start in enumerate(starts.tolist()):

@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .._inputs import MAX_COUNT, MAX_VALUE, EqualSize
+from ..costs.model import ModelCost
 from ..planning.groups import uid_runs
-from ..planning.model_cost import ModelCost
 from ._messages import config_words
 from .readers import (
     SYNTHETIC_DESCRIPTION,

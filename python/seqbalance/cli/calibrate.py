@@ -18,8 +18,8 @@ from typing import IO, Any
 import numpy as np
 
 from .._inputs import MAX_VALUE
-from ..planning.model_cost import ModelCost
-from ..planning.time_cost import TimeCost
+from ..costs.model import ModelCost
+from ..costs.time_cost import TimeCost
 from ._common import _format_seconds, _Parser
 from ._messages import config_words
 from ._paths import InputError, check_is_file

@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import reference
 from .._inputs import MAX_VALUE, EqualSize
+from ..costs.workload import group_sums, sample_costs
 from ..partition import partition_ids
-from ..planning.costs import group_sums, sample_costs
 from ..planning.groups import uid_runs
 from ..planning.metrics import BalanceReport, LoadStats, balance_report_from_ids, naive_bounds
 from ._common import (

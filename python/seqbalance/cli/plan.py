@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from .._inputs import MAX_VALUE
+from ..costs.workload import sample_costs
 from ..partition import partition_ids
-from ..planning.costs import sample_costs
 from ..planning.dp_plan import plan_dp_micro_batches
 from ..planning.micro_batches import min_num_micro_batches_for, plan_micro_batches
 from ._common import (

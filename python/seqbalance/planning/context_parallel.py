@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _native
 from .._inputs import Lengths, _describe, as_int64_array, check_count, check_k_partitions
-from .costs import sample_costs
+from ..costs.workload import sample_costs
 
 __all__ = [
     "CommCost",

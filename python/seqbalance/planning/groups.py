@@ -17,8 +17,8 @@ from .._inputs import (
     check_per_item,
     check_refine,
 )
+from ..costs.workload import group_sums, sample_costs
 from ..partition import get_seqlen_balanced_partitions
-from .costs import group_sums, sample_costs
 
 __all__ = ["group_balanced_partitions", "uid_runs"]
 

@@ -20,16 +20,16 @@ from .._inputs import (
     check_per_item,
     check_refine,
 )
-from ..refine import refine_partitions
-from ._limits import Limits, group_limits, keeps_limits
-from .costs import (
+from ..costs.workload import (
     check_total,
     group_sums,
     pad_lengths,
     resolve_cost,
     sample_costs,
 )
+from ..refine import refine_partitions
 from .groups import uid_runs
+from .packing import Limits, group_limits, keeps_limits
 
 __all__ = [
     "MAX_MICRO_BATCHES",
@@ -299,7 +299,7 @@ def plan_micro_batches(
             count must be divisible by it.
         cost: what balancing weighs (default ``"workload"``): ``"tokens"``, ``"workload"``,
             per-sample integer or float weights, or a callable on the (padded) lengths; see
-            `seqbalance.planning.costs`. The cap always counts tokens. Float weights are
+            `seqbalance.costs`. The cap always counts tokens. Float weights are
             summed in their own precision: a forced group's weight left to right, a
             micro-batch's cost as the fold of its members' in placement order (cost
             descending, ties by index).

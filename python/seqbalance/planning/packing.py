@@ -1,8 +1,16 @@
-"""Packing sequences into fixed-length packs, and the ranks x steps x packs plan built on it."""
+"""Packing sequences into fixed-length packs, the ranks x steps x packs plan built on it, and the
+shape limits of a pack or micro-batch beyond the token cap.
+
+Shape limits: ``max_sequences`` (samples per pack or micro-batch), ``footprint`` (``"sum"`` or
+``"padded"``: charged ``samples * longest``) and ``keys`` (samples of different keys never share
+one). The micro-batch planners read them per group of samples kept together (`group_limits`);
+the native planner keeps them, and `group_limits` names the group that cannot meet them.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -21,10 +29,18 @@ from .._inputs import (
     check_per_item,
     check_refine,
 )
+from ..costs.workload import check_total, pad_lengths, sample_costs
 from ..partition import get_seqlen_balanced_partitions
-from .costs import check_total, pad_lengths, sample_costs
 
-__all__ = ["ALGORITHMS", "FOOTPRINTS", "pack_sequences", "plan_packed_steps"]
+__all__ = [
+    "ALGORITHMS",
+    "FOOTPRINTS",
+    "Limits",
+    "group_limits",
+    "keeps_limits",
+    "pack_sequences",
+    "plan_packed_steps",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +272,7 @@ def plan_packed_steps(
             `pack_sequences`, 2**64 or more is no cap).
         cost: what balancing weighs: ``"tokens"`` (default), ``"workload"``, per-sample integer
             or float weights (in their own precision, as the partitioners take them) or a
-            callable on the (padded) lengths (see `seqbalance.planning.costs`); packing
+            callable on the (padded) lengths (see `seqbalance.costs`); packing
             always counts tokens.
         pad_to_multiple_of: count every length rounded up to a multiple of this, in the packs
             (and in the cost), so they still fit after padding.
@@ -322,3 +338,93 @@ def plan_packed_steps(
             rank_plan[step].extend([] for _ in range(width - len(rank_plan[step])))
     logger.debug("planned %d samples over %d ranks x %d steps", values.size, ranks, steps)
     return plan
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of one plan, per group (``None`` where the limit is not asked for)."""
+
+    max_sequences: int | None
+    padded: bool
+    longest: np.ndarray | None  # group -> its longest padded sample (int64), with ``padded``
+    keys: np.ndarray | None  # group -> its key number (int64), with ``keys``
+
+    @property
+    def active(self) -> bool:
+        return self.max_sequences is not None or self.padded or self.keys is not None
+
+
+def _where(starts: np.ndarray, sizes: np.ndarray, group: int) -> str:
+    start, stop = int(starts[group]), int(starts[group] + sizes[group])
+    if stop - start == 1:
+        return f"lengths[{start}]"
+    return f"group {group} (lengths[{start}:{stop}])"
+
+
+def group_limits(
+    max_sequences: Any,
+    footprint: Any,
+    keys: Any,
+    padded_lengths: np.ndarray,
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    cap: int,
+) -> Limits:
+    """Validate the limits and read them per group; a group that cannot meet them alone (more
+    samples than ``max_sequences``, ``samples * longest`` over the cap, mixed keys) is a
+    ``ValueError`` naming it."""
+    limit = check_max_sequences(max_sequences)
+    padded = check_choice(footprint, "footprint", FOOTPRINTS) == "padded"
+    numbers = _key_numbers(keys, padded_lengths.size)
+    if limit is not None and sizes.size and int(sizes.max()) > limit:
+        group = int(np.argmax(sizes > limit))
+        raise ValueError(
+            f"{_where(starts, sizes, group)} holds {int(sizes[group])} samples, more than "
+            f"max_sequences ({limit})"
+        )
+    longest = None
+    if padded and padded_lengths.size:
+        longest = np.maximum.reduceat(padded_lengths, starts)
+        footprints = sizes.astype(object) * longest.astype(object)
+        over = np.flatnonzero(footprints > cap)
+        if over.size:
+            group = int(over[0])
+            raise ValueError(
+                f"{_where(starts, sizes, group)} needs {int(sizes[group])} x "
+                f"{int(longest[group])} = {footprints[group]} tokens padded to its longest "
+                f"sample, more than max_token_len ({cap})"
+            )
+    group_keys = None
+    if numbers is not None and numbers.size:
+        group_keys = numbers[starts]
+        ends = starts + sizes
+        mixed = np.flatnonzero(
+            np.maximum.reduceat(numbers, starts) != np.minimum.reduceat(numbers, starts)
+        )
+        if mixed.size:
+            group = int(mixed[0])
+            raise ValueError(
+                f"{_where(starts, sizes, group)} mixes keys; a group's samples must share one "
+                f"key (samples {int(starts[group])} to {int(ends[group]) - 1})"
+            )
+    return Limits(limit, padded, longest, group_keys)
+
+
+def keeps_limits(
+    limits: Limits, tokens: np.ndarray, sizes: np.ndarray, parts: list[list[int]], cap: int
+) -> bool:
+    """Whether every part (group numbers) keeps the cap and the limits."""
+    for part in parts:
+        if not part:
+            continue
+        members = np.asarray(part, dtype=np.int64)
+        samples = int(sizes[members].sum())
+        if int(tokens[members].sum()) > cap:
+            return False
+        if limits.max_sequences is not None and samples > limits.max_sequences:
+            return False
+        if limits.longest is not None and samples * int(limits.longest[members].max()) > cap:
+            return False
+        if limits.keys is not None and np.unique(limits.keys[members]).size > 1:
+            return False
+    return True

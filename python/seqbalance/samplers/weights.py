@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .._inputs import MAX_VALUE, EqualSize, _describe
+from ..costs.workload import COST_NAMES, group_sums, sample_costs
 from ..partition import get_seqlen_balanced_partitions
-from ..planning.costs import COST_NAMES, group_sums, sample_costs
 from ..planning.metrics import naive_split
 
 __all__ = [

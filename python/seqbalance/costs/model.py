@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._inputs import MAX_VALUE, check_flag, normalize_lengths
-from .model_config import (
+from .config import (
     _FLAGS,
     _NON_NEGATIVE,
     _POSITIVE,
@@ -27,8 +27,8 @@ from .model_config import (
     _int_field,
     read_layers,
 )
-from .model_families import normalize
-from .model_layers import REPORTED, _pairs, _pattern
+from .families import normalize
+from .layers import REPORTED, _pairs, _pattern
 
 __all__ = ["ModelCost"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import seqbalance
-from seqbalance.planning.costs import TransformerCost
+from seqbalance.costs.workload import TransformerCost
 
 MAX = 2**63 - 1
 

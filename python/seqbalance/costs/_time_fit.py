@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 
 from .._inputs import _describe, as_int64_array
-from .model_cost import ModelCost
+from .model import ModelCost
 
 #: Number of coefficients: per micro-batch, per document, and the two length terms.
 N_COEF = 4

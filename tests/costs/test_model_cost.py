@@ -1041,7 +1041,7 @@ def test_docs_page_examples_run_and_print_what_the_page_shows():
 def test_docstring_examples():
     import doctest
 
-    from seqbalance.planning import model_cost
+    from seqbalance.costs import model as model_cost
 
     result = doctest.testmod(model_cost, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 5 and result.failed == 0

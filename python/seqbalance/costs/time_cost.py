@@ -32,7 +32,7 @@ from ._time_fit import (
     weighted_rms,
 )
 from ._time_saved import KIND, VERSION, model_config, model_flops, read_saved
-from .model_cost import ModelCost
+from .model import ModelCost
 
 __all__ = ["TimeCost"]
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import seqbalance as sb
 from seqbalance import ModelCost, TimeCost, profile
-from seqbalance.planning._time_fit import Features, factor_rows, unseparated
-from seqbalance.planning.profiling import MIN_MAX_LENGTH, default_grid
+from seqbalance.costs._time_fit import Features, factor_rows, unseparated
+from seqbalance.costs.profiling import MIN_MAX_LENGTH, default_grid
 
 TRUE = (2e-3, 4e-5, 1e-8, 3e-13)
 

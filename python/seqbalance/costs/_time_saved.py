@@ -19,8 +19,8 @@ from ._time_fit import (
     decay_of,
     solve_nonnegative,
 )
-from .model_config import _FLAGS
-from .model_cost import ModelCost
+from .config import _FLAGS
+from .model import ModelCost
 
 #: The ``kind`` field of a saved `TimeCost`, and its format version.
 KIND, VERSION = "seqbalance.TimeCost", 1

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._inputs import _describe
-from .model_config import _index_list, _int_field, _is_int
-from .model_layers import MAX_LAYERS
+from .config import _index_list, _int_field, _is_int
+from .layers import MAX_LAYERS
 
 #: Families whose MLP is two matrices (up, activation, down), not gated.
 TWO_MATRIX = frozenset(

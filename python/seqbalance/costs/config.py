@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._inputs import MAX_VALUE, _describe
-from .model_layers import (
+from .layers import (
     FULL,
     LAYER_TYPES,
     LINEAR_FIELDS,

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._inputs import MAX_VALUE, _describe
 from ._time_fit import N_COEF, Features, check_micro_batches, factor_rows, unseparated
-from .model_cost import ModelCost
+from .model import ModelCost
 from .time_cost import TimeCost
 
 __all__ = ["default_grid", "profile"]

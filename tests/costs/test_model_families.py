@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from seqbalance import ModelCost
-from seqbalance.planning.model_config import CONFIG_FIELDS
+from seqbalance.costs.config import CONFIG_FIELDS
 
 H, V = 16, 100  # hidden size and vocabulary of every config below
 HEAD = H * V  # the output head
