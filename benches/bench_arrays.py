@@ -13,6 +13,9 @@ the test suite) each form runs once, on fewer items, and checks its answer.
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import tempfile
 import time

@@ -20,6 +20,9 @@ Under pytest (benchmarks disabled, the suite's default) the small case checks th
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import json
 import os

@@ -8,6 +8,9 @@ disabled (the default in the test suite) each case still runs once and checks it
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 from pathlib import Path
 
 import numpy as np

@@ -23,6 +23,9 @@ checked against every constraint first. Under pytest each family runs once on a 
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import math
 import sys

@@ -6,6 +6,9 @@ the test suite) each case still runs once and checks its answer.
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import threading
 
 import numpy as np

@@ -19,6 +19,9 @@ Under pytest (benchmarks disabled, the default) one small case runs and checks i
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread in the children, before NumPy loads)
+
+# isort: split
 import argparse
 import json
 import statistics

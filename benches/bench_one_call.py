@@ -19,6 +19,9 @@ Under pytest (benchmarks disabled, the default) one tiny case runs and checks it
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import json
 import subprocess
 import sys

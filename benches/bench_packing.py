@@ -8,6 +8,9 @@ result first; speed is reported by pytest-benchmark, never asserted.
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import bisect
 
 import numpy as np

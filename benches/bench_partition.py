@@ -6,6 +6,9 @@ so the test suite only checks that native and reference agree here).
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import functools
 
 import pytest

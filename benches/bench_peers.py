@@ -18,6 +18,9 @@ With benchmarks disabled (the test suite's default), the pytest cases run once o
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import importlib.util
 import sys

@@ -20,6 +20,9 @@ once and checks its plan.
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import sys
 import time

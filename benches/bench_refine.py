@@ -9,6 +9,9 @@ refined answer's mean excess over the optimum is at most a tenth of the referenc
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import sys
 from pathlib import Path
 

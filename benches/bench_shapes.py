@@ -16,6 +16,9 @@ once on a small batch and is checked.
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import time
 from typing import Any

@@ -18,6 +18,9 @@ stream and checks its answer: every index once, the cap held.
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import math
 import time

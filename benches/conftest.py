@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import pytest
 
 from seqbalance import _native

@@ -15,6 +15,9 @@ measurements (best of three per call), in one process.
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import sys
 import time

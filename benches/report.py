@@ -12,6 +12,9 @@ it is timed. Absolute times on shared machines are noisy; ratios in one run are 
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import json
 import math

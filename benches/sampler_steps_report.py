@@ -10,6 +10,9 @@ Run: PYTHONPATH=python python benches/sampler_steps_report.py
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import time
 
 from seqbalance import SeqlenBalancedSampler

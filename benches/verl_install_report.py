@@ -16,6 +16,9 @@ of wall time (steadier on a shared machine, as in ``benches/report.py``).
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import random
 import time
