@@ -19,6 +19,7 @@ mod errors;
 mod packing;
 mod planner;
 mod refine;
+mod step;
 mod stream;
 
 use convert::{fast_weights, nested_lists, normalised_weights};
@@ -250,6 +251,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     packing::register(m)?;
     planner::register(m)?;
     refine::register(m)?;
+    step::register(m)?;
     stream::register(m)?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use seqbalance_core::alloc;
 use seqbalance_core::error::CoreError;
 use seqbalance_core::interrupt::Interrupt;
 use seqbalance_core::planner::{
-    order_parts, plan_best, plan_ids, Items, Order, PlanCost, PlanOptions, Problem, Shape, ShapeRule,
+    order_parts, plan_best, plan_ids, Order, PlanCost, PlanOptions, Problem, Shape, ShapeRule,
 };
 use seqbalance_core::refine::{refine_if_moved, RefineError};
 use seqbalance_core::request::Weights;
@@ -39,7 +39,7 @@ fn check(n_tokens: usize, n_costs: usize, tokens: &[u64], cap: u64, multiple: us
 /// Python, its keys the field names (`seqbalance.planning.micro_batches` builds it).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-struct PlanRequest {
+pub struct PlanRequest {
     n_ranks: usize,
     cap: u64,
     multiple: usize,
@@ -130,11 +130,8 @@ fn plan_costs(py: Python<'_>, costs: &Bound<'_, PyAny>) -> PyResult<Weights> {
     }
 }
 
-/// The rank and the micro-batch of every sample.
-type PlanIds = (Vec<i64>, Vec<i64>);
-
 /// Per rank, the sample indexes of every micro-batch.
-type Plan = Vec<Vec<Vec<u32>>>;
+pub type Plan = Vec<Vec<Vec<u32>>>;
 
 /// `(candidate kept, count, plan)`: the plan as `[rank][micro_batch] -> samples` lists, or as
 /// `(rank_ids, micro_batch_ids)` arrays.
@@ -191,28 +188,36 @@ fn own_count_py(
     })
 }
 
-/// Plan every rank with one common count, for each candidate assignment of items to ranks, and
-/// keep the best (see `seqbalance_core::planner::plan_best`): `(candidate kept, count, plan)`,
-/// the plan indexed `[rank][micro_batch] -> sample indexes`, or with `as_ids` the rank and the
-/// micro-batch of every sample (int64 arrays). Integer costs must sum to at most 2**63 - 1 (the
-/// caller checks). `longest` and `keys` (one per item) serve the shape limits of `request`.
-#[pyfunction]
-#[pyo3(name = "_plan_ranks", signature = (tokens, costs, starts, sizes, candidates, request, longest=None, keys=None))]
-#[allow(clippy::too_many_arguments)] // the items' arrays, each one a column of the same table
-fn plan_ranks_py<'py>(
-    py: Python<'py>,
-    tokens: PyReadonlyArray1<'_, i64>,
-    costs: &Bound<'_, PyAny>,
-    starts: PyReadonlyArray1<'_, i64>,
-    sizes: PyReadonlyArray1<'_, i64>,
-    candidates: Vec<PyReadonlyArray1<'_, i64>>,
-    request: PlanRequest,
-    longest: Option<PyReadonlyArray1<'_, i64>>,
-    keys: Option<PyReadonlyArray1<'_, i64>>,
-) -> PyResult<RanksPlan<'py>> {
-    guard("_plan_ranks", || {
+/// The arguments of a DP-wide plan, read and checked once: the items' columns, the candidate
+/// rank splits and what to plan (`_plan_ranks` and `_plan_step` take the same).
+pub struct RanksInput {
+    pub tokens: Vec<u64>,
+    pub costs: Weights,
+    pub starts: Vec<u64>,
+    pub sizes: Vec<u64>,
+    pub assignments: Vec<Vec<usize>>,
+    pub options: PlanOptions,
+    pub as_ids: bool,
+    pub n_samples: usize,
+    pub longest: Option<Vec<u64>>,
+    pub keys: Option<Vec<u32>>,
+}
+
+impl RanksInput {
+    #[allow(clippy::too_many_arguments)] // the items' arrays, each one a column of the same table
+    pub fn read(
+        py: Python<'_>,
+        tokens: PyReadonlyArray1<'_, i64>,
+        costs: &Bound<'_, PyAny>,
+        starts: PyReadonlyArray1<'_, i64>,
+        sizes: PyReadonlyArray1<'_, i64>,
+        candidates: Vec<PyReadonlyArray1<'_, i64>>,
+        request: PlanRequest,
+        longest: Option<PyReadonlyArray1<'_, i64>>,
+        keys: Option<PyReadonlyArray1<'_, i64>>,
+    ) -> PyResult<Self> {
         let order = order_of(&request.order)?;
-        let (n_ranks, as_ids) = (request.n_ranks, request.as_ids);
+        let n_ranks = request.n_ranks;
         let tokens = unsigned_array(py, tokens.as_array(), "tokens")?;
         let costs = plan_costs(py, costs)?;
         let (starts, sizes) = (
@@ -264,55 +269,95 @@ fn plan_ranks_py<'py>(
             order,
             shape,
         };
-        let (longest, keys) = (items.longest.as_deref(), items.keys.as_deref());
-        fn best<C: PlanCost>(
-            items: &Items<'_, C>,
-            assignments: &[Vec<usize>],
-            options: &PlanOptions,
-            n_samples: usize,
-            as_ids: bool,
-            interrupt: &Interrupt,
-        ) -> Result<(usize, usize, Plan, Option<PlanIds>), CoreError> {
-            let (kept, count, plan) = plan_best(items, assignments, options, interrupt)?;
-            let ids = if as_ids { Some(plan_ids(&plan, n_samples)?) } else { None };
-            Ok((kept, count, plan, ids))
+        Ok(RanksInput {
+            tokens,
+            costs,
+            starts,
+            sizes,
+            assignments,
+            options,
+            as_ids: request.as_ids,
+            n_samples,
+            longest: items.longest,
+            keys: items.keys,
+        })
+    }
+
+    /// A plan of this input as Python wants it: `[rank][micro_batch] -> samples` lists, or with
+    /// `as_ids` the `(rank_ids, micro_batch_ids)` int64 arrays.
+    pub fn answer<'py>(&self, py: Python<'py>, plan: Plan) -> PyResult<Bound<'py, PyAny>> {
+        if self.as_ids {
+            let (rank_ids, micro_batch_ids) =
+                plan_ids(&plan, self.n_samples).map_err(|e| core_error(py, e))?;
+            drop(plan);
+            return Ok((rank_ids.into_pyarray(py), micro_batch_ids.into_pyarray(py))
+                .into_pyobject(py)?
+                .into_any());
         }
-        let (kept, count, plan, ids) = core_result(
+        let ranks = PyList::empty(py);
+        for rank in &plan {
+            ranks.append(index_lists(py, self.n_samples, rank.iter())?)?;
+        }
+        Ok(ranks.into_any())
+    }
+}
+
+/// Plan every rank with one common count, for each candidate assignment of items to ranks, and
+/// keep the best (see `seqbalance_core::planner::plan_best`): `(candidate kept, count, plan)`,
+/// the plan indexed `[rank][micro_batch] -> sample indexes`, or with `as_ids` the rank and the
+/// micro-batch of every sample (int64 arrays). Integer costs must sum to at most 2**63 - 1 (the
+/// caller checks). `longest` and `keys` (one per item) serve the shape limits of `request`.
+#[pyfunction]
+#[pyo3(name = "_plan_ranks", signature = (tokens, costs, starts, sizes, candidates, request, longest=None, keys=None))]
+#[allow(clippy::too_many_arguments)] // the items' arrays, each one a column of the same table
+fn plan_ranks_py<'py>(
+    py: Python<'py>,
+    tokens: PyReadonlyArray1<'_, i64>,
+    costs: &Bound<'_, PyAny>,
+    starts: PyReadonlyArray1<'_, i64>,
+    sizes: PyReadonlyArray1<'_, i64>,
+    candidates: Vec<PyReadonlyArray1<'_, i64>>,
+    request: PlanRequest,
+    longest: Option<PyReadonlyArray1<'_, i64>>,
+    keys: Option<PyReadonlyArray1<'_, i64>>,
+) -> PyResult<RanksPlan<'py>> {
+    guard("_plan_ranks", || {
+        let input = RanksInput::read(py, tokens, costs, starts, sizes, candidates, request, longest, keys)?;
+        let (kept, count, plan) = core_result(
             py,
             interruptible(py, true, |interrupt| {
-                let (starts, sizes) = (&starts[..], &sizes[..]);
-                match &costs {
-                    Weights::Exact(costs) => {
-                        let items = Items { tokens: &tokens, costs, starts, sizes, longest, keys };
-                        best(&items, &assignments, &options, n_samples, as_ids, interrupt)
-                    }
-                    Weights::Double(costs) => {
-                        let items = Items { tokens: &tokens, costs, starts, sizes, longest, keys };
-                        best(&items, &assignments, &options, n_samples, as_ids, interrupt)
-                    }
-                    Weights::Single(costs) => {
-                        let items = Items { tokens: &tokens, costs, starts, sizes, longest, keys };
-                        best(&items, &assignments, &options, n_samples, as_ids, interrupt)
-                    }
-                }
+                with_items!(input, |items| plan_best(items, &input.assignments, &input.options, interrupt))
             }),
         )?;
-        let answer = match ids {
-            Some((rank_ids, micro_batch_ids)) => {
-                drop(plan);
-                (rank_ids.into_pyarray(py), micro_batch_ids.into_pyarray(py)).into_pyobject(py)?.into_any()
-            }
-            None => {
-                let ranks = PyList::empty(py);
-                for rank in &plan {
-                    ranks.append(index_lists(py, n_samples, rank.iter())?)?;
-                }
-                ranks.into_any()
-            }
-        };
-        Ok((kept, count, answer))
+        Ok((kept, count, input.answer(py, plan)?))
     })
 }
+
+/// `$body` with `$items` bound to the input's items (`&Items<'_, C>`), whatever their costs'
+/// type: the body is compiled once per type (a closure cannot be generic).
+macro_rules! with_items {
+    ($input:expr, |$items:ident| $body:expr) => {{
+        let input = &$input;
+        let (starts, sizes) = (&input.starts[..], &input.sizes[..]);
+        let (longest, keys) = (input.longest.as_deref(), input.keys.as_deref());
+        let tokens = &input.tokens[..];
+        match &input.costs {
+            seqbalance_core::request::Weights::Exact(costs) => {
+                let $items = &seqbalance_core::planner::Items { tokens, costs, starts, sizes, longest, keys };
+                $body
+            }
+            seqbalance_core::request::Weights::Double(costs) => {
+                let $items = &seqbalance_core::planner::Items { tokens, costs, starts, sizes, longest, keys };
+                $body
+            }
+            seqbalance_core::request::Weights::Single(costs) => {
+                let $items = &seqbalance_core::planner::Items { tokens, costs, starts, sizes, longest, keys };
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_items;
 
 /// The rank split of `ids` (a rank below `k` per item, every rank used) refined by the local
 /// search of `refine=True` (`seqbalance_core::refine::refine_if_moved`), as a rank per item, or

@@ -27,6 +27,9 @@ pub trait PlanCost: Copy + Default + PartialEq + Send + Sync + 'static {
 
     /// The exact sum of the values (no rounding), for comparisons between plans.
     fn exact_sum(values: impl Iterator<Item = Self>) -> Exact;
+
+    /// The value as a float64 (the step model's arithmetic).
+    fn to_f64(self) -> f64;
 }
 
 /// An exact total: a `u128` for integer costs, a fixed-point sum for float costs. Totals of one
@@ -55,6 +58,9 @@ impl PlanCost for u64 {
     fn exact_sum(values: impl Iterator<Item = Self>) -> Exact {
         Exact::Int(values.map(u128::from).sum())
     }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
 }
 
 impl PlanCost for f64 {
@@ -77,6 +83,9 @@ impl PlanCost for f64 {
         values.for_each(|value| sum.add(value));
         Exact::Float(Box::new(sum))
     }
+    fn to_f64(self) -> f64 {
+        self
+    }
 }
 
 impl PlanCost for f32 {
@@ -97,6 +106,9 @@ impl PlanCost for f32 {
     }
     fn exact_sum(values: impl Iterator<Item = Self>) -> Exact {
         f64::exact_sum(values.map(f64::from))
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
     }
 }
 

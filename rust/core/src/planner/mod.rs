@@ -22,7 +22,8 @@
 //! (integer and float costs), [`heap`] (the split's heap), [`problem`] (one problem, its items in
 //! the greedy's order, the split's keys and buffers), [`count`] (one problem's count search and
 //! split), [`shape`] (limits beyond the cap: samples per micro-batch, padded footprint, keys; and
-//! the plan that applies them), [`ranks`] (every rank with one common count).
+//! the plan that applies them), [`ranks`] (every rank with one common count), [`step`] (the
+//! step model of lockstep ranks and 1F1B pipelines, and the plans searched for it).
 
 mod bounds;
 mod cost;
@@ -31,6 +32,7 @@ mod heap;
 mod problem;
 mod ranks;
 mod shape;
+mod step;
 
 pub use bounds::lower_bound;
 pub use cost::{part_cost, Exact, PlanCost};
@@ -38,6 +40,9 @@ pub use problem::{Problem, Shape, ShapeRule};
 pub use ranks::{
     bubble_order, bucket_ranks, expand_ranks, order_parts, plan_best, plan_ids, BestPlan, Items, Order,
     PlanOptions, RankItems, RankPlans,
+};
+pub use step::{
+    lockstep_step, plan_step, EqualCounts, Pipeline, StepError, StepOptions, StepPlan, Sync, MARGIN,
 };
 
 type Result<T> = std::result::Result<T, crate::error::CoreError>;

@@ -241,7 +241,11 @@ pub(super) fn copy_parts<C: Copy>(parts: &[(Vec<u32>, C)]) -> Result<Vec<(Vec<u3
 }
 
 /// A rank's planning problem.
-fn problem<'a, C: PlanCost>(rank: &'a RankItems<C>, options: &PlanOptions, shaped: bool) -> Problem<'a, C> {
+pub(super) fn problem<'a, C: PlanCost>(
+    rank: &'a RankItems<C>,
+    options: &PlanOptions,
+    shaped: bool,
+) -> Problem<'a, C> {
     let shape = options.shape.filter(|_| shaped).map(|rule| Shape {
         rule,
         samples: &rank.sizes,

@@ -21,17 +21,17 @@ use crate::sort;
 
 /// What a limit knows of a micro-batch (or of an item, a micro-batch of its own).
 #[derive(Clone, Copy, Default)]
-struct Fill {
-    tokens: u64,
-    samples: u64,
-    longest: u64,
-    key: u32,
+pub(super) struct Fill {
+    pub(super) tokens: u64,
+    pub(super) samples: u64,
+    pub(super) longest: u64,
+    pub(super) key: u32,
 }
 
 impl Fill {
     /// Whether `item` fits beside this micro-batch's members (an empty one takes any item,
     /// each fitting alone: the caller checks).
-    fn fits(&self, item: &Fill, rule: ShapeRule, cap: u64) -> bool {
+    pub(super) fn fits(&self, item: &Fill, rule: ShapeRule, cap: u64) -> bool {
         if self.samples == 0 {
             return true;
         }
@@ -46,11 +46,25 @@ impl Fill {
         }
     }
 
-    fn take(&mut self, item: &Fill) {
+    pub(super) fn take(&mut self, item: &Fill) {
         self.tokens += item.tokens;
         self.samples += item.samples;
         self.longest = self.longest.max(item.longest);
         self.key = item.key;
+    }
+
+    /// For items of one sample: the longest item this micro-batch may still take (the room
+    /// left, or with a padded footprint `cap / (samples + 1)` while its longest still fits that
+    /// many), or `None` when it takes no more.
+    pub(super) fn threshold(&self, rule: ShapeRule, cap: u64) -> Option<u64> {
+        if self.samples >= rule.max_sequences {
+            None
+        } else if rule.padded {
+            let next = self.samples + 1;
+            (next as u128 * self.longest as u128 <= cap as u128).then(|| cap / next)
+        } else {
+            Some(cap - self.tokens)
+        }
     }
 
     /// The smallest of each measure (a virtual item no real one undercuts).
@@ -68,12 +82,12 @@ impl Fill {
 /// still to come of each item's key: read once for all the splits of a count search (gathering
 /// them through the order on every split was an eighth of its time).
 pub(super) struct Placed {
-    fills: Vec<Fill>,
-    least: Option<Vec<Fill>>,
+    pub(super) fills: Vec<Fill>,
+    pub(super) least: Option<Vec<Fill>>,
 }
 
 impl Shape<'_> {
-    fn item(&self, tokens: &[u64], i: usize) -> Fill {
+    pub(super) fn item(&self, tokens: &[u64], i: usize) -> Fill {
         Fill {
             tokens: tokens[i],
             samples: self.samples[i],
@@ -82,11 +96,11 @@ impl Shape<'_> {
         }
     }
 
-    fn key_count(&self) -> usize {
+    pub(super) fn key_count(&self) -> usize {
         self.keys.map_or(1, |keys| keys.iter().max().map_or(1, |&k| k as usize + 1))
     }
 
-    fn unit(&self) -> bool {
+    pub(super) fn unit(&self) -> bool {
         self.samples.iter().all(|&s| s == 1)
     }
 }
@@ -242,16 +256,7 @@ impl<C: PlanCost> Problem<'_, C> {
     ) -> Result<Option<Vec<u32>>> {
         let shape = self.shape();
         let (rule, cap) = (shape.rule, self.cap);
-        let threshold = |fill: &Fill| -> Option<u64> {
-            if fill.samples >= rule.max_sequences {
-                None
-            } else if rule.padded {
-                let next = fill.samples + 1;
-                (next as u128 * fill.longest as u128 <= cap as u128).then(|| cap / next)
-            } else {
-                Some(cap - fill.tokens)
-            }
-        };
+        let threshold = |fill: &Fill| fill.threshold(rule, cap);
         // The parts that may take the item by (cost, part); those waiting for a shorter one by
         // (cap - room, part), so the roomiest comes first.
         let open_key = |load: C, p: usize| K::pack(load.bits(), p as u64, part_bits);
