@@ -25,6 +25,7 @@ from .partition import (
 from .planning import (
     BalanceReport,
     LoadStats,
+    StepTime,
     StreamPacker,
     balance_report,
     cp_rank_plans,
@@ -37,6 +38,7 @@ from .planning import (
     plan_dp_micro_batches,
     plan_micro_batches,
     plan_packed_steps,
+    simulate_step,
 )
 from .refine import refine_partitions
 from .samplers import (
@@ -81,6 +83,8 @@ __all__ = [
     "plan_micro_batches",
     "plan_packed_steps",
     "profile",
+    "simulate_step",
+    "StepTime",
     "StreamPacker",
     "refine_partitions",
 ]

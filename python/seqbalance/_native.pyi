@@ -18,8 +18,10 @@ __all__ = [
     "_order_micro_batches",
     "_own_count",
     "_pack",
+    "_pipeline_makespans",
     "_plan_context_parallel",
     "_plan_ranks",
+    "_plan_step",
     "_purge_delay",
     "_refine",
     "_refine_candidate",
@@ -165,6 +167,37 @@ def _order_micro_batches(
     sizes: npt.NDArray[np.int64],
     order: str,
 ) -> list[int]: ...
+
+class _StepRequest(TypedDict):
+    sync: str
+    stages: int
+    forward_share: float
+    micro_batch_time: float
+    max_count: int | None
+    equal_counts: str
+    n_samples: int
+    progress_after: float
+    progress_label: str
+
+_PlanAnswer = list[list[list[int]]] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+def _plan_step(
+    tokens: npt.NDArray[np.int64],
+    costs: _Costs,
+    starts: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+    candidates: Sequence[npt.NDArray[np.int64]],
+    request: _PlanRequest,
+    step: _StepRequest,
+    longest: npt.NDArray[np.int64] | None = None,
+    keys: npt.NDArray[np.int64] | None = None,
+) -> tuple[int, _PlanAnswer, float, int, float, _PlanAnswer | None]: ...
+def _pipeline_makespans(
+    times: npt.NDArray[np.float64],
+    counts: npt.NDArray[np.int64],
+    stages: int,
+    forward_share: float,
+) -> npt.NDArray[np.float64]: ...
 
 @final
 class _StreamCore:

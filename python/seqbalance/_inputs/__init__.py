@@ -12,6 +12,7 @@ from .arguments import (
     MAX_COUNT,
     NEARLY,
     REFINE_CHOICES,
+    SYNCS,
     EqualSize,
     Lengths,
     SupportsArray,
@@ -33,6 +34,7 @@ from .arguments import (
     check_per_item,
     check_refine,
     check_shape,
+    check_step_model,
 )
 from .weights import (
     MAX_INT_SUM_WITH_FLOATS,
@@ -53,6 +55,7 @@ __all__ = [
     "MAX_VALUE",
     "NEARLY",
     "REFINE_CHOICES",
+    "SYNCS",
     "EqualSize",
     "Lengths",
     "SupportsArray",
@@ -77,6 +80,7 @@ __all__ = [
     "check_per_item",
     "check_refine",
     "check_shape",
+    "check_step_model",
     "lengths_as_list",
     "normalize_lengths",
     "normalize_weights",

@@ -309,3 +309,57 @@ def check_flag(value: Any, name: str) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {_describe(value)}")
+
+
+#: Where data-parallel ranks wait for each other: once a step, or at every micro-batch.
+SYNCS = ("step", "micro_batch")
+
+
+def check_step_model(sync: Any, pipeline_stages: Any, forward_share: Any) -> tuple[str, int, float]:
+    """The step model's arguments (``sync``, ``pipeline_stages``, ``forward_share``), checked as
+    `seqbalance.simulate_step` and `seqbalance.plan_dp_micro_batches` take them.
+
+    Every refusal is a ``ValueError`` naming the argument (the step spec's rule, whatever the
+    value's type): ``sync`` not ``"step"`` or ``"micro_batch"``; ``pipeline_stages`` not an int
+    in ``1..2**24``; ``forward_share`` not a finite number in (0, 1); a pipeline with
+    ``sync="micro_batch"`` (FSDP inside a pipeline is not modelled), naming both.
+
+    Example:
+        >>> check_step_model("step", 4, 0.25)
+        ('step', 4, 0.25)
+        >>> check_step_model("micro_batch", 2, 0.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: pipeline_stages=2 with sync='micro_batch': a pipeline's ranks meet once a step (sync='step'); FSDP inside a pipeline is not modelled
+    """
+    if not (isinstance(sync, str) and sync in SYNCS):
+        raise ValueError(f"sync must be 'step' or 'micro_batch', got {_describe(sync)}")
+    if isinstance(pipeline_stages, (bool, np.bool_)) or not isinstance(
+        pipeline_stages, (int, np.integer)
+    ):
+        raise ValueError(f"pipeline_stages must be an int >= 1, got {_describe(pipeline_stages)}")
+    stages = int(pipeline_stages)
+    if not 1 <= stages <= MAX_COUNT:
+        raise ValueError(f"pipeline_stages must be an int in 1..2**24, got {stages}")
+    share = _finite_share(forward_share)
+    if stages > 1 and sync == "micro_batch":
+        raise ValueError(
+            f"pipeline_stages={stages} with sync='micro_batch': a pipeline's ranks meet once a "
+            "step (sync='step'); FSDP inside a pipeline is not modelled"
+        )
+    return sync, stages, share
+
+
+def _finite_share(forward_share: Any) -> float:
+    """``forward_share`` as a float strictly between 0 and 1."""
+    if isinstance(forward_share, (bool, np.bool_)) or not isinstance(
+        forward_share, (int, float, np.integer, np.floating)
+    ):
+        raise ValueError(
+            f"forward_share must be a number in (0, 1), got {_describe(forward_share)}"
+        )
+    share = float(forward_share)
+    if not (0.0 < share < 1.0):
+        raise ValueError(f"forward_share must be a finite number in (0, 1), got {forward_share!r}")
+    return share
+

@@ -1,9 +1,9 @@
 """The planning toolkit: how a step is split, given what each sample costs.
 
 How uneven a split is (metrics), groups kept whole, micro-batches under a token cap, one plan
-for all data-parallel ranks, packing (offline and over a stream), and context parallelism
-planned per sequence. Every planner takes a ``cost=`` from `seqbalance.costs`; this package
-imports that one, never the reverse.
+for all data-parallel ranks, the step a plan makes (lockstep ranks, 1F1B pipelines), packing
+(offline and over a stream), and context parallelism planned per sequence. Every planner takes
+a ``cost=`` from `seqbalance.costs`; this package imports that one, never the reverse.
 
 Everything here is re-exported from the package top level (``from seqbalance import
 plan_micro_batches``); import from there.
@@ -17,11 +17,13 @@ from .groups import group_balanced_partitions
 from .metrics import BalanceReport, LoadStats, balance_report, log_seqlen_unbalance
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
 from .packing import pack_sequences, plan_packed_steps
+from .step import StepTime, simulate_step
 from .stream import StreamPacker
 
 __all__ = [
     "BalanceReport",
     "LoadStats",
+    "StepTime",
     "StreamPacker",
     "balance_report",
     "cp_rank_plans",
@@ -34,4 +36,5 @@ __all__ = [
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",
+    "simulate_step",
 ]

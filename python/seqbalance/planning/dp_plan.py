@@ -16,6 +16,8 @@ from .._inputs import (
     check_flag,
     check_k_partitions,
     check_min_count,
+    check_optional_count,
+    check_step_model,
 )
 from ..partition import partition_ids
 from .micro_batches import (
@@ -26,8 +28,9 @@ from .micro_batches import (
     _round_up,
     logger,
 )
+from .step import DpPlan, plan_step
 
-__all__ = ["plan_dp_micro_batches"]
+__all__ = ["DpPlan", "plan_dp_micro_batches", "plan_dp_with_today"]
 
 
 def _fill_empty_ranks(problem: _Problem, rank_of_group: np.ndarray, n_ranks: int) -> np.ndarray:
@@ -75,12 +78,16 @@ def plan_dp_micro_batches(
     force_group_size: int = 1,
     uid_list: Any = None,
     pad_to_multiple_of: int = 1,
-    order: str = "bubble",
+    order: str | None = None,
     refine: bool | str = False,
     as_ids: Literal[False] = ...,
     max_sequences: int | None = None,
     footprint: str = "sum",
     keys: Any = None,
+    sync: str = "step",
+    pipeline_stages: int = 1,
+    forward_share: float = 1 / 3,
+    max_num_micro_batches: int | None = None,
 ) -> list[list[list[int]]]: ...
 
 
@@ -97,12 +104,16 @@ def plan_dp_micro_batches(
     force_group_size: int = 1,
     uid_list: Any = None,
     pad_to_multiple_of: int = 1,
-    order: str = "bubble",
+    order: str | None = None,
     refine: bool | str = False,
     as_ids: Literal[True],
     max_sequences: int | None = None,
     footprint: str = "sum",
     keys: Any = None,
+    sync: str = "step",
+    pipeline_stages: int = 1,
+    forward_share: float = 1 / 3,
+    max_num_micro_batches: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]: ...
 
 
@@ -118,12 +129,16 @@ def plan_dp_micro_batches(
     force_group_size: int = 1,
     uid_list: Any = None,
     pad_to_multiple_of: int = 1,
-    order: str = "bubble",
+    order: str | None = None,
     refine: bool | str = False,
     as_ids: bool = False,
     max_sequences: int | None = None,
     footprint: str = "sum",
     keys: Any = None,
+    sync: str = "step",
+    pipeline_stages: int = 1,
+    forward_share: float = 1 / 3,
+    max_num_micro_batches: int | None = None,
 ) -> list[list[list[int]]] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """One plan for every data-parallel rank: ``plan[rank][micro_batch] -> sample indexes``.
 
@@ -162,6 +177,24 @@ def plan_dp_micro_batches(
     largest of the ranks' first-fit-decreasing counts under the limits (raised to
     ``min_num_micro_batches``, rounded up to the multiple).
 
+    The step the trainer runs (``sync``, ``pipeline_stages``; see `simulate_step` for the
+    model): with the defaults the plan is the one above, answer for answer. Under
+    ``sync="micro_batch"`` (FSDP, FSDP2, ZeRO-3: ranks wait for each other at every
+    micro-batch) the plan minimises the lockstep step ``Σ_k max_r t(r, k)``: the whole batch
+    split into ``dp_size × count`` parts whose slots weigh alike, dealt slot by slot. With
+    ``pipeline_stages=P > 1`` (1F1B pipelines, ranks meeting once a step) it keeps the rank
+    split above and chooses each rank's micro-batches and their order for the simulated
+    makespan: small micro-batches where the pipeline fills and drains. In both, the count runs
+    from the one above up to ``max_num_micro_batches`` (``None``: 4× it, rounded down to the
+    multiple, never above the number of samples) when the cost prices a micro-batch (a
+    `TimeCost` with a positive ``micro_batch`` term); with any other cost more micro-batches
+    look free, so the count stays the one above unless ``max_num_micro_batches`` is given.
+    Today's plan is always a candidate: the answer's step is never above it in the model (a new
+    plan is kept only when it is below by more than float rounding, ``1e-8`` relative). Every
+    guarantee above holds in every mode; in these modes the plan chooses the order itself (an
+    explicit ``order`` is refused), lockstep slots come heaviest first, pipeline micro-batches
+    in the searched order, empty micro-batches last.
+
     Args:
         lengths: per-sample token counts (ints or a 1-D integer array).
         dp_size: number of data-parallel ranks, an int >= 1.
@@ -182,6 +215,13 @@ def plan_dp_micro_batches(
         footprint: ``"sum"`` or ``"padded"``, as in `plan_micro_batches`.
         keys: one hashable per sample, as in `plan_micro_batches`; the rank split ignores
             them, micro-batches never mix them.
+        sync: ``"step"`` (ranks meet once a step: DDP with ``no_sync``, Megatron's DDP) or
+            ``"micro_batch"`` (at every micro-batch: FSDP, ZeRO-3).
+        pipeline_stages: ``P``, an int >= 1: each rank a 1F1B pipeline of ``P`` stages
+            (only with ``sync="step"``).
+        forward_share: the forward's share of a micro-batch's time in a pipeline, in (0, 1).
+        max_num_micro_batches: the largest count the step modes may choose (at least the
+            count the default plan needs), or None.
         as_ids: return ``(rank_ids, micro_batch_ids, num_micro_batches)`` instead of lists:
             the rank and the micro-batch (its place in the rank's order) of every sample as
             int64 arrays, and the common count, so empty micro-batches survive (as
@@ -197,7 +237,10 @@ def plan_dp_micro_batches(
         ValueError: a sample or group over the cap, fewer groups than ranks (a
             `PartitionError`), a group count ``equal_size=True`` cannot split
             evenly, groups of different sizes with ``equal_size``, an argument < 1, a count
-            above ``MAX_MICRO_BATCHES``.
+            above ``MAX_MICRO_BATCHES``; ``sync`` other than ``"step"`` or
+            ``"micro_batch"``, ``pipeline_stages`` not an int >= 1, ``forward_share`` not in
+            (0, 1), a pipeline with ``sync="micro_batch"``, an explicit ``order`` in the step
+            modes, ``max_num_micro_batches`` below the count the default plan needs.
         TypeError: non-integer arguments, non-numeric costs, unhashable keys, both
             ``uid_list`` and ``force_group_size``.
 
@@ -210,9 +253,70 @@ def plan_dp_micro_batches(
         >>> ranks.tolist(), micro_batches.tolist(), count
         ([1, 0, 1, 0, 0, 1], [1, 1, 0, 0, 1, 0], 2)
     """
+    planned = plan_dp_with_today(
+        lengths,
+        dp_size,
+        max_token_len,
+        cost=cost,
+        equal_size=equal_size,
+        min_num_micro_batches=min_num_micro_batches,
+        num_micro_batches_multiple=num_micro_batches_multiple,
+        force_group_size=force_group_size,
+        uid_list=uid_list,
+        pad_to_multiple_of=pad_to_multiple_of,
+        order=order,
+        refine=refine,
+        as_ids=as_ids,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
+        sync=sync,
+        pipeline_stages=pipeline_stages,
+        forward_share=forward_share,
+        max_num_micro_batches=max_num_micro_batches,
+    )
+    if as_ids:
+        rank_ids, micro_batch_ids = planned.plan
+        return rank_ids, micro_batch_ids, planned.count
+    return planned.plan  # type: ignore[no-any-return]
+
+
+def plan_dp_with_today(
+    lengths: Any,
+    dp_size: int,
+    max_token_len: int,
+    *,
+    cost: Any,
+    equal_size: EqualSize,
+    min_num_micro_batches: int | None,
+    num_micro_batches_multiple: int | None,
+    force_group_size: int,
+    uid_list: Any,
+    pad_to_multiple_of: int,
+    order: str | None,
+    refine: bool | str,
+    as_ids: bool,
+    max_sequences: int | None,
+    footprint: str,
+    keys: Any,
+    sync: str,
+    pipeline_stages: int,
+    forward_share: float,
+    max_num_micro_batches: int | None,
+) -> DpPlan:
+    """`plan_dp_micro_batches` with today's plan beside the answer (for the command line's
+    report, which shows both steps). Same arguments, same checks."""
     ranks_count = check_k_partitions(dp_size, "dp_size")
     as_ids = check_flag(as_ids, "as_ids")
-    order = check_choice(order, "order", _ORDERS)
+    sync, stages, share = check_step_model(sync, pipeline_stages, forward_share)
+    stepped = sync == "micro_batch" or stages > 1
+    if order is not None and stepped:
+        raise ValueError(
+            f"order={order!r} with sync={sync!r}, pipeline_stages={stages}: in these modes the "
+            "plan chooses the order itself; leave order out"
+        )
+    order = check_choice("bubble" if order is None else order, "order", _ORDERS)
+    largest = check_optional_count(max_num_micro_batches, "max_num_micro_batches", 0) or None
     equal = check_equal_size(equal_size)
     problem = _prepare(
         lengths,
@@ -262,14 +366,19 @@ def plan_dp_micro_batches(
         )
         if refined_ids is not None:
             candidates.append(refined_ids)
-    kept, count, plan = _plan_ranks(
-        problem,
-        [_fill_empty_ranks(problem, ids, ranks_count) for ids in candidates],
-        ranks_count,
-        minimum,
-        order,
-        as_ids,
-    )
+    filled = [_fill_empty_ranks(problem, ids, ranks_count) for ids in candidates]
+    if stepped:
+        return plan_step(
+            problem,
+            filled,
+            ranks_count,
+            minimum,
+            as_ids,
+            largest,
+            partition_equal,
+            (sync, stages, share, cost),
+        )
+    kept, count, plan = _plan_ranks(problem, filled, ranks_count, minimum, order, as_ids)
     logger.debug(
         "planned %d groups over %d ranks x %d micro-batches (%s rank split)",
         problem.n_groups,
@@ -277,7 +386,4 @@ def plan_dp_micro_batches(
         count,
         "refined" if kept else "recipe's",
     )
-    if as_ids:
-        rank_ids, micro_batch_ids = plan
-        return rank_ids, micro_batch_ids, count
-    return plan
+    return DpPlan(plan, count, None, None, count, None)

@@ -111,7 +111,8 @@ impl<'a, C: PlanCost> Whole<'a, C> {
         let mut found = Vec::new();
         if let Some(sorted) = &self.sorted {
             let levelled = level_targets(&sorted.seconds, n_ranks, count)?;
-            let even = alloc::filled(parts, levelled.last().copied().unwrap_or(0.0), "the targets")?;
+            let share = sorted.seconds.iter().sum::<f64>() / parts as f64;
+            let even = alloc::filled(parts, share, "the targets")?;
             for targets in [levelled, even] {
                 if let Some(part) = sorted.split(&targets, interrupt)? {
                     found.push(self.by_part(&part, parts, interrupt)?);
@@ -174,32 +175,38 @@ impl<C: PlanCost> Search<'_, '_, C> {
         }
     }
 
+    /// Plan `count` micro-batches per rank: the whole batch split and dealt; today's rank
+    /// split with its micro-batches sorted alike at today's count (where it is today's plan in
+    /// lockstep order, never slower) and wherever no dealing keeps the count rule.
     fn try_count(&mut self, count: usize, interrupt: &Interrupt) -> Result<()> {
         self.tried.push(count);
         let (cx, n_ranks) = (self.cx, self.cx.options.n_ranks);
-        cx.budget.take(2 * cx.items.tokens.len() as u64 + (n_ranks * count) as u64);
-        // Today's rank split, every rank's micro-batches sorted alike.
+        let n_items = cx.items.tokens.len() as u64;
+        let mut dealt = false;
+        for parts in self.whole.splits(n_ranks, count, interrupt)? {
+            cx.budget.take(n_items + parts.len() as u64);
+            if let Some((slots, step)) = deal(parts, cx, count)? {
+                self.keep(count, slots, step);
+                dealt = true;
+            }
+        }
+        if dealt && count != cx.counts.first {
+            return Ok(());
+        }
+        cx.budget.take(n_items);
         let mut aligned: Slots = alloc::with_capacity(n_ranks, "the ranks")?;
         for (planner, members) in self.planners.iter_mut().zip(&self.members) {
             let Some(parts) = planner.parts_at(count, interrupt)? else {
-                aligned.clear();
-                break;
+                return Ok(());
             };
             let mut parts = global(parts, members)?;
             sort_parts(&mut parts, cx);
             aligned.push(parts);
         }
-        if aligned.len() == n_ranks {
-            let times: Vec<Vec<f64>> =
-                aligned.iter().map(|rank| rank.iter().map(|p| cx.timing.of(p)).collect()).collect();
-            let step = super::model::lockstep(&times);
-            self.keep(count, aligned, step);
-        }
-        for parts in self.whole.splits(n_ranks, count, interrupt)? {
-            if let Some((slots, step)) = deal(parts, cx, count)? {
-                self.keep(count, slots, step);
-            }
-        }
+        let times: Vec<Vec<f64>> =
+            aligned.iter().map(|rank| rank.iter().map(|p| cx.timing.of(p)).collect()).collect();
+        let step = super::model::lockstep(&times);
+        self.keep(count, aligned, step);
         Ok(())
     }
 }
@@ -236,33 +243,38 @@ impl Ord for OrderedTime {
 /// swapping parts within a slot). `None` when the count rule cannot be kept, or a rank would
 /// get no item while there are enough for every rank.
 fn deal<C: PlanCost>(
-    mut parts: Vec<Vec<u32>>,
+    parts: Vec<Vec<u32>>,
     cx: &Context<'_, C>,
     count: usize,
 ) -> Result<Option<(Slots, f64)>> {
     let n_ranks = cx.options.n_ranks;
-    sort_parts(&mut parts, cx);
+    let mut timed: Vec<(f64, Vec<u32>)> = alloc::with_capacity(parts.len(), "the parts' times")?;
+    timed.extend(parts.into_iter().map(|part| (cx.timing.of(&part), part)));
+    // Time descending (ties by first item), empty parts last.
+    timed.sort_by(|(ta, a), (tb, b)| {
+        a.is_empty().cmp(&b.is_empty()).then(tb.total_cmp(ta)).then(a.first().cmp(&b.first()))
+    });
     let mut slots: Slots = alloc::filled(n_ranks, Vec::new(), "the slots")?;
     for rank in &mut slots {
-        rank.reserve_exact(count);
+        alloc::room_for(rank, count, "the slots")?;
     }
     let mut busy = alloc::filled(n_ranks, 0.0f64, "the ranks' times")?;
     let mut held = alloc::filled(n_ranks, 0usize, "the ranks' items")?;
     let by_count = cx.step.equal_counts != EqualCounts::Free;
     let mut step = 0.0;
-    let mut rest = parts.into_iter();
+    let mut order: Vec<usize> = alloc::collect(0..n_ranks, "the slots")?;
+    let mut rest = timed.into_iter();
     for _ in 0..count {
-        let mut run: Vec<Vec<u32>> = rest.by_ref().take(n_ranks).collect();
-        step += run.first().map_or(0.0, |p| cx.timing.of(p));
-        let mut order: Vec<usize> = (0..n_ranks).collect();
+        let mut run: Vec<(f64, Vec<u32>)> = rest.by_ref().take(n_ranks).collect();
+        step += run.first().map_or(0.0, |(time, _)| *time);
         if by_count {
-            run.sort_by_key(|p| std::cmp::Reverse(p.len()));
+            run.sort_by_key(|(_, p)| std::cmp::Reverse(p.len()));
             order.sort_by(|&a, &b| held[a].cmp(&held[b]).then(busy[a].total_cmp(&busy[b])).then(a.cmp(&b)));
         } else {
             order.sort_by(|&a, &b| busy[a].total_cmp(&busy[b]).then(a.cmp(&b)));
         }
-        for (r, part) in order.into_iter().zip(run) {
-            busy[r] += cx.timing.of(&part);
+        for (&r, (time, part)) in order.iter().zip(run) {
+            busy[r] += time;
             held[r] += part.len();
             slots[r].push(part);
         }

@@ -142,8 +142,8 @@ pub(super) struct Budget {
 
 impl Budget {
     /// Work per item the search may do on a large batch, and the least it may do on any.
-    const PER_ITEM: u64 = 48;
-    const LEAST: u64 = 1 << 22;
+    const PER_ITEM: u64 = 24;
+    const LEAST: u64 = 1 << 21;
 
     fn for_items(n_items: usize) -> Self {
         Budget { left: Cell::new((n_items as u64).saturating_mul(Self::PER_ITEM).max(Self::LEAST)) }

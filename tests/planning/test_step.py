@@ -1,0 +1,201 @@
+"""simulate_step: the step spec's model, held to an event-queue simulation of its own
+(tests/planning/step_oracle.py), and every refusal by name."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqbalance import StepTime, plan_dp_micro_batches, simulate_step
+from tests.planning import step_oracle
+
+TIME_COST = step_oracle.spec_time_cost()
+
+
+@st.composite
+def plans(draw, lockstep=False):
+    """A list plan of 1-4 ranks (equal counts under lockstep), each index at most once, with
+    lengths (zeros included: no document) and the arguments of the model."""
+    n = draw(st.integers(0, 30))
+    lengths = draw(st.lists(st.integers(0, 40_000), min_size=n, max_size=n))
+    indexes = draw(st.permutations(range(n)))
+    kept = indexes[: draw(st.integers(0, n))]
+    ranks = draw(st.integers(1, 4))
+    counts = (
+        [draw(st.integers(0, 7))] * ranks
+        if lockstep
+        else draw(st.lists(st.integers(0, 7), min_size=ranks, max_size=ranks))
+    )
+    cells = sum(counts)
+    plan = [[[] for _ in range(count)] for count in counts]
+    flat = [mb for rank in plan for mb in rank]
+    for i in kept:
+        if flat:
+            flat[draw(st.integers(0, cells - 1))].append(i)
+    return plan, lengths
+
+
+COSTS = st.sampled_from(["tokens", "workload", TIME_COST])
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans(), COSTS, st.integers(1, 9), st.floats(0.05, 0.95))
+def test_pipelines_and_once_a_step_agree_with_the_event_queue(case, cost, stages, share):
+    plan, lengths = case
+    got = simulate_step(plan, lengths, cost=cost, pipeline_stages=stages, forward_share=share)
+    want = step_oracle.step_of(plan, lengths, cost, "step", stages, share)
+    check(got, want, len(plan))
+    assert got.sync == "step" and got.pipeline_stages == stages
+
+
+@settings(max_examples=200, deadline=None)
+@given(plans(lockstep=True), COSTS)
+def test_lockstep_agrees_with_the_slowest_of_every_slot(case, cost):
+    plan, lengths = case
+    got = simulate_step(plan, lengths, cost=cost, sync="micro_batch")
+    check(got, step_oracle.step_of(plan, lengths, cost, "micro_batch", 1, 0.5), len(plan))
+
+
+def check(got: StepTime, want: dict, ranks: int) -> None:
+    # The library sums a micro-batch's documents as TimeCost.__call__ gives them; the oracle
+    # asks TimeCost.predict: the same model, rounded in another order.
+    assert got.seconds == pytest.approx(want["seconds"], rel=1e-12, abs=1e-12)
+    assert got.busy.shape == (ranks,)
+    np.testing.assert_allclose(got.busy, want["busy"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.waiting, want["waiting"], rtol=1e-9, atol=1e-9)
+    assert got.bubble == pytest.approx(want["bubble"], rel=1e-9, abs=1e-9)
+    assert got.lower_bound == pytest.approx(want["lower_bound"], rel=1e-12, abs=1e-12)
+    assert got.lower_bound <= got.seconds * (1 + 1e-12)
+    for mine, theirs in zip(got.times, want["times"], strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_equal_micro_batches_take_m_plus_p_minus_one_slots():
+    # 6 micro-batches of 12 tokens, 4 stages: (6 + 4 - 1) * 12 / 4.
+    plan = [[[2 * k, 2 * k + 1] for k in range(6)]]
+    step = simulate_step(plan, [6] * 12, pipeline_stages=4, forward_share=0.25)
+    assert step.seconds == 27.0
+    assert step.busy.tolist() == [72.0]
+    assert step.waiting.tolist() == [27.0 - 18.0]
+    assert step.bubble == pytest.approx(1 - 72 / (4 * 27))
+    assert step.lower_bound == 18.0
+
+
+def test_golden_docstring_example_and_the_three_syncs():
+    plan, lengths = [[[0], [1, 2]], [[3], [4]]], [300, 100, 200, 250, 200]
+    once = simulate_step(plan, lengths)
+    assert (once.seconds, once.busy.tolist()) == (600.0, [600.0, 450.0])
+    assert once.waiting.tolist() == [0.0, 150.0]
+    lockstep = simulate_step(plan, lengths, sync="micro_batch")
+    assert lockstep.seconds == 300.0 + 300.0
+    assert lockstep.lower_bound == 525.0 and lockstep.bubble == pytest.approx(0.125)
+    assert "ranks in lockstep" in str(lockstep) and "bubble 12.50%" in str(lockstep)
+    pipe = simulate_step(plan, lengths, pipeline_stages=2, forward_share=0.5)
+    assert pipe.seconds == step_oracle.pipeline_makespan([300.0, 300.0], 2, 0.5)
+    assert "1F1B pipelines of 2 stages" in str(pipe)
+
+
+def test_a_time_cost_adds_its_micro_batch_term_once_per_micro_batch_with_a_document():
+    plan = [[[0, 1], [2], []]]
+    lengths = [1000, 3000, 0]
+    step = simulate_step(plan, lengths, cost=TIME_COST)
+    first = step_oracle.spec_seconds([1000, 3000])
+    assert step.times[0].tolist() == pytest.approx([first, 0.0, 0.0], rel=1e-12)
+    assert step.seconds == pytest.approx(first, rel=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=4, max_size=40), st.integers(1, 4))
+def test_the_ids_triple_is_the_list_plan(lengths, ranks):
+    plan = plan_dp_micro_batches(lengths, ranks, 300, cost="tokens")
+    ids = plan_dp_micro_batches(lengths, ranks, 300, cost="tokens", as_ids=True)
+    for model in ({}, {"sync": "micro_batch"}, {"pipeline_stages": 3}):
+        a, b = simulate_step(plan, lengths, **model), simulate_step(ids, lengths, **model)
+        assert a.seconds == b.seconds and a.busy.tolist() == b.busy.tolist()
+        assert [t.tolist() for t in a.times] == [t.tolist() for t in b.times]
+
+
+def test_samples_left_out_of_a_plan_cost_nothing():
+    assert simulate_step([[[1]]], [500, 7]).seconds == 7.0
+    ids = (np.array([-1, 0]), np.array([-1, 0]), 1)
+    assert simulate_step(ids, [500, 7]).seconds == 7.0
+
+
+def test_an_empty_step_has_no_bubble():
+    step = simulate_step([[[], []], [[], []]], [], sync="micro_batch")
+    assert (step.seconds, step.bubble, step.lower_bound) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("model", "words"),
+    [
+        ({"sync": "fsdp"}, "sync must be 'step' or 'micro_batch'"),
+        ({"sync": None}, "sync must be"),
+        ({"pipeline_stages": 0}, "pipeline_stages must be an int in 1..2**24, got 0"),
+        ({"pipeline_stages": 2**24 + 1}, "pipeline_stages must be an int in 1..2**24"),
+        ({"pipeline_stages": 2.0}, "pipeline_stages must be an int >= 1"),
+        ({"pipeline_stages": True}, "pipeline_stages must be an int >= 1"),
+        ({"pipeline_stages": "4"}, "pipeline_stages must be an int >= 1"),
+        ({"forward_share": 0}, "forward_share must be a finite number in (0, 1), got 0"),
+        ({"forward_share": 1.0}, "forward_share must be a finite number in (0, 1)"),
+        ({"forward_share": math.nan}, "forward_share must be a finite number in (0, 1)"),
+        ({"forward_share": math.inf}, "forward_share must be a finite number in (0, 1)"),
+        ({"forward_share": "1/3"}, "forward_share must be a number in (0, 1)"),
+        ({"forward_share": False}, "forward_share must be a number in (0, 1)"),
+        (
+            {"sync": "micro_batch", "pipeline_stages": 4},
+            "pipeline_stages=4 with sync='micro_batch'",
+        ),
+    ],
+)
+def test_the_model_refuses_by_name(model, words):
+    with pytest.raises(ValueError) as error:
+        simulate_step([[[0]]], [5], **model)
+    assert words in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("plan", "kind", "words"),
+    [
+        ([], ValueError, "plan has no rank"),
+        ([[[0, 0]]], ValueError, "plan holds sample 0 more than once"),
+        ([[[0]], [[0]]], ValueError, "more than once"),
+        ([[[0], [3]]], ValueError, "plan[0][1] holds 3, not an index of lengths (3 samples)"),
+        ([[[0]], [[1], [-1]]], ValueError, "plan[1][1] holds -1"),
+        ([[[0.5]]], TypeError, "plan must hold integer sample indexes"),
+        ([[[True]]], TypeError, "plan must hold integer sample indexes"),
+        ("plan", TypeError, "plan must be plan[rank][micro_batch] -> indexes"),
+        ([[7]], TypeError, "plan[0][0] must be a list of sample indexes"),
+        ([5], TypeError, "plan[0] must be a list of micro-batches"),
+        ((np.array([0, 0, 0]), np.array([0, 1, 0]), 1), ValueError, "not below the count (1)"),
+        ((np.array([0, 0]), np.array([0, 0, 0]), 1), ValueError, "one id per sample (3)"),
+        ((np.array([0, -1, 0]), np.array([0, 0, 0]), 1), ValueError, "a rank id but no"),
+        ((np.array([-1, -1, -1]),) * 2 + (2,), ValueError, "every rank id is -1"),
+        ((np.array([0, 0, 0]), np.array([0, 0, 0]), -1), ValueError, "must be >= 0, got -1"),
+        ((np.array([0, -2, 0]), np.array([0, -2, 0]), 1), ValueError, "ids must be >= 0"),
+    ],
+)
+def test_bad_plans_are_refused_by_name(plan, kind, words):
+    with pytest.raises(kind) as error:
+        simulate_step(plan, [1, 2, 3])
+    assert words in str(error.value)
+
+
+def test_lockstep_needs_the_same_count_on_every_rank():
+    with pytest.raises(ValueError, match=r"rank 1 has 1, rank 0 has 2"):
+        simulate_step([[[0], [1]], [[2]]], [1, 2, 3], sync="micro_batch")
+    # Once a step or in pipelines, ranks may differ.
+    assert simulate_step([[[0], [1]], [[2]]], [1, 2, 3], pipeline_stages=2).seconds > 0
+
+
+def test_bad_lengths_and_costs_are_refused_as_the_planners_refuse_them():
+    with pytest.raises(ValueError, match="lengths"):
+        simulate_step([[[0]]], [-1])
+    with pytest.raises(ValueError, match="cost must be 'tokens', 'workload'"):
+        simulate_step([[[0]]], [1], cost="flops")
+    with pytest.raises(ValueError, match="weights but there are 1 samples"):
+        simulate_step([[[0]]], [1], cost=[1.0, 2.0])
