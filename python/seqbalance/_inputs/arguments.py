@@ -362,4 +362,3 @@ def _finite_share(forward_share: Any) -> float:
     if not (0.0 < share < 1.0):
         raise ValueError(f"forward_share must be a finite number in (0, 1), got {forward_share!r}")
     return share
-

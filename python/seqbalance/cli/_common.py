@@ -76,6 +76,17 @@ def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], i
     return parse
 
 
+def _share(text: str) -> float:
+    """A share of a whole: a finite number strictly between 0 and 1 (``--forward-share``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    return value
+
+
 def _int_list(text: str) -> list[int]:
     # Sizes decide how much the grid allocates before anything is timed: bounded up front.
     parse = _int_at_least(1, MAX_COUNT)

@@ -31,6 +31,15 @@ _FLAG_WORDS: tuple[tuple[str, str], ...] = (
     (r"\bcost='(\w+)'", r"--cost \1"),
     (r"\brefine=True\b", "--refine"),
     (r"\bkeys\[(\d+)\]", r"the --key-field of sample \1"),
+    (r"\bpipeline_stages=(\d+)", r"--pipeline-stages \1"),
+    (r"\bpipeline_stages\b", "--pipeline-stages"),
+    (r"\bsync='(\w+)'", r"--sync \1"),
+    (r"\bforward_share\b", "--forward-share"),
+    (r"\bmax_num_micro_batches = ", "--max-micro-batches "),
+    (r"\bmax_num_micro_batches\b", "--max-micro-batches"),
+    (r"\border='(\w+)'", r"--order \1"),
+    (r"\bleave order out\b", "leave --order out"),
+    (r", or None\b", ""),
 )
 
 #: A model config's fixes are edits to the file: (pattern, replacement with ``{file}``).

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
+from .._inputs import MAX_COUNT
 from ._common import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -27,6 +28,7 @@ from ._common import (
     _int_at_least,
     _int_list,
     _Parser,
+    _share,
     resolve_cost,
     say,
 )
@@ -139,7 +141,44 @@ def _add_plan(commands: Any) -> None:
     plan.add_argument("--refine", action="store_true", help=REFINE_HELP)
     add_cost_flags(plan)
     _add_shape_flags(plan, "")
+    _add_step_flags(plan)
     plan.set_defaults(run=_run_plan_command)
+
+
+def _add_step_flags(parser: argparse.ArgumentParser) -> None:
+    """--sync, --pipeline-stages, --forward-share and --max-micro-batches: the step the trainer
+    runs, which the plan is made for and whose predicted time the report shows."""
+    parser.add_argument(
+        "--sync",
+        choices=("step", "micro_batch"),
+        default="step",
+        help="where ranks wait for each other: once a step (the default: DDP with no_sync, "
+        "Megatron's DDP, pipelines) or at every micro-batch (micro_batch: FSDP, FSDP2, ZeRO-3); "
+        "micro_batch plans micro-batches that line up across ranks",
+    )
+    parser.add_argument(
+        "--pipeline-stages",
+        type=_int_at_least(1, MAX_COUNT),
+        default=1,
+        metavar="P",
+        help="each rank is a 1F1B pipeline of P stages (Megatron-LM, slime, verl's Megatron "
+        "engine): the plan chooses the micro-batches' sizes, order and count for it",
+    )
+    parser.add_argument(
+        "--forward-share",
+        type=_share,
+        default=1 / 3,
+        metavar="F",
+        help="the forward's share of a micro-batch's time in a pipeline, in (0, 1) (default 1/3)",
+    )
+    parser.add_argument(
+        "--max-micro-batches",
+        type=_int_at_least(1, MAX_COUNT),
+        metavar="N",
+        help="with --sync micro_batch or --pipeline-stages: the most micro-batches per rank the "
+        "plan may choose (default: 4x the count the default plan needs, with --time-cost; "
+        "otherwise that count)",
+    )
 
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:

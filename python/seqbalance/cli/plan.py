@@ -20,8 +20,9 @@ import numpy as np
 from .._inputs import MAX_VALUE
 from ..costs.workload import sample_costs
 from ..partition import partition_ids
-from ..planning.dp_plan import plan_dp_micro_batches
+from ..planning.dp_plan import plan_dp_with_today
 from ..planning.micro_batches import min_num_micro_batches_for, plan_micro_batches
+from ..planning.step import StepTime, simulate_step
 from ._common import (
     _equal_size,
     _format_seconds,
@@ -31,7 +32,7 @@ from ._common import (
     shown,
     waited_seconds,
 )
-from .calibrate import time_by_plan, time_lines
+from .calibrate import TimeCostNanoseconds, time_by_plan, time_lines
 from .readers import InputError
 
 #: What ``partition --max-token-len`` says on stderr once its plan is printed.
@@ -70,11 +71,14 @@ def _run_plan(
         )
     n_ranks = args.k if two_step else args.dp
     order = args.order or "bubble"
+    model = _step_model(args)
+    stepped = model != ("step", 1, model[2])
     limits: dict[str, Any] = dict(
         max_sequences=args.max_sequences, footprint=args.footprint or "sum", keys=keys
     )
     progress(args, lengths.size, f"planning {lengths.size:,} lengths over {n_ranks} ranks")
     start = time.perf_counter()
+    today: tuple[np.ndarray, np.ndarray, int] | None = None
     if two_step:
         function = "get_seqlen_balanced_partitions + plan_micro_batches per rank"
         rank_ids, micro_batch_ids, count = _two_step(args, lengths, keys, limits, order)
@@ -83,18 +87,32 @@ def _run_plan(
         grouping: dict[str, Any] = (
             {"uid_list": uids} if uids is not None else {"force_group_size": args.group_size}
         )
-        rank_ids, micro_batch_ids, count = plan_dp_micro_batches(
+        planned = plan_dp_with_today(
             lengths,
             n_ranks,
             cap,
-            cost=args.cost,
+            # The step modes price a micro-batch in seconds: the TimeCost itself, not its
+            # nanoseconds (the default mode keeps the integer nanoseconds it always balanced).
+            cost=args.cost.time_cost
+            if stepped and isinstance(args.cost, TimeCostNanoseconds)
+            else args.cost,
             equal_size=_equal_size(args),
+            min_num_micro_batches=None,
+            num_micro_batches_multiple=None,
+            pad_to_multiple_of=1,
             refine=args.refine,
-            order=order,
+            order=args.order if stepped else order,
             as_ids=True,
+            sync=model[0],
+            pipeline_stages=model[1],
+            forward_share=model[2],
+            max_num_micro_batches=getattr(args, "max_micro_batches", None),
             **grouping,
             **limits,
         )
+        (rank_ids, micro_batch_ids), count = planned.plan, planned.count
+        if planned.today is not None:
+            today = (*planned.today, planned.today_count)
     seconds = time.perf_counter() - start
     progress(args, lengths.size, f"planned in {_format_seconds(seconds)}; summarising")
     costs = sample_costs(args.cost, lengths)
@@ -102,6 +120,14 @@ def _run_plan(
     columns = {name: values.tolist() for name, values in summary.items()}
     rows = [{name: columns[name][rank] for name in columns} for rank in range(n_ranks)]
     predicted = time_by_plan(args.cost, lengths, rank_ids, micro_batch_ids, n_ranks)
+    step = predicted_step(args, lengths, (rank_ids, micro_batch_ids, count), model)
+    today_step = step if today is None else predicted_step(args, lengths, today, model)
+    step_json = {
+        "seconds": step.seconds,
+        "bubble": step.bubble,
+        "lower_bound": step.lower_bound,
+        "today_seconds": today_step.seconds,
+    }
     if args.json:
         payload = {
             "source": source,
@@ -112,15 +138,20 @@ def _run_plan(
             "equal_size": _equal_size(args),
             "group_size": args.group_size,
             "uid_field": args.uid_field,
-            "order": order,
+            "order": _order_text(args),
             "refine": args.refine,
             "max_sequences": args.max_sequences,
             "footprint": args.footprint or "sum",
             "key_field": args.key_field,
+            "sync": model[0],
+            "pipeline_stages": model[1],
+            "forward_share": model[2],
+            "max_micro_batches": getattr(args, "max_micro_batches", None),
             "micro_batches_per_rank": count,
             "seconds": seconds,
             "wall_seconds": waited_seconds(),
             "ranks_summary": rows,
+            "predicted_step": step_json,
             "plan": _plan_lists(rank_ids, micro_batch_ids, n_ranks, count),
         }
         if predicted is not None:
@@ -128,6 +159,7 @@ def _run_plan(
         print(json.dumps(payload))
         return 0
     _print_summary(args, source, function, rows, count, keys is not None)
+    print(_step_line(args, step, today_step if stepped else None, today))
     if predicted is not None:
         print(time_lines(predicted))
     print(f"time: {format_wall(waited_seconds())} ({_format_seconds(seconds)} in {function})")
@@ -239,8 +271,8 @@ def _print_summary(
     grouping = f"uid_field={args.uid_field}" if args.uid_field else f"group_size={args.group_size}"
     print(
         f"{source}\n{function}: ranks={len(rows)}, max_token_len={cap:,}, cost={args.cost}"
-        f"{counts}, {grouping}, order={args.order or 'bubble'}"
-        f"{', refine=yes' if args.refine else ''}{_limits_text(args)}\n"
+        f"{counts}, {grouping}, order={_order_text(args)}"
+        f"{', refine=yes' if args.refine else ''}{_limits_text(args)}{_step_text(args)}\n"
     )
     print(
         f"{'rank':>4} {'samples':>8} {'micro-batches':>14} {'tokens':>12} {'cost':>16} "
@@ -278,3 +310,92 @@ def _limits_text(args: argparse.Namespace) -> str:
         ("key_field", args.key_field),
     ]
     return "".join(f", {name}={value}" for name, value in pairs if value is not None)
+
+
+# ---------------------------------------------------------------------------- the predicted step
+
+
+def _step_model(args: argparse.Namespace) -> tuple[str, int, float]:
+    """``(sync, pipeline_stages, forward_share)`` from the flags (``partition`` has none: the
+    default model, ranks meeting once a step)."""
+    return (
+        getattr(args, "sync", "step"),
+        getattr(args, "pipeline_stages", 1),
+        getattr(args, "forward_share", 1 / 3),
+    )
+
+
+def predicted_step(
+    args: argparse.Namespace,
+    lengths: np.ndarray,
+    plan: tuple[np.ndarray, np.ndarray, int],
+    model: tuple[str, int, float],
+) -> StepTime:
+    """The plan's step in the step model (`simulate_step`): in predicted seconds with
+    ``--time-cost``, in the cost's units otherwise. The one place the report computes what each
+    rank's micro-batches take (``.busy`` per rank, ``.times`` per micro-batch)."""
+    cost = args.cost.time_cost if isinstance(args.cost, TimeCostNanoseconds) else args.cost
+    sync, stages, share = model
+    return simulate_step(
+        plan, lengths, cost=cost, sync=sync, pipeline_stages=stages, forward_share=share
+    )
+
+
+def _step_line(
+    args: argparse.Namespace,
+    step: StepTime,
+    today: StepTime | None,
+    today_plan: tuple[np.ndarray, np.ndarray, int] | None,
+) -> str:
+    """The report's line for the predicted step, with today's plan's beside it when the mode is
+    not the default."""
+    amount = _step_amount(args)
+    line = (
+        f"predicted step ({_where(step)}): {amount(step.seconds)}, bubble {step.bubble:.2%}, "
+        f"lower bound {amount(step.lower_bound)}"
+    )
+    if today is None:
+        return line
+    if today_plan is None:
+        return f"{line}; today's plan (the default mode) is this plan"
+    change = 1 - step.seconds / today.seconds if today.seconds > 0 else 0.0
+    versus = f"this plan {change:.2%} below" if change > 0 else "the same"
+    return (
+        f"{line}; today's plan ({today_plan[2]:,} micro-batches per rank): "
+        f"{amount(today.seconds)}, {versus}"
+    )
+
+
+def _where(step: StepTime) -> str:
+    if step.pipeline_stages > 1:
+        return f"1F1B, {step.pipeline_stages} stages"
+    return "ranks in lockstep" if step.sync == "micro_batch" else "ranks meeting once a step"
+
+
+def _step_amount(args: argparse.Namespace) -> Any:
+    """How the report writes an amount of the step's unit: seconds with ``--time-cost``, else
+    the cost's units."""
+    if isinstance(args.cost, TimeCostNanoseconds):
+        return _format_seconds
+    unit = getattr(args.cost, "unit", str(args.cost))
+
+    def amount(value: float) -> str:
+        return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.4g} {unit}"
+
+    return amount
+
+
+def _order_text(args: argparse.Namespace) -> str:
+    if _step_model(args) != ("step", 1, _step_model(args)[2]):
+        return "searched"
+    return args.order or "bubble"
+
+
+def _step_text(args: argparse.Namespace) -> str:
+    """The step model asked for, as ``, name=value`` pairs (empty for the default)."""
+    sync, stages, share = _step_model(args)
+    text = f", sync={sync}" if sync != "step" else ""
+    if stages > 1:
+        text += f", pipeline_stages={stages}, forward_share={share:.4g}"
+    largest = getattr(args, "max_micro_batches", None)
+    return text + (f", max_micro_batches={largest}" if largest is not None else "")

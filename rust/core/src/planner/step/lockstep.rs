@@ -9,39 +9,37 @@
 //!
 //! The parts: the split of the whole batch with levelled targets (a slot's target is the
 //! longest item left for it, while that is above an even share of what is left; then the even
-//! share), else with even targets; and the rank split of today's plan with every rank's
-//! micro-batches sorted alike (not dealt again, so it keeps today's rank split; at today's
-//! count it is today's plan in another order, never slower in lockstep).
+//! share), else with even targets; and today's plan with every rank's micro-batches sorted alike
+//! (not dealt again: it keeps today's rank split, and is never slower than today's order in
+//! lockstep).
 
 use super::super::problem::Problem;
-use super::super::ranks::bucket_ranks;
 use super::super::shape::Placed;
 use super::super::{PlanCost, Result, Shape};
-use super::rank::RankPlanner;
 use super::targets::Sorted;
 use super::{Context, EqualCounts, Slots};
 use crate::alloc;
 use crate::interrupt::Interrupt;
 
 /// The best lockstep plan over the counts, `(count, slots, step)`, or `None` when no count gave
-/// a plan (today's then stands).
+/// a plan (today's then stands). `today` is today's plan as global items.
 pub(super) fn search<C: PlanCost>(
     cx: &Context<'_, C>,
-    rank_of_item: &[usize],
+    today: Slots,
     interrupt: &Interrupt,
     progress: &dyn Fn(usize, f64),
 ) -> Result<Option<(usize, Slots, f64)>> {
-    let n_ranks = cx.options.n_ranks;
-    let ranks = bucket_ranks(cx.items, rank_of_item, n_ranks)?;
-    let members = members_of(rank_of_item, n_ranks)?;
-    let mut planners: Vec<RankPlanner<'_, C>> = alloc::with_capacity(n_ranks, "the ranks")?;
-    for rank in &ranks {
-        planners.push(RankPlanner::new(rank, cx.options, interrupt)?);
-    }
     let whole = Whole::new(cx, interrupt)?;
-    let mut search = Search { cx, planners, members, whole, best: None, tried: Vec::new() };
-    let ladder = cx.counts.ladder();
-    for &count in &ladder {
+    let mut search = Search { cx, whole, best: None, tried: Vec::new() };
+    // Today's micro-batches, every rank's sorted alike.
+    let mut aligned = today;
+    for rank in &mut aligned {
+        sort_parts(rank, cx);
+    }
+    let times: Vec<Vec<f64>> =
+        aligned.iter().map(|rank| rank.iter().map(|p| cx.timing.of(p)).collect()).collect();
+    search.keep(cx.counts.first, aligned, super::model::lockstep(&times));
+    for &count in &cx.counts.ladder() {
         if count != cx.counts.first && cx.budget.left() == 0 {
             break;
         }
@@ -153,8 +151,6 @@ fn level_targets(seconds: &[f64], n_ranks: usize, count: usize) -> Result<Vec<f6
 
 struct Search<'a, 'c, C: PlanCost> {
     cx: &'c Context<'a, C>,
-    planners: Vec<RankPlanner<'c, C>>,
-    members: Vec<Vec<u32>>,
     whole: Whole<'a, C>,
     best: Option<(usize, Slots, f64)>,
     tried: Vec<usize>,
@@ -175,49 +171,19 @@ impl<C: PlanCost> Search<'_, '_, C> {
         }
     }
 
-    /// Plan `count` micro-batches per rank: the whole batch split and dealt; today's rank
-    /// split with its micro-batches sorted alike at today's count (where it is today's plan in
-    /// lockstep order, never slower) and wherever no dealing keeps the count rule.
+    /// Plan `count` micro-batches per rank: the whole batch split into `ranks × count` parts and
+    /// dealt.
     fn try_count(&mut self, count: usize, interrupt: &Interrupt) -> Result<()> {
         self.tried.push(count);
         let (cx, n_ranks) = (self.cx, self.cx.options.n_ranks);
-        let n_items = cx.items.tokens.len() as u64;
-        let mut dealt = false;
         for parts in self.whole.splits(n_ranks, count, interrupt)? {
-            cx.budget.take(n_items + parts.len() as u64);
+            cx.budget.take(cx.items.tokens.len() as u64 + parts.len() as u64);
             if let Some((slots, step)) = deal(parts, cx, count)? {
                 self.keep(count, slots, step);
-                dealt = true;
             }
         }
-        if dealt && count != cx.counts.first {
-            return Ok(());
-        }
-        cx.budget.take(n_items);
-        let mut aligned: Slots = alloc::with_capacity(n_ranks, "the ranks")?;
-        for (planner, members) in self.planners.iter_mut().zip(&self.members) {
-            let Some(parts) = planner.parts_at(count, interrupt)? else {
-                return Ok(());
-            };
-            let mut parts = global(parts, members)?;
-            sort_parts(&mut parts, cx);
-            aligned.push(parts);
-        }
-        let times: Vec<Vec<f64>> =
-            aligned.iter().map(|rank| rank.iter().map(|p| cx.timing.of(p)).collect()).collect();
-        let step = super::model::lockstep(&times);
-        self.keep(count, aligned, step);
         Ok(())
     }
-}
-
-/// Positions of a rank's items as global item numbers.
-fn global(parts: Vec<Vec<u32>>, members: &[u32]) -> Result<Vec<Vec<u32>>> {
-    let mut mapped = alloc::with_capacity(parts.len(), "the micro-batches")?;
-    for part in parts {
-        mapped.push(alloc::collect(part.iter().map(|&i| members[i as usize]), "a micro-batch")?);
-    }
-    Ok(mapped)
 }
 
 /// Parts by time descending (ties by first item), empty ones last.

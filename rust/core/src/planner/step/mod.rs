@@ -231,14 +231,16 @@ pub fn plan_step<C: PlanCost>(
     }
     .max(today_count);
     let timing = timing(items, step.micro_batch_time, interrupt)?;
-    let today_times = times_of_samples(&today_plan, items, &timing)?;
+    let today_slots = items_of_samples(&today_plan, items)?;
+    let today_times: Vec<Vec<f64>> =
+        today_slots.iter().map(|rank| rank.iter().map(|part| timing.of(part)).collect()).collect();
     let today_step = step_of(&today_times, step, interrupt)?;
     let counts = Counts { first: today_count, last: largest, multiple: options.multiple };
     let budget = Budget::for_items(items.tokens.len());
     let context = Context { items, options, step, timing: &timing, budget: &budget, counts: &counts };
     let rank_of_item = &candidates[kept];
     let found = match (step.sync, step.stages) {
-        (Sync::MicroBatch, _) => lockstep::search(&context, rank_of_item, interrupt, progress)?,
+        (Sync::MicroBatch, _) => lockstep::search(&context, today_slots, interrupt, progress)?,
         (Sync::Step, stages) if stages > 1 => pipeline::search(&context, rank_of_item, interrupt, progress)?,
         (Sync::Step, _) => None,
     };
@@ -278,35 +280,25 @@ fn timing<C: PlanCost>(items: &Items<'_, C>, micro_batch: f64, interrupt: &Inter
     Ok(Timing { seconds, document, micro_batch })
 }
 
-/// The times of a plan given as samples (`plan[rank][micro_batch]`): a group counts once, at
-/// its first sample.
-fn times_of_samples<C: PlanCost>(
-    plan: &[Vec<Vec<u32>>],
-    items: &Items<'_, C>,
-    timing: &Timing,
-) -> Result<Vec<Vec<f64>>> {
+/// A plan given as samples (`plan[rank][micro_batch]`) as global item numbers: a group counts
+/// once, at its first sample.
+fn items_of_samples<C: PlanCost>(plan: &[Vec<Vec<u32>>], items: &Items<'_, C>) -> Result<Slots> {
     let n_samples = items.starts.iter().zip(items.sizes).map(|(&s, &z)| (s + z) as usize).max().unwrap_or(0);
     let mut item_at: Vec<u32> = alloc::filled(n_samples, u32::MAX, "the samples' items")?;
     for (i, &start) in items.starts.iter().enumerate() {
         item_at[start as usize] = i as u32;
     }
-    let mut times = alloc::with_capacity(plan.len(), "the plan's times")?;
+    let mut slots = alloc::with_capacity(plan.len(), "the plan's items")?;
     for rank in plan {
-        let mut rank_times = alloc::with_capacity(rank.len(), "the plan's times")?;
+        let mut parts = alloc::with_capacity(rank.len(), "the plan's items")?;
         for samples in rank {
-            let (mut total, mut any) = (0.0, false);
-            for &s in samples {
-                let i = item_at[s as usize];
-                if i != u32::MAX {
-                    total += timing.seconds[i as usize];
-                    any |= timing.document[i as usize];
-                }
-            }
-            rank_times.push(if any { total + timing.micro_batch } else { total });
+            let mut firsts = alloc::with_capacity(samples.len(), "a micro-batch's items")?;
+            firsts.extend(samples.iter().map(|&s| item_at[s as usize]).filter(|&i| i != u32::MAX));
+            parts.push(firsts);
         }
-        times.push(rank_times);
+        slots.push(parts);
     }
-    Ok(times)
+    Ok(slots)
 }
 
 /// The step of these times (`times[rank][slot]`) under `step`'s synchronisation.
