@@ -52,7 +52,8 @@ impl StepRequest {
             other => return Err(PyValueError::new_err(format!("unknown equal_counts {other:?}"))),
         };
         let share = self.forward_share;
-        if self.stages == 0 || !(share > 0.0 && share < 1.0) || !(self.micro_batch_time >= 0.0) {
+        let priced = self.micro_batch_time.is_finite() && self.micro_batch_time >= 0.0;
+        if self.stages == 0 || !(share > 0.0 && share < 1.0) || !priced {
             return Err(PyValueError::new_err("stages >= 1, forward_share in (0, 1), micro_batch_time >= 0"));
         }
         Ok(StepOptions {

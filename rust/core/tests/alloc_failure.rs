@@ -17,7 +17,10 @@ use std::time::Instant;
 use seqbalance_core::error::CoreError;
 use seqbalance_core::interrupt::Interrupt;
 use seqbalance_core::packing::{pack, packing_constrained, Algorithm, Constraints, Footprint};
-use seqbalance_core::planner::{Problem, Shape, ShapeRule};
+use seqbalance_core::planner::{
+    plan_step, EqualCounts, Items, Order, PlanOptions, Problem, Shape, ShapeRule, StepError, StepOptions,
+    Sync,
+};
 use seqbalance_core::refine::{refine, refine_floats, refine_if_moved, Mode};
 use seqbalance_core::request::{self, Counts, Output, Request, Weights};
 use seqbalance_core::stream::{self, SavedPack, StreamConfig, StreamPacker, StreamState};
@@ -252,6 +255,42 @@ fn the_core_survives_the_failure_of_any_large_allocation() {
                 shape: Some(shape),
             };
             plain(problem.plan(minimum, &stop))
+        });
+    }
+    // The step planner (`plan_dp_micro_batches(sync=..., pipeline_stages=...)`): today's plan,
+    // then lockstep dealing and 1F1B searches over three counts, on 2 ranks of 10,000 items.
+    let few = &tokens[..20_000];
+    let starts: Vec<u64> = (0..few.len() as u64).collect();
+    let sizes = vec![1u64; few.len()];
+    let items = Items { tokens: few, costs: few, starts: &starts, sizes: &sizes, longest: None, keys: None };
+    let halves: Vec<usize> = (0..few.len()).map(|i| i % 2).collect();
+    let options =
+        PlanOptions { n_ranks: 2, cap: 1 << 18, multiple: 1, minimum: 0, order: Order::Bubble, shape: None };
+    for (sync, stages) in [(Sync::MicroBatch, 1), (Sync::Step, 4)] {
+        let step = StepOptions {
+            sync,
+            stages,
+            forward_share: 1.0 / 3.0,
+            micro_batch_time: 0.0,
+            max_count: Some(1 << 20),
+            equal_counts: EqualCounts::Free,
+            n_samples: few.len(),
+        };
+        // Today's count first (uncounted), so the search runs over exactly three counts.
+        let today = plan_step(&items, std::slice::from_ref(&halves), &options, &step, &stop, &|_, _| {})
+            .map_err(|error| format!("{error:?}"))
+            .expect("a plan")
+            .today_count;
+        let step = StepOptions { max_count: Some(today + 2), ..step };
+        survives_every_failure(&format!("plan_step({sync:?}, {stages} stages)"), &none, &|()| {
+            plain(
+                plan_step(&items, std::slice::from_ref(&halves), &options, &step, &stop, &|_, _| {}).map_err(
+                    |error| match error {
+                        StepError::Core(error) => format!("{error:?}"),
+                        other => format!("refused: {other:?}"),
+                    },
+                ),
+            )
         });
     }
     // The check itself: a call that would abort is caught here, not in the binding.

@@ -89,7 +89,15 @@ fn plan(case: &Case) -> Option<StepPlan> {
         order: Order::Bubble,
         shape: None,
     };
-    plan_step(&items, &[case.rank_of_item.clone()], &options, &case.step, &Interrupt::NEVER, &|_, _| {}).ok()
+    plan_step(
+        &items,
+        std::slice::from_ref(&case.rank_of_item),
+        &options,
+        &case.step,
+        &Interrupt::NEVER,
+        &|_, _| {},
+    )
+    .ok()
 }
 
 proptest! {

@@ -32,12 +32,11 @@ pub(super) fn search<C: PlanCost>(
     let whole = Whole::new(cx, interrupt)?;
     let mut search = Search { cx, whole, best: None, tried: Vec::new() };
     // Today's micro-batches, every rank's sorted alike.
-    let mut aligned = today;
-    for rank in &mut aligned {
-        sort_parts(rank, cx);
+    let mut aligned = alloc::with_capacity(today.len(), "the slots")?;
+    for rank in today {
+        aligned.push(sort_parts(rank, cx)?);
     }
-    let times: Vec<Vec<f64>> =
-        aligned.iter().map(|rank| rank.iter().map(|p| cx.timing.of(p)).collect()).collect();
+    let times = cx.timing.of_slots(&aligned)?;
     search.keep(cx.counts.first, aligned, super::model::lockstep(&times));
     for &count in &cx.counts.ladder() {
         if count != cx.counts.first && cx.budget.left() == 0 {
@@ -177,7 +176,8 @@ impl<C: PlanCost> Search<'_, '_, C> {
         self.tried.push(count);
         let (cx, n_ranks) = (self.cx, self.cx.options.n_ranks);
         for parts in self.whole.splits(n_ranks, count, interrupt)? {
-            cx.budget.take(cx.items.tokens.len() as u64 + parts.len() as u64);
+            // A split places every item, and turning its answer into dealt slots reads them again.
+            cx.budget.take(2 * cx.items.tokens.len() as u64 + parts.len() as u64);
             if let Some((slots, step)) = deal(parts, cx, count)? {
                 self.keep(count, slots, step);
             }
@@ -187,20 +187,19 @@ impl<C: PlanCost> Search<'_, '_, C> {
 }
 
 /// Parts by time descending (ties by first item), empty ones last.
-fn sort_parts<C>(parts: &mut [Vec<u32>], cx: &Context<'_, C>) {
-    let key =
-        |p: &Vec<u32>| (p.is_empty(), std::cmp::Reverse(OrderedTime(cx.timing.of(p))), p.first().copied());
-    parts.sort_by_cached_key(key);
+fn sort_parts<C>(parts: Vec<Vec<u32>>, cx: &Context<'_, C>) -> Result<Vec<Vec<u32>>> {
+    let mut timed: Vec<(f64, Vec<u32>)> = alloc::with_capacity(parts.len(), "the parts' times")?;
+    timed.extend(parts.into_iter().map(|part| (cx.timing.of(&part), part)));
+    sort_timed(&mut timed);
+    alloc::collect(timed.into_iter().map(|(_, part)| part), "the micro-batches")
 }
 
-/// A time that sorts (times are finite).
-#[derive(Clone, Copy, PartialEq, PartialOrd)]
-struct OrderedTime(f64);
-impl Eq for OrderedTime {}
-impl Ord for OrderedTime {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
+/// Time descending (ties by first item), empty parts last: a total order (no two non-empty
+/// parts share an item), so the in-place sort, which allocates nothing, is deterministic.
+fn sort_timed(timed: &mut [(f64, Vec<u32>)]) {
+    timed.sort_unstable_by(|(ta, a), (tb, b)| {
+        a.is_empty().cmp(&b.is_empty()).then(tb.total_cmp(ta)).then(a.first().cmp(&b.first()))
+    });
 }
 
 /// `ranks × count` parts (global items) dealt into slots: sorted by time, the `k`-th run of
@@ -217,9 +216,7 @@ fn deal<C: PlanCost>(
     let mut timed: Vec<(f64, Vec<u32>)> = alloc::with_capacity(parts.len(), "the parts' times")?;
     timed.extend(parts.into_iter().map(|part| (cx.timing.of(&part), part)));
     // Time descending (ties by first item), empty parts last.
-    timed.sort_by(|(ta, a), (tb, b)| {
-        a.is_empty().cmp(&b.is_empty()).then(tb.total_cmp(ta)).then(a.first().cmp(&b.first()))
-    });
+    sort_timed(&mut timed);
     let mut slots: Slots = alloc::filled(n_ranks, Vec::new(), "the slots")?;
     for rank in &mut slots {
         alloc::room_for(rank, count, "the slots")?;
@@ -231,13 +228,16 @@ fn deal<C: PlanCost>(
     let mut order: Vec<usize> = alloc::collect(0..n_ranks, "the slots")?;
     let mut rest = timed.into_iter();
     for _ in 0..count {
-        let mut run: Vec<(f64, Vec<u32>)> = rest.by_ref().take(n_ranks).collect();
+        let mut run: Vec<(f64, Vec<u32>)> = alloc::with_capacity(n_ranks, "a slot")?;
+        run.extend(rest.by_ref().take(n_ranks));
         step += run.first().map_or(0.0, |(time, _)| *time);
         if by_count {
-            run.sort_by_key(|(_, p)| std::cmp::Reverse(p.len()));
-            order.sort_by(|&a, &b| held[a].cmp(&held[b]).then(busy[a].total_cmp(&busy[b])).then(a.cmp(&b)));
+            run.sort_unstable_by(|(_, a), (_, b)| b.len().cmp(&a.len()).then(a.first().cmp(&b.first())));
+            order.sort_unstable_by(|&a, &b| {
+                held[a].cmp(&held[b]).then(busy[a].total_cmp(&busy[b])).then(a.cmp(&b))
+            });
         } else {
-            order.sort_by(|&a, &b| busy[a].total_cmp(&busy[b]).then(a.cmp(&b)));
+            order.sort_unstable_by(|&a, &b| busy[a].total_cmp(&busy[b]).then(a.cmp(&b)));
         }
         for (&r, (time, part)) in order.iter().zip(run) {
             busy[r] += time;

@@ -118,6 +118,20 @@ pub(super) struct Timing {
 }
 
 impl Timing {
+    /// The times of every rank's micro-batches.
+    pub(super) fn of_slots(&self, slots: &Slots) -> Result<Vec<Vec<f64>>> {
+        let mut times = alloc::with_capacity(slots.len(), "the micro-batch times")?;
+        for rank in slots {
+            times.push(self.of_parts(rank)?);
+        }
+        Ok(times)
+    }
+
+    /// The time of each of these micro-batches.
+    pub(super) fn of_parts(&self, parts: &[Vec<u32>]) -> Result<Vec<f64>> {
+        alloc::collect(parts.iter().map(|part| self.of(part)), "the micro-batch times")
+    }
+
     /// The time of a micro-batch of these items (global item numbers): 0 when it holds no
     /// document.
     pub(super) fn of(&self, items: &[u32]) -> f64 {
@@ -232,8 +246,7 @@ pub fn plan_step<C: PlanCost>(
     .max(today_count);
     let timing = timing(items, step.micro_batch_time, interrupt)?;
     let today_slots = items_of_samples(&today_plan, items)?;
-    let today_times: Vec<Vec<f64>> =
-        today_slots.iter().map(|rank| rank.iter().map(|part| timing.of(part)).collect()).collect();
+    let today_times = timing.of_slots(&today_slots)?;
     let today_step = step_of(&today_times, step, interrupt)?;
     let counts = Counts { first: today_count, last: largest, multiple: options.multiple };
     let budget = Budget::for_items(items.tokens.len());

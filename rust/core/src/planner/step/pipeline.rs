@@ -47,8 +47,8 @@ impl Ramp {
     /// Targets summing to `total` for `count` micro-batches.
     fn targets(&self, total: f64, count: usize) -> Result<Vec<f64>> {
         let mut sizes = alloc::filled(count, 1.0f64, "the targets")?;
-        for j in 0..self.up.min(count) {
-            sizes[j] = self.low_up + (1.0 - self.low_up) * j as f64 / self.up as f64;
+        for (j, size) in sizes.iter_mut().enumerate().take(self.up) {
+            *size = self.low_up + (1.0 - self.low_up) * j as f64 / self.up as f64;
         }
         for j in 0..self.down.min(count) {
             let size = self.low_down + (1.0 - self.low_down) * j as f64 / self.down as f64;
@@ -148,10 +148,9 @@ pub(super) fn search<C: PlanCost>(
         search.refine(place, interrupt)?;
     }
     search.top.sort_by(|a, b| a.step.total_cmp(&b.step).then(a.count.cmp(&b.count)));
-    Ok(search.top.into_iter().next().map(|at| {
-        let slots = at.ranks.into_iter().map(|rank| rank.parts).collect();
-        (at.count, slots, at.step)
-    }))
+    let Some(best) = search.top.into_iter().next() else { return Ok(None) };
+    let slots = alloc::collect(best.ranks.into_iter().map(|rank| rank.parts), "the slots")?;
+    Ok(Some((best.count, slots, best.step)))
 }
 
 struct Search<'a, 'c, C: PlanCost> {
@@ -202,7 +201,7 @@ impl<C: PlanCost> Search<'_, '_, C> {
         let Some(parts) = self.planners[r].parts_at(count, interrupt)? else { return Ok(None) };
         self.cx.budget.take(self.planners[r].len() as u64);
         let parts = self.global(r, parts)?;
-        let order = bubble(&parts, self.cx);
+        let order = bubble(&parts, self.cx)?;
         let mut best = self.scored(parts, &order, None, interrupt)?;
         for ramp in Ramp::scanned(self.cx.step.stages) {
             if let Some(candidate) = self.ramped(r, count, ramp, interrupt)? {
@@ -227,7 +226,8 @@ impl<C: PlanCost> Search<'_, '_, C> {
         self.cx.budget.take(self.planners[r].len() as u64);
         let Some(parts) = self.planners[r].targeted(&targets, interrupt)? else { return Ok(None) };
         let parts = self.global(r, parts)?;
-        let mut order: Vec<usize> = (0..count).filter(|&k| !parts[k].is_empty()).collect();
+        let mut order: Vec<usize> = alloc::with_capacity(count, "the micro-batch order")?;
+        order.extend((0..count).filter(|&k| !parts[k].is_empty()));
         order.extend((0..count).filter(|&k| parts[k].is_empty()));
         Ok(Some(self.scored(parts, &order, Some(ramp), interrupt)?))
     }
@@ -240,10 +240,12 @@ impl<C: PlanCost> Search<'_, '_, C> {
         ramp: Option<Ramp>,
         interrupt: &Interrupt,
     ) -> Result<RankBest> {
-        let mut slots: Vec<Option<Vec<u32>>> = parts.into_iter().map(Some).collect();
-        let parts: Vec<Vec<u32>> =
-            order.iter().map(|&k| slots[k].take().expect("an order visits each part once")).collect();
-        let times: Vec<f64> = parts.iter().map(|p| self.cx.timing.of(p)).collect();
+        let mut slots = alloc::collect(parts.into_iter().map(Some), "the micro-batches")?;
+        let parts = alloc::collect(
+            order.iter().map(|&k| slots[k].take().expect("an order visits each part once")),
+            "the micro-batches",
+        )?;
+        let times = self.cx.timing.of_parts(&parts)?;
         let makespan = self.simulate(&times, interrupt)?;
         Ok(RankBest { makespan, parts, ramp, refined: false })
     }
@@ -274,7 +276,10 @@ impl<C: PlanCost> Search<'_, '_, C> {
             if ranks[r].refined || self.cx.budget.left() == 0 {
                 break;
             }
-            let start = ranks[r].clone();
+            // Taken out while it is refined (the refinement gives it back, or a better one).
+            let placeholder =
+                RankBest { makespan: f64::INFINITY, parts: Vec::new(), ramp: None, refined: true };
+            let start = std::mem::replace(&mut self.top[place].ranks[r], placeholder);
             let refined = self.refine_rank(r, count, start, interrupt)?;
             let at = &mut self.top[place];
             at.ranks[r] = refined;
@@ -323,9 +328,11 @@ impl<C: PlanCost> Search<'_, '_, C> {
         interrupt: &Interrupt,
     ) -> Result<(f64, Vec<Vec<u32>>)> {
         let filled = parts.iter().take_while(|p| !p.is_empty()).count();
-        let mut times: Vec<f64> = parts.iter().map(|p| self.cx.timing.of(p)).collect();
-        let window = (2 * self.cx.step.stages + 2).min(filled);
-        let ends: Vec<usize> = (0..window).chain(filled.saturating_sub(window)..filled).collect();
+        let mut times = self.cx.timing.of_parts(&parts)?;
+        // Every pair within the first and the last 2P + 2 (at most 64) micro-batches.
+        let window = (2 * self.cx.step.stages + 2).min(64).min(filled);
+        let mut ends: Vec<usize> = alloc::with_capacity(2 * window, "the swaps")?;
+        ends.extend((0..window).chain(filled.saturating_sub(window)..filled));
         let mut pairs: Vec<(usize, usize)> =
             alloc::with_capacity(ends.len() * ends.len() / 2 + filled, "the swaps")?;
         for (x, &a) in ends.iter().enumerate() {
@@ -361,16 +368,17 @@ impl<C: PlanCost> Search<'_, '_, C> {
 
 /// Today's order of a rank's micro-batches: by (time, first item) descending, then
 /// `mb[::2][::-1] + mb[1::2]`; empty ones last.
-fn bubble<C>(parts: &[Vec<u32>], cx: &Context<'_, C>) -> Vec<usize> {
-    let mut filled: Vec<usize> = (0..parts.len()).filter(|&k| !parts[k].is_empty()).collect();
-    filled.sort_by(|&a, &b| {
-        let (ta, tb) = (cx.timing.of(&parts[a]), cx.timing.of(&parts[b]));
-        tb.total_cmp(&ta).then(parts[b][0].cmp(&parts[a][0]))
-    });
-    let mut order: Vec<usize> = filled.iter().step_by(2).rev().copied().collect();
-    order.extend(filled.iter().skip(1).step_by(2));
+fn bubble<C>(parts: &[Vec<u32>], cx: &Context<'_, C>) -> Result<Vec<usize>> {
+    let mut filled: Vec<(f64, u32, usize)> = alloc::with_capacity(parts.len(), "the micro-batch order")?;
+    let keyed = (0..parts.len()).filter(|&k| !parts[k].is_empty());
+    filled.extend(keyed.map(|k| (cx.timing.of(&parts[k]), parts[k][0], k)));
+    // A total order (first items differ): the in-place sort allocates nothing.
+    filled.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    let mut order: Vec<usize> = alloc::with_capacity(parts.len(), "the micro-batch order")?;
+    order.extend(filled.iter().step_by(2).rev().map(|&(_, _, k)| k));
+    order.extend(filled.iter().skip(1).step_by(2).map(|&(_, _, k)| k));
     order.extend((0..parts.len()).filter(|&k| parts[k].is_empty()));
-    order
+    Ok(order)
 }
 
 #[cfg(test)]

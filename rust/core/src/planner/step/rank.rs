@@ -6,6 +6,7 @@ use super::super::problem::Ordered;
 use super::super::ranks::{problem, PlanOptions, RankItems};
 use super::super::{PlanCost, Problem, Result};
 use super::targets::Sorted;
+use crate::alloc;
 use crate::interrupt::Interrupt;
 
 /// A rank's items with what every split of them reuses: the greedy's order, the own plan, the
@@ -45,7 +46,7 @@ impl<'a, C: PlanCost> RankPlanner<'a, C> {
         let plain = problem(self.rank, self.options, false);
         let parts = plain.plan_from(&self.ordered, &self.own, count, interrupt)?;
         let shaped = self.shaped();
-        let mut parts: Vec<Vec<u32>> = parts.into_iter().map(|(part, _)| part).collect();
+        let mut parts = alloc::collect(parts.into_iter().map(|(part, _)| part), "the micro-batches")?;
         if !shaped.satisfies(parts.iter().map(Vec::as_slice)) {
             if self.shaped_own.is_none() {
                 self.shaped_own = Some(shaped.shaped_own_from(&self.ordered, &self.own, interrupt)?);
@@ -55,7 +56,7 @@ impl<'a, C: PlanCost> RankPlanner<'a, C> {
                 return Ok(None);
             }
             let planned = shaped.plan_shaped(&self.ordered, &self.own, shaped_own, count, interrupt)?;
-            parts = planned.into_iter().map(|(part, _)| part).collect();
+            parts = alloc::collect(planned.into_iter().map(|(part, _)| part), "the micro-batches")?;
         }
         let keeps = parts.len() == count && shaped.satisfies(parts.iter().map(Vec::as_slice));
         Ok(keeps.then_some(parts))

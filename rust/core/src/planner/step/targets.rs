@@ -81,7 +81,7 @@ impl Sorted {
         let mut fills: Vec<Fill> = alloc::filled(count, Fill::default(), "the micro-batch fills")?;
         // Empty parts by target descending, ties by number.
         let mut empty: Vec<u32> = alloc::collect(0..count as u32, "the empty micro-batches")?;
-        empty.sort_by(|&a, &b| targets[b as usize].total_cmp(&targets[a as usize]).then(a.cmp(&b)));
+        empty.sort_unstable_by(|&a, &b| targets[b as usize].total_cmp(&targets[a as usize]).then(a.cmp(&b)));
         let mut next_empty = 0usize;
         let mut open: Vec<MinHeap<u64>> = alloc::filled(self.keys, MinHeap::new(), "the micro-batch heaps")?;
         let mut full: Vec<MinHeap<u128>> = alloc::filled(self.keys, MinHeap::new(), "the micro-batch heaps")?;
