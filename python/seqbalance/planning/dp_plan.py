@@ -206,7 +206,8 @@ def plan_dp_micro_batches(
         num_micro_batches_multiple: as in `plan_micro_batches`.
         force_group_size: as in `plan_micro_batches`.
         pad_to_multiple_of: as in `plan_micro_batches`.
-        order: as in `plan_micro_batches`.
+        order: as in `plan_micro_batches` (None: ``"bubble"``); refused in the step modes,
+            which choose the order themselves.
         refine: as in `plan_micro_batches`.
         uid_list: per-sample group ids (consecutive equal ids form a group), an alternative to
             ``force_group_size``.
@@ -252,6 +253,10 @@ def plan_dp_micro_batches(
         ... )
         >>> ranks.tolist(), micro_batches.tolist(), count
         ([1, 0, 1, 0, 0, 1], [1, 1, 0, 0, 1, 0], 2)
+        >>> plan_dp_micro_batches(
+        ...     [300, 200, 100, 400, 50, 250], 2, 500, cost="tokens", sync="micro_batch"
+        ... )
+        [[[0, 2], [1, 4]], [[3], [5]]]
     """
     planned = plan_dp_with_today(
         lengths,
