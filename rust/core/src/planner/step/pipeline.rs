@@ -204,6 +204,9 @@ impl<C: PlanCost> Search<'_, '_, C> {
         let order = bubble(&parts, self.cx)?;
         let mut best = self.scored(parts, &order, None, interrupt)?;
         for ramp in Ramp::scanned(self.cx.step.stages) {
+            if self.cx.budget.left() == 0 {
+                break; // today's split stands for the rank (a pipeline of very many stages)
+            }
             if let Some(candidate) = self.ramped(r, count, ramp, interrupt)? {
                 if candidate.makespan < best.makespan {
                     best = candidate;
