@@ -43,11 +43,12 @@ def test_the_default_report_shows_its_step_as_todays(capsys):
     lengths = synthetic_rl_batch()
     step = payload["predicted_step"]
     assert set(step) == KEYS
-    model = simulate_step(payload["plan"], lengths, cost="tokens")
+    model = simulate_step(payload["plan"], lengths, cost="workload")
     assert step["seconds"] == model.seconds and step["today_seconds"] == model.seconds
     assert step["bubble"] == model.bubble and step["lower_bound"] == model.lower_bound
     assert (payload["sync"], payload["pipeline_stages"]) == ("step", 1)
-    assert list(payload)[-2:] == ["predicted_step", "plan"]
+    # wall_seconds comes last: read once everything before it was written (issue 37, item 6).
+    assert list(payload)[-3:] == ["predicted_step", "plan", "wall_seconds"]
     assert main(["plan", "--dp", "4", "--max-token-len", "65536"]) == 0
     text = capsys.readouterr().out
     (line,) = [line for line in text.splitlines() if line.startswith("predicted step")]
@@ -136,7 +137,7 @@ def test_the_old_partition_route_reports_the_step_too(capsys):
     step = payload["predicted_step"]
     assert step["seconds"] == step["today_seconds"]
     lengths = synthetic_rl_batch()
-    assert step["seconds"] == simulate_step(payload["plan"], lengths).seconds
+    assert step["seconds"] == simulate_step(payload["plan"], lengths, cost="workload").seconds
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ reading the input, the wall clock and progress lines."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import textwrap
@@ -157,11 +158,19 @@ class ModelFlops:
         return self.name
 
 
+def default_cost(args: argparse.Namespace) -> str:
+    """What a verb balances when given no cost flag: the library's own default for the call it
+    runs, so the command and the call give the same answer. A plan (``plan``, or ``partition
+    --max-token-len``) runs the micro-batch planners, whose default is verl's workload; a plain
+    ``partition`` runs the drop-in partitioners, which weigh tokens (verl's lengths)."""
+    return "tokens" if getattr(args, "max_token_len", None) is None else "workload"
+
+
 def resolve_cost(args: argparse.Namespace) -> None:
-    """``args.cost``: ``--cost`` (``"tokens"`` when not given), or `ModelFlops` for
+    """``args.cost``: ``--cost`` (`default_cost` when not given), or `ModelFlops` for
     ``--model-config``, which excludes ``--cost``."""
     if args.model_config is None:
-        args.cost = "tokens" if args.cost is None else args.cost
+        args.cost = default_cost(args) if args.cost is None else args.cost
         return
     if args.cost is not None:
         raise InputError("pass either --cost or --model-config, not both")
@@ -246,6 +255,17 @@ def waited_seconds() -> float:
         waited = -1.0
     since_import = time.perf_counter() - _IMPORTED
     return waited if waited >= since_import else since_import
+
+
+def print_json_waited(payload: dict[str, Any]) -> None:
+    """``payload`` as one JSON document on stdout, with ``wall_seconds`` (the wait, as the
+    ``time:`` line gives it) as its last key, read once everything before it is written and
+    flushed: serialising and writing a plan of 10^7 samples takes seconds, which the user waits
+    for too. Only the last few bytes (the number itself) come after the reading."""
+    text = json.dumps(payload)
+    sys.stdout.write(f"{text[:-1]}, " if payload else "{")
+    sys.stdout.flush()
+    sys.stdout.write(f'"wall_seconds": {json.dumps(waited_seconds())}}}\n')
 
 
 def progress(args: argparse.Namespace, n_items: int, text: str) -> None:

@@ -326,28 +326,13 @@ def time_by_rank(cost: Any, tokens: np.ndarray, ids: np.ndarray, k: int) -> dict
     return _summary(seconds, np.bincount(ids, weights=tokens, minlength=k), cost.file)
 
 
-def time_by_plan(
-    cost: Any,
-    tokens: np.ndarray,
-    rank_ids: np.ndarray,
-    micro_batch_ids: np.ndarray,
-    n_ranks: int,
-) -> dict[str, Any] | None:
-    """Predicted seconds per rank of a plan given as ids (each sample's rank and micro-batch):
-    what `TimeCost.predict` gives each micro-batch over its documents, summed per rank (the
-    documents' seconds plus one ``micro_batch`` term per micro-batch that holds any; samples of
-    length 0 are no document, and a micro-batch of none costs 0, as ``cost(0)`` does); ``None``
-    when ``cost`` is not a ``--time-cost``."""
-    if not isinstance(cost, TimeCostNanoseconds) or n_ranks == 0:
+def time_by_plan(cost: Any, seconds: np.ndarray, tokens: np.ndarray) -> dict[str, Any] | None:
+    """The ``predicted_time`` summary of a plan from each rank's predicted ``seconds`` (what
+    `TimeCost.predict` gives its micro-batches, summed: the step model's busy time) and
+    ``tokens``; ``None`` when ``cost`` is not a ``--time-cost``."""
+    if not isinstance(cost, TimeCostNanoseconds) or seconds.size == 0:
         return None
-    documents = np.bincount(rank_ids, weights=cost.time_cost(tokens), minlength=n_ranks)
-    width = int(micro_batch_ids.max(initial=0)) + 1
-    present = tokens > 0
-    cells = np.unique(rank_ids[present] * width + micro_batch_ids[present])
-    busy = np.bincount(cells // width, minlength=n_ranks)
-    seconds = documents + busy * cost.time_cost.coefficients["micro_batch"]
-    token_sums = np.bincount(rank_ids, weights=tokens, minlength=n_ranks)
-    return _summary(seconds, token_sums, cost.file)
+    return _summary(seconds, tokens.astype(np.float64), cost.file)
 
 
 def time_lines(summary: dict[str, Any] | None) -> str:

@@ -225,8 +225,8 @@ def add_cost_flags(parser: argparse.ArgumentParser) -> None:
         "--cost",
         choices=("tokens", "workload"),
         default=None,
-        help="what a sample weighs: its tokens (default) or verl's workload, "
-        "24576 × s + s² for s tokens",
+        help="what a sample weighs: its tokens or verl's workload, 24576 × s + s² for s tokens "
+        "(default: tokens for partition, workload for a plan, as the library calls have it)",
     )
     parser.add_argument(
         "--model-config",

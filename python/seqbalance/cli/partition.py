@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
@@ -19,6 +18,7 @@ from ._common import (
     _equal_size,
     _format_seconds,
     format_wall,
+    print_json_waited,
     progress,
     read_input,
     say,
@@ -209,6 +209,7 @@ def _run_partition(args: argparse.Namespace) -> int:
         same_result = None if args.refine else reference_parts == _parts_from_ids(group_ids, args.k)
 
     if args.json:
+        progress(args, lengths.size, "writing the partitions as JSON")
         payload = {
             "source": source,
             "n": int(lengths.size),
@@ -221,7 +222,6 @@ def _run_partition(args: argparse.Namespace) -> int:
             "cost": str(args.cost),
             "refine": args.refine,
             "seconds": seconds,
-            "wall_seconds": waited_seconds(),
             "reference_seconds": reference_seconds,
             "same_as_reference": same_result,
             "report": report.to_dict(),
@@ -230,7 +230,7 @@ def _run_partition(args: argparse.Namespace) -> int:
         }
         if predicted is not None:
             payload["predicted_time"] = predicted
-        print(json.dumps(payload))
+        print_json_waited(payload)
         return 0
 
     grouping = f"uid_field={args.uid_field}" if uids is not None else f"group_size={group_size}"

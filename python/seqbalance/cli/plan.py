@@ -11,8 +11,8 @@ of the planner's own time. Only ``--json``, which prints the plan itself, builds
 from __future__ import annotations
 
 import argparse
-import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from ._common import (
     _equal_size,
     _format_seconds,
     format_wall,
+    print_json_waited,
     progress,
     read_input,
     shown,
@@ -115,12 +116,15 @@ def _run_plan(
             today = (*planned.today, planned.today_count)
     seconds = time.perf_counter() - start
     progress(args, lengths.size, f"planned in {_format_seconds(seconds)}; summarising")
-    costs = sample_costs(args.cost, lengths)
-    summary = _summarise(lengths, costs, rank_ids, micro_batch_ids, n_ranks, count)
+    step = predicted_step(args, lengths, (rank_ids, micro_batch_ids, count), model)
+    # With --time-cost a rank's cost is its predicted seconds, micro-batch terms included: the
+    # one number the table, ranks_summary, predicted_time and the step all show.
+    timed = isinstance(args.cost, TimeCostNanoseconds)
+    costs = step.busy if timed else sample_costs(args.cost, lengths)
+    summary = _summarise(lengths, costs, rank_ids, micro_batch_ids, n_ranks, count, timed)
     columns = {name: values.tolist() for name, values in summary.items()}
     rows = [{name: columns[name][rank] for name in columns} for rank in range(n_ranks)]
-    predicted = time_by_plan(args.cost, lengths, rank_ids, micro_batch_ids, n_ranks)
-    step = predicted_step(args, lengths, (rank_ids, micro_batch_ids, count), model)
+    predicted = time_by_plan(args.cost, step.busy, summary["tokens"])
     today_step = step if today is None else predicted_step(args, lengths, today, model)
     step_json = {
         "seconds": step.seconds,
@@ -129,6 +133,7 @@ def _run_plan(
         "today_seconds": today_step.seconds,
     }
     if args.json:
+        progress(args, lengths.size, "writing the plan as JSON")
         payload = {
             "source": source,
             "n": int(lengths.size),
@@ -149,14 +154,13 @@ def _run_plan(
             "max_micro_batches": getattr(args, "max_micro_batches", None),
             "micro_batches_per_rank": count,
             "seconds": seconds,
-            "wall_seconds": waited_seconds(),
             "ranks_summary": rows,
             "predicted_step": step_json,
             "plan": _plan_lists(rank_ids, micro_batch_ids, n_ranks, count),
         }
         if predicted is not None:
             payload["predicted_time"] = predicted
-        print(json.dumps(payload))
+        print_json_waited(payload)
         return 0
     _print_summary(args, source, function, rows, count, keys is not None)
     print(_step_line(args, step, today_step if stepped else None, today))
@@ -227,10 +231,11 @@ def _summarise(
     micro_batch_ids: np.ndarray,
     n_ranks: int,
     count: int,
+    per_rank: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Per rank: samples, micro-batches holding any, tokens, cost, the fullest micro-batch's
-    tokens and the most samples in one micro-batch, from the plan as ids (no Python loop over
-    samples)."""
+    """Per rank: samples, micro-batches holding any, tokens, cost (``costs`` per sample, or
+    with ``per_rank`` already per rank), the fullest micro-batch's tokens and the most samples
+    in one micro-batch, from the plan as ids (no Python loop over samples)."""
     cells = n_ranks * max(count, 1)
     cell_of = rank_ids * max(count, 1) + micro_batch_ids
     cell_samples = np.bincount(cell_of, minlength=cells).reshape(n_ranks, -1)
@@ -239,7 +244,7 @@ def _summarise(
         "samples": cell_samples.sum(axis=1),
         "micro_batches": (cell_samples > 0).sum(axis=1),
         "tokens": cell_tokens.sum(axis=1),
-        "cost": _sums(rank_ids, costs, n_ranks),
+        "cost": costs if per_rank else _sums(rank_ids, costs, n_ranks),
         "fullest_micro_batch": cell_tokens.max(axis=1),
         "most_samples": cell_samples.max(axis=1),
     }
@@ -278,10 +283,12 @@ def _print_summary(
         f"{'rank':>4} {'samples':>8} {'micro-batches':>14} {'tokens':>12} {'cost':>16} "
         f"{'fullest micro-batch':>20}"
     )
+    timed = isinstance(args.cost, TimeCostNanoseconds)
     for r, row in enumerate(rows):
+        cost = _format_seconds(row["cost"]) if timed else _number(row["cost"])
         print(
             f"{r:>4} {row['samples']:>8,} {row['micro_batches']:>14,} {row['tokens']:>12,} "
-            f"{_number(row['cost']):>16} {row['fullest_micro_batch']:>20,}"
+            f"{cost:>16} {row['fullest_micro_batch']:>20,}"
         )
     fullest = max(row["fullest_micro_batch"] for row in rows)
     print(
@@ -294,7 +301,8 @@ def _print_summary(
         print(f"shape limits kept: at most {most} samples in a micro-batch{_limits_text(args)}")
     heaviest = max(row["cost"] for row in rows)
     mean = sum(row["cost"] for row in rows) / len(rows)
-    print(f"heaviest rank by {args.cost}: max/mean {heaviest / max(mean, 1e-9):.4f}")
+    by = f"predicted seconds ({Path(args.cost.file).name})" if timed else str(args.cost)
+    print(f"heaviest rank by {by}: max/mean {heaviest / max(mean, 1e-9):.4f}")
 
 
 def _number(value: float) -> str:
