@@ -17,6 +17,7 @@ from .arguments import (
     SupportsArray,
     SupportsDLPack,
     _describe,
+    as_float,
     check_choice,
     check_count,
     check_count_bound,
@@ -33,6 +34,7 @@ from .arguments import (
     check_per_item,
     check_refine,
     check_shape,
+    show_number,
 )
 from .weights import (
     MAX_INT_SUM_WITH_FLOATS,
@@ -59,6 +61,7 @@ __all__ = [
     "SupportsDLPack",
     "Weights",
     "_describe",
+    "as_float",
     "as_array",
     "as_int64_array",
     "check_choice",
@@ -82,4 +85,5 @@ __all__ = [
     "normalize_weights",
     "plain_int64_array",
     "read_length",
+    "show_number",
 ]
