@@ -87,9 +87,14 @@ lint: $(LOCAL_WHEEL_STAMP)  ## ruff (check + format), mypy, stubtest, cargo fmt,
 	cargo fmt --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-docs: $(LOCAL_WHEEL_STAMP)  ## the documentation site in site/ (mkdocs build --strict)
-	$(call install_local_wheel,[docs])
-	$(PYTHON) -m mkdocs build --strict
+# NO_MKDOCS_2_WARNING: Material for MkDocs prints an end-of-life banner on every build; the
+# project stays on MkDocs 1.6 and Material 9 (pinned below 2 and 10) until it moves, see
+# docs/development.md, so the banner says nothing new. tests/test_site.py then checks the
+# built site (examples as code, no Google Fonts, tables within the page).
+docs: $(LOCAL_WHEEL_STAMP)  ## the documentation site in site/ (mkdocs build --strict), then its tests
+	$(call install_local_wheel,[docs,test])
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+	SEQBALANCE_SITE=site $(PYTHON) -m pytest -q -rfEs tests/test_site.py
 
 # verl is installed without its dependencies (they include vLLM and CUDA builds): the pinned file
 # names what importing the parts seqbalance patches needs, and verl itself comes after it.
