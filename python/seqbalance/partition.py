@@ -95,8 +95,8 @@ def karmarkar_karp(
     [[3, 0], [2, 1]]
     >>> karmarkar_karp([10, 20, 30, 40, 50], 2, "nearly")
     [[0, 3, 2], [4, 1]]
-    >>> karmarkar_karp([1000, 3000, 2000, 2000], 2, True, cost="workload")
-    [[1, 0], [3, 2]]
+    >>> karmarkar_karp([1000, 4000, 3000, 1000], 2, False, cost="workload")
+    [[0, 2, 3], [1]]
     """
     if cost is not None:
         seqlen_list = _weights(seqlen_list, cost)
@@ -149,8 +149,8 @@ def get_seqlen_balanced_partitions(
 
     >>> get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
     [[0, 3], [1, 2]]
-    >>> get_seqlen_balanced_partitions([1000, 3000, 2000, 2000], 2, True, cost="workload")
-    [[0, 1], [2, 3]]
+    >>> get_seqlen_balanced_partitions([1000, 4000, 3000, 1000], 2, False, cost="workload")
+    [[0, 2, 3], [1]]
     """
     if cost is not None:
         seqlen_list = _weights(seqlen_list, cost)
