@@ -80,8 +80,8 @@ report: install  ## the benchmark report (terminal table + bench-report.json)
 
 lint: $(LOCAL_WHEEL_STAMP)  ## ruff (check + format), mypy, stubtest, cargo fmt, clippy -D warnings
 	$(call install_local_wheel,[dev])
-	$(PYTHON) -m ruff check python tests benches
-	$(PYTHON) -m ruff format --check python tests benches
+	$(PYTHON) -m ruff check python tests benches docs/extensions
+	$(PYTHON) -m ruff format --check python tests benches docs/extensions
 	$(PYTHON) -m mypy
 	$(PYTHON) -m mypy.stubtest seqbalance._native
 	cargo fmt --check
