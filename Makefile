@@ -62,11 +62,11 @@ inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python ru
 test: install test-python test-rust  ## the whole test suite: Python (benchmarks disabled) and Rust
 
 test-python:
-	@echo "== pytest: the Python suite (a few minutes on 2 cores); -rfEs lists failures and why tests were skipped =="
+	@echo "== pytest: the Python suite (about 10 minutes on 2 busy cores); -rfEs lists failures and why tests were skipped =="
 	$(PYTHON) -m pytest -q -rfEs
 
 test-rust:
-	@echo "== cargo test --workspace: compiles the test profile first (a few minutes), then the property tests =="
+	@echo "== cargo test --workspace: compiles the test profile first (about 2 minutes), then the property tests (about 5) =="
 	cargo test --workspace
 
 run: install-run  ## the main job on the built-in synthetic batch
