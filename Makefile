@@ -37,6 +37,8 @@ $(LOCAL_WHEEL_STAMP): $(WHEEL_SOURCES)
 
 local-wheel: $(LOCAL_WHEEL_STAMP)  ## the release wheel in target/local-wheel/ (rebuilt when a source changes)
 
+# A comma inside $(call ...) would split its argument: extras lists write $(comma).
+comma := ,
 # pip keeps an installed 0.2.0 when asked to install another 0.2.0: the second line replaces it.
 define install_local_wheel
 	$(PYTHON) -m pip install "$(LOCAL_WHEEL)$(1)"
@@ -92,7 +94,7 @@ lint: $(LOCAL_WHEEL_STAMP)  ## ruff (check + format), mypy, stubtest, cargo fmt,
 # docs/development.md, so the banner says nothing new. tests/test_site.py then checks the
 # built site (examples as code, no Google Fonts, tables within the page).
 docs: $(LOCAL_WHEEL_STAMP)  ## the documentation site in site/ (mkdocs build --strict), then its tests
-	$(call install_local_wheel,[docs,test])
+	$(call install_local_wheel,[docs$(comma)test])
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 	SEQBALANCE_SITE=site $(PYTHON) -m pytest -q -rfEs tests/test_site.py
 
