@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._inputs import _describe, as_int64_array
+from .._inputs import _describe, as_float, as_int64_array, show_number
 from .model import ModelCost
 
 #: Number of coefficients: per micro-batch, per document, and the two length terms.
@@ -50,7 +50,7 @@ def check_half_life(half_life: Any) -> float | None:
     except OverflowError:  # an int beyond float64
         value = math.inf
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"half_life must be positive and finite, got {half_life!r}")
+        raise ValueError(f"half_life must be positive and finite, got {show_number(half_life)}")
     return value
 
 
@@ -93,7 +93,13 @@ def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}")
     try:
         raw = np.asarray(seconds)
-        values = raw.astype(np.float64)
+        try:
+            values = raw.astype(np.float64)
+        except OverflowError:
+            # Python ints beyond float64 (NumPy holds them as objects): as infinities, refused
+            # below by position, and shown as the ints they are.
+            values = np.array([as_float(value) for value in raw.reshape(-1).tolist()])
+            values = values.reshape(raw.shape)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}") from None
     if values.ndim != 1:
@@ -114,9 +120,9 @@ def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
     if bad.size:
         position = int(bad[0])
-        raise ValueError(
-            f"{name}[{position}] = {float(values[position])!r}: a time must be positive and finite"
-        )
+        # Times are shown as read (0.0, nan), an int beyond float64 as the int it is.
+        shown = show_number(raw[position]) if raw.dtype == object else repr(float(values[position]))
+        raise ValueError(f"{name}[{position}] = {shown}: a time must be positive and finite")
     return values
 
 
@@ -126,9 +132,9 @@ def check_second(seconds: Any, name: str = "seconds") -> float:
         seconds, (int, float, np.integer, np.floating)
     ):
         raise TypeError(f"{name} must be a number, got {_describe(seconds)}")
-    value = float(seconds)
+    value = as_float(seconds)
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} = {seconds!r}: a time must be positive and finite")
+        raise ValueError(f"{name} = {show_number(seconds)}: a time must be positive and finite")
     return value
 
 

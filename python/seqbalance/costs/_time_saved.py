@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._inputs import _describe
+from .._inputs import _describe, as_float, show_number
 from ._time_fit import (
     MODEL_NAMES,
     N_COEF,
@@ -90,9 +90,12 @@ def _floats(value: Any, key: str, names: tuple[str, ...]) -> np.ndarray:
         item = value[name]
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             raise ValueError(f"data[{key!r}][{name!r}] must be a number, got {_describe(item)}")
-        if not (math.isfinite(item) and item >= 0):
-            raise ValueError(f"data[{key!r}][{name!r}] must be finite and >= 0, got {item!r}")
-        numbers.append(float(item))
+        number = as_float(item)
+        if not (math.isfinite(number) and number >= 0):
+            raise ValueError(
+                f"data[{key!r}][{name!r}] must be finite and >= 0, got {show_number(item)}"
+            )
+        numbers.append(number)
     return np.array(numbers, dtype=np.float64)
 
 
@@ -106,8 +109,8 @@ def _factor(rows: list[Any]) -> np.ndarray:
         for j, value in enumerate(row):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{shape}; [{i}][{j}] is {_describe(value)}")
-            if not math.isfinite(value):
-                raise ValueError(f"{shape}; [{i}][{j}] is {value!r}")
+            if not math.isfinite(as_float(value)):
+                raise ValueError(f"{shape}; [{i}][{j}] is {show_number(value)}")
     return np.triu(np.array(rows, dtype=np.float64))
 
 
@@ -187,14 +190,16 @@ def read_saved(data: Any) -> Saved:
     weight_sum = _field(data, "weight_sum", (int, float))
     observations = _field(data, "observations", int)
     if not (isinstance(weight_sum, float) or abs(weight_sum) < 2**63):
-        raise ValueError(f"data['weight_sum'] must be finite and >= 0, got {weight_sum}")
+        raise ValueError(
+            f"data['weight_sum'] must be finite and >= 0, got {show_number(weight_sum)}"
+        )
     weight_sum = float(weight_sum)
     if not (math.isfinite(weight_sum) and weight_sum >= 0):
         raise ValueError(f"data['weight_sum'] must be finite and >= 0, got {weight_sum!r}")
     if not N_COEF + 2 <= observations < 2**63:
         raise ValueError(
             f"data['observations'] must be >= {N_COEF + 2} (a fit needs that many) and below "
-            f"2**63, got {observations}"
+            f"2**63, got {show_number(observations)}"
         )
     _check_weights(factor, weight_sum, observations, half_life)
     # The last fit's errors cannot be recomputed from the factor (rms can, and is).
