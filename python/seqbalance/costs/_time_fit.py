@@ -33,6 +33,12 @@ PLAIN_NAMES = ("micro_batch", "document", "per_token", "per_pair")
 MODEL_NAMES = ("micro_batch", "document", "linear", "attention")
 
 
+def check_model(model: Any) -> None:
+    """``model`` is ``None`` or a `ModelCost`."""
+    if model is not None and not isinstance(model, ModelCost):
+        raise TypeError(f"model must be None or a ModelCost, got {_describe(model)}")
+
+
 def check_half_life(half_life: Any) -> float | None:
     """``None`` or a positive finite number of observations, as a float."""
     if half_life is None:

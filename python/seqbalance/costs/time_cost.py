@@ -14,13 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import _describe, as_int64_array
+from .._inputs import as_int64_array
 from ._time_fit import (
     N_COEF,
     Features,
     check_half_life,
     check_lengths,
     check_micro_batches,
+    check_model,
     check_second,
     check_seconds,
     crossover,
@@ -56,7 +57,9 @@ class TimeCost:
     `predict` the seconds of whole micro-batches. `update` refits from one more
     measurement in constant memory and time (the fit is held as the triangular factor of its
     weighted normal equations), so ``fit(first).update_many(rest)`` equals ``fit(first +
-    rest)`` to rounding.
+    rest)`` to rounding. `update_synchronized` and `fit_synchronized` take micro-batches that
+    ran in lockstep on several ranks and were timed together (FSDP, ZeRO-3; see
+    `seqbalance.StepTimer`).
 
     Example:
         >>> batches = [[1024], [2048], [4096], [512, 512], [1024, 3072], [8192], [256] * 8]
@@ -130,7 +133,7 @@ class TimeCost:
             >>> round(float(cost([1000])[0]), 4)
             0.105
         """
-        _check_model(model)
+        check_model(model)
         half = check_half_life(half_life)
         batches = check_micro_batches(micro_batches)
         times = check_seconds(seconds, len(batches))
@@ -191,7 +194,7 @@ class TimeCost:
             >>> round(cost.coefficients["per_token"] * 1e6, 6)
             1.0
         """
-        _check_model(model)
+        check_model(model)
         half = check_half_life(half_life)
         checked = check_units(units)
         times = check_seconds(seconds, len(checked), of="units")
@@ -443,8 +446,3 @@ class TimeCost:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TimeCost.from_dict, (self.to_dict(),))
-
-
-def _check_model(model: Any) -> None:
-    if model is not None and not isinstance(model, ModelCost):
-        raise TypeError(f"model must be None or a ModelCost, got {_describe(model)}")
