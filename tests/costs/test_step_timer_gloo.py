@@ -28,7 +28,7 @@ import seqbalance as sb  # noqa: E402
 pytestmark = pytest.mark.integration
 
 WORLD = 4
-STEPS = 30
+STEPS = 45
 #: The model the sleeps follow: per micro-batch, per document, per token, per causal pair
 #: (about 0.1 s a micro-batch, so that a sleep's overshoot on a busy machine stays small).
 TRUTH = {"micro_batch": 4e-2, "document": 2e-3, "per_token": 2e-5, "per_pair": 4e-9}
@@ -45,7 +45,9 @@ def true_seconds(lengths: list[int]) -> float:
 
 def start_cost() -> sb.TimeCost:
     """What every rank starts from: a profile taken against a slower kernel (per token 1.5x,
-    per pair 0.5x), forgotten with a half-life of 32 observations."""
+    per pair 0.5x), forgotten with a half-life of 16 observations. From such a start the
+    attributions of the first steps are partly wrong too: with exact times, 30 lockstep steps
+    of 3 slots leave per_token 2 % low and document 20 % high, 45 steps 0.3 % and 2 %."""
     rng = np.random.default_rng(5)
     batches = [
         np.minimum(rng.lognormal(6.5, 0.9, int(rng.integers(1, 9))).astype(int) + 1, 4096).tolist()
@@ -60,7 +62,7 @@ def start_cost() -> sb.TimeCost:
         )
         for b in batches
     ]
-    return sb.TimeCost.fit(batches, seconds, half_life=32)
+    return sb.TimeCost.fit(batches, seconds, half_life=16)
 
 
 def step_plan(step: int, sync: str) -> list[list[list[int]]]:
@@ -135,7 +137,7 @@ def test_step_timer_learns_the_same_model_on_every_gloo_rank(tmp_path, sync):
     # Sleeps overshoot, and wake-ups and barriers are late on a busy machine: time that every
     # micro-batch adds (up to +30 % on micro_batch, and a noisy per-document share, measured
     # under a load of 8 on 2 cores); the per-token term is the model's within a few percent.
-    assert learnt.coefficients["per_token"] == pytest.approx(TRUTH["per_token"], rel=0.2)
+    assert learnt.coefficients["per_token"] == pytest.approx(TRUTH["per_token"], rel=0.15)
     rng = np.random.default_rng(7)
     probe = [
         np.minimum(rng.lognormal(6.8, 0.8, int(rng.integers(1, 7))).astype(int) + 1, 4096).tolist()
