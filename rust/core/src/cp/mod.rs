@@ -234,7 +234,13 @@ pub fn plan(problem: &Problem, method: Method, interrupt: &Interrupt) -> Result<
         let time = plan_time(problem, &steps);
         Plan { steps, time, method }
     };
-    let mut floors: Vec<Plan> = Vec::new();
+    // Only the fastest plan so far is kept (each is as large as the answer).
+    let mut best: Option<Plan> = None;
+    let mut consider = |floor: Plan| {
+        if best.as_ref().is_none_or(|b| floor.time < b.time) {
+            best = Some(floor);
+        }
+    };
     match method {
         Method::Greedy(reading) => return Ok(timed(greedy(problem, reading, interrupt)?, reading.name())),
         Method::Megatron(workload) => {
@@ -242,22 +248,16 @@ pub fn plan(problem: &Problem, method: Method, interrupt: &Interrupt) -> Result<
         }
         Method::Best => {
             for reading in READINGS {
-                floors.push(timed(greedy(problem, reading, interrupt)?, reading.name()));
+                consider(timed(greedy(problem, reading, interrupt)?, reading.name()));
             }
             for workload in WORKLOADS {
-                floors.push(timed(megatron(problem, workload, interrupt)?, workload.name()));
+                consider(timed(megatron(problem, workload, interrupt)?, workload.name()));
             }
         }
         Method::OneSizePerStep => {
             if let Some(steps) = fixed_degree(problem, interrupt)? {
-                floors.push(timed(steps, "fixed"));
+                consider(timed(steps, "fixed"));
             }
-        }
-    }
-    let mut best: Option<Plan> = None;
-    for floor in floors {
-        if best.as_ref().is_none_or(|b| floor.time < b.time) {
-            best = Some(floor);
         }
     }
     let limit = best.as_ref().map_or(f64::INFINITY, |b| b.time);
