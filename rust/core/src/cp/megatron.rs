@@ -165,7 +165,8 @@ impl Forming {
         let s = self.of_degree[j].len();
         alloc::push(&mut self.of_degree[j], self.groups.len(), "a step's groups")?;
         alloc::push(&mut self.slot, s as u32, "a step's groups")?;
-        let members = vec![i as u32];
+        let mut members = Vec::new();
+        alloc::push(&mut members, i as u32, "a group's indexes")?;
         alloc::push(&mut self.groups, Open { degree: j, tokens: share, load, members }, "a step's groups")?;
         self.stairs[j].put(s as u32, share, key(load))?;
         self.fits[j].put(s, share, load)?;
@@ -294,7 +295,9 @@ pub fn megatron<'a>(problem: &'a Problem<'a>, workload: Workload, interrupt: &In
     let n = problem.lengths.len();
     let k = problem.k();
     let mut order: Vec<u32> = alloc::collect(0..n as u32, "the scheduler's order")?;
-    order.sort_by(|&a, &b| problem.lengths[b as usize].cmp(&problem.lengths[a as usize]).then(a.cmp(&b)));
+    order.sort_unstable_by(|&a, &b| {
+        problem.lengths[b as usize].cmp(&problem.lengths[a as usize]).then(a.cmp(&b))
+    });
     let mut smallest: Vec<u32> = alloc::with_capacity(n, "the scheduler's degrees")?;
     for &i in &order {
         smallest.push(problem.smallest_fit(i as usize)? as u32);

@@ -314,10 +314,10 @@ pub fn layout(problem: &Problem, steps: &Steps) -> Result<Layout> {
     let mut groups = alloc::with_capacity(n_groups, "the plan's groups")?;
     let mut members = alloc::with_capacity(problem.lengths.len(), "the plan's indexes")?;
     for (s, step) in steps.iter().enumerate() {
-        let mut order: Vec<usize> = (0..step.len()).collect();
-        order.sort_by_key(|&g| {
+        let mut order: Vec<usize> = alloc::collect(0..step.len(), "the plan's groups")?;
+        order.sort_unstable_by_key(|&g| {
             let c = problem.degrees[step[g].degree];
-            (!c.is_power_of_two(), std::cmp::Reverse(c))
+            (!c.is_power_of_two(), std::cmp::Reverse(c), g)
         });
         let mut rank = 0u64;
         for g in order {

@@ -90,7 +90,7 @@ fn items(problem: &Problem, tau: f64, least: usize, interrupt: &Interrupt) -> Re
             share: problem.share(i, j),
         });
     }
-    items.sort_by(|a, b| b.height.total_cmp(&a.height).then(a.index.cmp(&b.index)));
+    items.sort_unstable_by(|a, b| b.height.total_cmp(&a.height).then(a.index.cmp(&b.index)));
     Ok(items)
 }
 
@@ -112,7 +112,7 @@ fn faster(problem: &Problem, group: &Open, free: u32, widen: bool) -> Move {
     let mut split: Option<(f64, Open, Open)> = None;
     if free >= c && group.members.len() > 1 {
         let mut order = group.members.clone();
-        order.sort_by(|&a, &b| {
+        order.sort_unstable_by(|&a, &b| {
             problem.height(b as usize, j).total_cmp(&problem.height(a as usize, j)).then(a.cmp(&b))
         });
         let mut halves = [
@@ -281,7 +281,8 @@ impl Forming {
         .filter(|&b| self.groups[b].load + item.height <= tau);
         if self.free >= c && best.is_none_or(|b| self.groups[b].load > 0.0) {
             self.free -= c;
-            let members = vec![item.index];
+            let mut members = Vec::new();
+            alloc::push(&mut members, item.index, "a group's indexes")?;
             alloc::push(
                 &mut self.groups,
                 Open { degree: j, tokens: item.share, load: item.height, members },
