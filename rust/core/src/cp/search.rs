@@ -239,8 +239,14 @@ struct Forming {
     slot: Vec<u32>,
     /// Per degree: the groups by load among those with room for a sequence's tokens.
     pools: Vec<Degree>,
-    /// Per degree: the groups by load, with the fewest tokens of every prefix.
+    /// Per degree: the groups by load, with the fewest tokens of every prefix. Brought up to
+    /// date only when a search past a waiting sequence needs them (most steps never do): the
+    /// groups changed since are in `changed`.
     stairs: Vec<Stairs>,
+    /// Per degree: the groups changed since its stairs were last brought up to date, and per
+    /// group whether it is listed there.
+    changed: Vec<Vec<u32>>,
+    listed: Vec<bool>,
     /// Per degree: how many groups the step holds.
     opened: Vec<u32>,
 }
@@ -253,6 +259,8 @@ impl Forming {
             slot: Vec::new(),
             pools: (0..k).map(|_| Degree::default()).collect(),
             stairs: (0..k).map(|_| Stairs::default()).collect(),
+            changed: vec![Vec::new(); k],
+            listed: Vec::new(),
             opened: vec![0; k],
         }
     }
@@ -263,7 +271,39 @@ impl Forming {
         self.slot.clear();
         self.pools.iter_mut().for_each(Degree::clear);
         self.stairs.iter_mut().for_each(Stairs::clear);
+        self.changed.iter_mut().for_each(Vec::clear);
+        self.listed.clear();
         self.opened.iter_mut().for_each(|count| *count = 0);
+    }
+
+    /// Group `g` changed: list it for its degree's stairs.
+    fn mark(&mut self, g: usize) -> Result<()> {
+        if !self.listed[g] {
+            self.listed[g] = true;
+            alloc::push(&mut self.changed[self.groups[g].degree], g as u32, "a step's groups")?;
+        }
+        Ok(())
+    }
+
+    /// Degree `j`'s stairs, up to date.
+    fn stairs(&mut self, j: usize) -> Result<&Stairs> {
+        for g in std::mem::take(&mut self.changed[j]) {
+            let group = &self.groups[g as usize];
+            self.stairs[j].put(self.slot[g as usize], key(group.load), group.tokens)?;
+            self.listed[g as usize] = false;
+        }
+        Ok(&self.stairs[j])
+    }
+
+    /// Whether some group of degree `j` takes `item` within the target and the cap (the
+    /// least-loaded group with room for its tokens does, if any does).
+    fn takes(&mut self, problem: &Problem, item: &Item, tau: f64) -> Result<bool> {
+        let j = item.degree;
+        let best = match problem.cap.checked_sub(item.share) {
+            Some(room) => self.pools[j].best(room, &self.groups)?,
+            None => None,
+        };
+        Ok(best.is_some_and(|b| self.groups[b].load + item.height <= tau))
     }
 
     /// The rules for one sequence: open a group of its degree while ranks are free (unless a
@@ -289,17 +329,17 @@ impl Forming {
                 "a step's groups",
             )?;
             alloc::push(&mut self.slot, self.opened[j], "a step's groups")?;
-            self.stairs[j].put(self.opened[j], key(item.height), item.share)?;
+            alloc::push(&mut self.listed, false, "a step's groups")?;
             self.opened[j] += 1;
             self.pools[j].add(self.groups.len() - 1, &self.groups)?;
+            self.mark(self.groups.len() - 1)?;
         } else if let Some(b) = best {
             let group = &mut self.groups[b];
             group.load += item.height;
             group.tokens += item.share;
             alloc::push(&mut group.members, item.index, "a group's indexes")?;
-            let (load, tokens) = (group.load, group.tokens);
             self.pools[j].grew(b, &self.groups);
-            self.stairs[j].put(self.slot[b], key(load), tokens)?;
+            self.mark(b)?;
         } else {
             return Ok(false);
         }
@@ -310,9 +350,9 @@ impl Forming {
 /// The first waiting position in `from..to` of degree `j`'s order that the step can place: any
 /// while ranks are free for a group of its degree, else the first that some group of its degree
 /// takes within the target and the cap. The next waiting position comes from `links` (most
-/// often it is the answer); past it, heights fall along a degree's order, so the groups a
-/// position's height leaves room in only grow along it, and so does the fewest tokens among
-/// them: the tree tests a node at its last position and is exact there.
+/// often it is the answer: the pools test it); past it, heights fall along a degree's order, so
+/// the groups a position's height leaves room in only grow along it, and so does the fewest
+/// tokens among them: the tree tests a node at its last position and is exact there.
 #[allow(clippy::too_many_arguments)]
 fn next_placeable(
     problem: &Problem,
@@ -320,42 +360,42 @@ fn next_placeable(
     by_degree: &[u32],
     shares: &MinTree<u64>,
     links: &mut [u32],
-    forming: &Forming,
+    forming: &mut Forming,
     j: usize,
     from: usize,
     to: usize,
     tau: f64,
-) -> Option<usize> {
+) -> Result<Option<usize>> {
     let first = next_waiting(links, from);
     if first >= to {
-        return None;
+        return Ok(None);
     }
     if forming.free >= problem.degrees[j] {
-        return Some(first);
+        return Ok(Some(first));
     }
     if forming.opened[j] == 0 {
-        return None;
+        return Ok(None);
     }
-    let stairs = &forming.stairs[j];
+    if forming.takes(problem, &items[by_degree[first] as usize], tau)? {
+        return Ok(Some(first));
+    }
+    let stairs = forming.stairs(j)?;
     let fewest_tokens = |slot: usize| {
         let height = items[by_degree[slot] as usize].height;
         stairs.least_within(|load| f64::from_bits(load) + height <= tau)
     };
     let fits =
         |slot: usize, share: u64| fewest_tokens(slot).checked_add(share).is_some_and(|t| t <= problem.cap);
-    if fits(first, shares.get(first)) {
-        return Some(first);
-    }
     // The fewest tokens of any group of the degree, whatever its time: a node whose least share
     // does not fit even that is passed without asking the stairs.
     let fewest = stairs.least_within(|_| true);
     let room = problem.cap.saturating_sub(fewest);
-    shares.first(
+    Ok(shares.first(
         first + 1,
         to,
         &mut |last, least| fewest <= problem.cap && least <= room && fits(last, least),
         &mut |slot, share| fits(slot, share),
-    )
+    ))
 }
 
 /// The plan for one target, or `None` once its steps add up to `limit` or more. With
@@ -402,11 +442,15 @@ fn plan_for(
     while left > 0 {
         forming.clear(problem.world_size);
         let mut step_degree: Option<usize> = None;
-        let next = |forming: &Forming, shares: &MinTree<u64>, links: &mut [u32], j: usize, from: usize| {
+        let next = |forming: &mut Forming,
+                    shares: &MinTree<u64>,
+                    links: &mut [u32],
+                    j: usize,
+                    from: usize| {
             next_placeable(problem, &items, &by_degree, shares, links, forming, j, from, start[j + 1], tau)
         };
         for j in 0..k {
-            candidate[j] = next(&forming, &shares, &mut links, j, start[j]);
+            candidate[j] = next(&mut forming, &shares, &mut links, j, start[j])?;
         }
         loop {
             let pick = (0..k)
@@ -428,13 +472,15 @@ fn plan_for(
                     step_degree = Some(j);
                 }
             }
-            candidate[j] = next(&forming, &shares, &mut links, j, slot + 1);
+            candidate[j] = next(&mut forming, &shares, &mut links, j, slot + 1)?;
             // The degrees that can no longer open a group are asked again; the others' answers
             // still hold (their groups did not change).
             for (other, next_slot) in candidate.iter_mut().enumerate() {
                 let c = problem.degrees[other];
                 if other != j && before >= c && forming.free < c {
-                    *next_slot = next_slot.and_then(|from| next(&forming, &shares, &mut links, other, from));
+                    if let Some(from) = *next_slot {
+                        *next_slot = next(&mut forming, &shares, &mut links, other, from)?;
+                    }
                 }
             }
         }

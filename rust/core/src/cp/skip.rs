@@ -68,12 +68,6 @@ impl<V: Least> MinTree<V> {
         self.len
     }
 
-    /// The number at `position` ([`Least::NONE`] once placed).
-    #[inline]
-    pub fn get(&self, position: usize) -> V {
-        self.tree[self.size + position]
-    }
-
     /// Set the number at `position` ([`Least::NONE`]: placed). The walk up stops where a
     /// node's least number stays what it was (most placed positions were not their node's
     /// least): the placements of a plan are this tree's hot path.
@@ -284,22 +278,56 @@ impl Stairs {
             self.present.resize(slot + 1, false);
         }
         if self.present[slot] {
-            self.remove(id);
+            self.root = self.erase(self.root, (self.nodes[slot].key, id));
         }
         self.nodes[slot] = Node { key, value, least: value, priority: priority(id), left: NIL, right: NIL };
         self.present[slot] = true;
-        let (left, right) = self.split(self.root, (key, id));
-        let left = self.merge(left, id);
-        self.root = self.merge(left, right);
+        self.root = self.insert_at(self.root, id);
         Ok(())
     }
 
-    fn remove(&mut self, id: u32) {
-        let key = self.nodes[id as usize].key;
-        let (left, rest) = self.split(self.root, (key, id));
-        let (_, right) = self.split(rest, (key, id + 1));
-        self.root = self.merge(left, right);
-        self.present[id as usize] = false;
+    /// The subtree `node` without the node of `key` (which it holds): one walk down to it, and
+    /// its two subtrees merged in its place.
+    fn erase(&mut self, node: u32, key: (u64, u32)) -> u32 {
+        let n = self.nodes[node as usize];
+        let here = (n.key, node);
+        if here == key {
+            return self.merge(n.left, n.right);
+        }
+        if key < here {
+            let left = self.erase(n.left, key);
+            self.nodes[node as usize].left = left;
+        } else {
+            let right = self.erase(n.right, key);
+            self.nodes[node as usize].right = right;
+        }
+        self.update(node);
+        node
+    }
+
+    /// The subtree `node` with node `id` added: one walk down to where its priority belongs,
+    /// and the subtree there split around it.
+    fn insert_at(&mut self, node: u32, id: u32) -> u32 {
+        if node == NIL {
+            return id;
+        }
+        let (n, new) = (self.nodes[node as usize], self.nodes[id as usize]);
+        if new.priority > n.priority {
+            let (left, right) = self.split(node, (new.key, id));
+            self.nodes[id as usize].left = left;
+            self.nodes[id as usize].right = right;
+            self.update(id);
+            return id;
+        }
+        if (new.key, id) < (n.key, node) {
+            let left = self.insert_at(n.left, id);
+            self.nodes[node as usize].left = left;
+        } else {
+            let right = self.insert_at(n.right, id);
+            self.nodes[node as usize].right = right;
+        }
+        self.update(node);
+        node
     }
 
     /// The least value of the groups whose key `within` accepts, or `u64::MAX` when none does.
