@@ -192,14 +192,17 @@ def plan_context_parallel(
     sequence (the smallest that fits them all) placed by the published greedy. The answer is
     deterministic.
 
-    Planning takes ``O(n log n)`` time per target the search tries, for any cost (the step loops
-    skip the sequences a step cannot take), and, beside the answer, memory for the
-    communication table and a few arrays per allowed degree (about ``24 · degrees + 100`` bytes a
+    Planning takes time near ``n log n`` for any cost, a cost that does not grow with the length
+    included (the step loops skip the sequences a step cannot take; ``benches/
+    bench_context_parallel.py --scaling``), and, beside the answer, memory for the
+    communication table and a few arrays per allowed degree (about ``40 · degrees + 130`` bytes a
     sequence). The answer holds a list slot (8 bytes) for every rank of every group of every
     step, a tuple and two lists per group (about 200 bytes) and an int per index (32 bytes);
     rank numbers are int objects shared by every group that names them (32 bytes per rank, once).
     A plan over many ranks costs about ``8 · world_size`` bytes a step: ten one-token sequences
-    on ``2**22`` ranks (ten steps over every rank) take 0.45 GB, 5,000 on 16,384 ranks 0.63 GB.
+    on ``2**22`` ranks (ten steps over every rank) take 0.45 GB, 5,000 on 16,384 ranks 0.66 GB,
+    and the call's peak stays within 11 % of that (``benches/bench_context_parallel.py
+    --memory``).
 
     Args:
         lengths: token count of each sequence (list/array of ints >= 0); never modified.

@@ -202,8 +202,8 @@ def cp_sample_id_groups(
         [[[0], [0], [1, 2], [1, 2]]]
         >>> cp_sample_id_groups([[(1, [0], [0])]], 4, widen_idle=True, cp_sizes=[1, 4])
         [[[0], [0], [0], [0]]]
-        >>> cp_sample_id_groups([[(3, [0, 1, 2], [0]), (2, [3, 4], [1])]], 5)
-        [[[0], [0], [0], [1], [1]]]
+        >>> cp_sample_id_groups([[(2, [0, 1], [1]), (3, [2, 3, 4], [0])]], 5)
+        [[[1], [1], [0], [0], [0]]]
     """
     world = check_count(world_size, "world_size")
     degrees = None if cp_sizes is None else cp_degrees(world, cp_sizes)
