@@ -376,7 +376,7 @@ pub fn megatron<'a>(problem: &'a Problem<'a>, workload: Workload, interrupt: &In
                 }
             }
         }
-        let step = match fill(problem, &mut forming.groups, forming.free) {
+        let step = match fill(problem, &mut forming.groups, forming.free, interrupt)? {
             Some(step) => step,
             None => {
                 // Formed again as one group of every rank: the sequences of this step wait again,
@@ -411,9 +411,18 @@ pub fn megatron<'a>(problem: &'a Problem<'a>, workload: Workload, interrupt: &In
 /// The step once its idle ranks are filled: while ranks are free, the first group of the
 /// smallest degree moves up to the next allowed degree. `None` when no group can and a group of
 /// every rank is allowed (the caller forms the step again as one); idle ranks stay otherwise.
-fn fill(problem: &Problem, groups: &mut [Open], mut free: u32) -> Option<Vec<Group>> {
+fn fill(
+    problem: &Problem,
+    groups: &mut [Open],
+    mut free: u32,
+    interrupt: &Interrupt,
+) -> Result<Option<Vec<Group>>> {
     let k = problem.k();
+    let mut round = 0usize;
     while free > 0 {
+        // Up to one round per free rank (sizes one apart): ask about Ctrl-C now and then.
+        round += 1;
+        interrupt.every(round)?;
         let narrowest = groups.iter().map(|g| g.degree).min().unwrap_or(k - 1);
         let needed = (narrowest + 1 < k).then(|| problem.degrees[narrowest + 1] - problem.degrees[narrowest]);
         match needed {
@@ -423,16 +432,15 @@ fn fill(problem: &Problem, groups: &mut [Open], mut free: u32) -> Option<Vec<Gro
                 }
                 free -= needed;
             }
-            _ if problem.degrees[k - 1] == problem.world_size => return None,
+            _ if problem.degrees[k - 1] == problem.world_size => return Ok(None),
             _ => break,
         }
     }
-    Some(
-        groups
-            .iter_mut()
-            .map(|g| Group { degree: g.degree, members: std::mem::take(&mut g.members) })
-            .collect(),
-    )
+    let mut step = alloc::with_capacity(groups.len(), "a step's groups")?;
+    step.extend(
+        groups.iter_mut().map(|g| Group { degree: g.degree, members: std::mem::take(&mut g.members) }),
+    );
+    Ok(Some(step))
 }
 
 /// [`megatron`] as the rules read: every waiting sequence visited in every step, every group
@@ -498,7 +506,7 @@ pub(super) fn megatron_plain(problem: &Problem, workload: Workload) -> Steps {
                 }
             }
         }
-        match fill(problem, &mut groups, free) {
+        match fill(problem, &mut groups, free, &Interrupt::NEVER).unwrap() {
             Some(step) => {
                 steps.push(step);
                 pending = waiting;

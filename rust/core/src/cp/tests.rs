@@ -226,8 +226,15 @@ fn the_greedy_opens_joins_and_closes_as_the_spec_reads() {
 fn an_interrupt_stops_the_plan() {
     let owned = Owned::new((0..20_000).map(|i| i % 37 + 1).collect(), 8, 64, 0.0, 0.1);
     let stop = || true;
-    let error = plan(&owned.problem(), Method::Best, &Interrupt::new(&stop)).unwrap_err();
-    assert_eq!(error, CpError::Core(CoreError::Interrupted));
+    for method in [
+        Method::Best,
+        Method::OneSizePerStep,
+        Method::Megatron(Workload::Shipped),
+        Method::Megatron(Workload::Judged),
+    ] {
+        let error = plan(&owned.problem(), method, &Interrupt::new(&stop)).unwrap_err();
+        assert_eq!(error, CpError::Core(CoreError::Interrupted), "{method:?}");
+    }
 }
 
 #[test]
