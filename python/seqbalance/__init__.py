@@ -15,7 +15,14 @@ from __future__ import annotations
 from . import _compat, _headroom  # noqa: F401  (_headroom checks the room to load _native)
 from ._errors import PartitionError
 from ._native import __version__
-from .costs import ModelCost, TimeCost, TransformerCost, calculate_workload, profile
+from .costs import (
+    ModelCost,
+    StepTimer,
+    TimeCost,
+    TransformerCost,
+    calculate_workload,
+    profile,
+)
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
@@ -85,6 +92,7 @@ __all__ = [
     "profile",
     "simulate_step",
     "StepTime",
+    "StepTimer",
     "StreamPacker",
     "refine_partitions",
 ]

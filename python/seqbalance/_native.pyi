@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+"""The version of seqbalance, as its native extension was built (``seqbalance.__version__``)."""
 
 __all__ = [
     "__version__",

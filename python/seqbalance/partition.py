@@ -23,6 +23,7 @@ from ._errors import PartitionError
 from ._inputs import (
     EqualSize,
     Lengths,
+    as_int64_array,
     check_equal_size,
     check_greedy_equal_size,
     check_k_partitions,
@@ -30,6 +31,7 @@ from ._inputs import (
     check_shape,
     normalize_weights,
 )
+from .costs.workload import Cost, sample_costs
 
 # Shape errors raised by the extension are this package's PartitionError; the extension imports
 # nothing of the package, so it is handed the class here.
@@ -46,7 +48,7 @@ __all__ = [
 
 
 def karmarkar_karp(
-    seqlen_list: Lengths, k_partitions: int, equal_size: EqualSize
+    seqlen_list: Lengths, k_partitions: int, equal_size: EqualSize, *, cost: Cost | None = None
 ) -> list[list[int]]:
     """Split items into ``k_partitions`` parts of nearly equal sums (largest differencing method).
 
@@ -65,6 +67,13 @@ def karmarkar_karp(
             real one), which are then dropped, nothing re-ordered; it is identical to ``True``
             when ``k_partitions`` divides ``n``. ``False`` leaves counts free. Python or NumPy
             bools and the ints 0/1 are accepted; anything else is a ``TypeError``.
+        cost: ``None`` (default): the values are the weights, the reference's behaviour. Else
+            ``seqlen_list`` holds token lengths (non-negative ints) and each item weighs what
+            ``cost`` gives its length, as every planner's ``cost=`` does: ``"tokens"``,
+            ``"workload"``, per-item weights, a callable on the lengths such as `ModelCost`,
+            `TimeCost` or `TransformerCost` (called once, on an ``int64`` array). The answer is
+            exactly that of the same call on those weights
+            (``seqbalance.costs.sample_costs(cost, lengths)``).
 
     Returns:
         ``k_partitions`` lists of item indexes, heaviest part first; inside a part, indexes are in
@@ -74,7 +83,8 @@ def karmarkar_karp(
     Raises:
         PartitionError: fewer items than parts, or ``equal_size`` with ``n % k != 0``.
         ValueError: ``k_partitions < 1``, a negative, NaN or infinite value, ints summing past
-            ``2**53`` beside floats, or an array that is not 1-D.
+            ``2**53`` beside floats, or an array that is not 1-D; with ``cost``, an unknown cost
+            name or a cost giving another number of weights than there are lengths.
         TypeError: a non-integer ``k_partitions``, an item that is not a number, float32
             items mixed with other numbers (no reference precision), or an ``equal_size`` other
             than the above (``None``, the string ``"False"``, ``2``).
@@ -85,13 +95,23 @@ def karmarkar_karp(
     [[3, 0], [2, 1]]
     >>> karmarkar_karp([10, 20, 30, 40, 50], 2, "nearly")
     [[0, 3, 2], [4, 1]]
+    >>> karmarkar_karp([1000, 4000, 3000, 1000], 2, False, cost="workload")
+    [[0, 2, 3], [1]]
     """
+    if cost is not None:
+        seqlen_list = _weights(seqlen_list, cost)
     answer = _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
     if answer is None:
         answer = _native.karmarkar_karp(
             *_checked(seqlen_list, k_partitions, equal_size), checked=True
         )
     return cast("list[list[int]]", answer)
+
+
+def _weights(seqlen_list: Any, cost: Any) -> np.ndarray:
+    """What each length weighs under ``cost``: the planners' `sample_costs` on the lengths read
+    as ``int64``. Computed first, so errors come in the order of the same call on the weights."""
+    return sample_costs(cost, as_int64_array(seqlen_list, "seqlen_list"))
 
 
 def _checked(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> tuple[Any, int, EqualSize]:
@@ -105,13 +125,18 @@ def _checked(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> tuple[Any,
 
 
 def get_seqlen_balanced_partitions(
-    seqlen_list: Lengths, k_partitions: int, equal_size: EqualSize, *, refine: bool | str = False
+    seqlen_list: Lengths,
+    k_partitions: int,
+    equal_size: EqualSize,
+    *,
+    refine: bool | str = False,
+    cost: Cost | None = None,
 ) -> list[list[int]]:
     """Balanced partition of item indexes, each part sorted ascending, heaviest part first.
 
     verl's and TransferQueue's entry point: the same parts as `karmarkar_karp`, in the same
     order (samplers hand part ``r`` to data-parallel rank ``r``), with each part's indexes sorted.
-    Arguments and errors as in `karmarkar_karp`.
+    Arguments (``cost`` included) and errors as in `karmarkar_karp`.
 
     Args:
         refine: ``False`` (default) returns exactly the reference's answer. ``True`` improves it
@@ -124,7 +149,11 @@ def get_seqlen_balanced_partitions(
 
     >>> get_seqlen_balanced_partitions([10, 20, 30, 40], 2, True)
     [[0, 3], [1, 2]]
+    >>> get_seqlen_balanced_partitions([1000, 4000, 3000, 1000], 2, False, cost="workload")
+    [[0, 2, 3], [1]]
     """
+    if cost is not None:
+        seqlen_list = _weights(seqlen_list, cost)
     # (The extension reads an explicit refine=None as left out: None goes to check_refine.)
     answer = (
         None
@@ -139,18 +168,23 @@ def get_seqlen_balanced_partitions(
     return cast("list[list[int]]", answer)
 
 
-def greedy_partition(seqlen_list: Lengths, k_partitions: int, equal_size: bool) -> list[list[int]]:
+def greedy_partition(
+    seqlen_list: Lengths, k_partitions: int, equal_size: bool, *, cost: Cost | None = None
+) -> list[list[int]]:
     """verl's greedy helper: each item, in input order, onto the part with the smallest sum.
 
     Ties go to the lowest part number. With ``equal_size`` each value is compared with
     ``sum(values) + 1`` added, which keeps the counts equal. Indexes inside a part are ascending.
-    Arguments and errors as in `karmarkar_karp`; float weights replay the reference's
-    arithmetic, and where its rounding breaks the equal counts ``PartitionError`` is raised.
+    Arguments (``cost`` included) and errors as in `karmarkar_karp`; float weights replay the
+    reference's arithmetic, and where its rounding breaks the equal counts ``PartitionError`` is
+    raised.
     ``equal_size="nearly"`` is a ``ValueError`` (not supported here).
 
     >>> greedy_partition([5, 1, 1, 4, 2], 2, False)
     [[0, 4], [1, 2, 3]]
     """
+    if cost is not None:
+        seqlen_list = _weights(seqlen_list, cost)
     answer = _native.greedy_partition(seqlen_list, k_partitions, equal_size)
     if answer is None:
         k = check_k_partitions(k_partitions)
@@ -167,11 +201,12 @@ def partition_ids(
     *,
     equal_size: EqualSize = False,
     refine: bool | str = False,
+    cost: Cost | None = None,
 ) -> npt.NDArray[np.int64]:
     """For every item, the number of its part, numbered as `get_seqlen_balanced_partitions`.
 
     The fast path for large inputs and for indexing tensors: no Python object per item.
-    Arguments and errors as in `karmarkar_karp`; ``refine`` as in
+    Arguments (``cost`` included) and errors as in `karmarkar_karp`; ``refine`` as in
     `get_seqlen_balanced_partitions` (the refined parts, numbered heaviest first).
 
     Returns:
@@ -180,6 +215,8 @@ def partition_ids(
     >>> partition_ids([10, 20, 30, 40], 2, equal_size=True).tolist()
     [0, 1, 1, 0]
     """
+    if cost is not None:
+        seqlen_list = _weights(seqlen_list, cost)
     answer = (
         None
         if refine is None

@@ -50,7 +50,7 @@ const SIGNAL_EVERY: usize = 1 << 16;
 
 /// Let Python handle pending signals when `position` ends a run of [`SIGNAL_EVERY`] items.
 #[inline(always)]
-fn poll_signals(py: Python<'_>, position: usize) -> PyResult<()> {
+pub fn poll_signals(py: Python<'_>, position: usize) -> PyResult<()> {
     if position % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
         py.check_signals()?;
     }
@@ -89,7 +89,7 @@ pub fn init_shared_indexes(py: Python<'_>) {
 }
 
 /// An empty Python list of `len` slots, or the `MemoryError` Python raised.
-fn new_list(py: Python<'_>, len: usize) -> PyResult<Bound<'_, PyList>> {
+pub fn new_list(py: Python<'_>, len: usize) -> PyResult<Bound<'_, PyList>> {
     let len =
         ffi::Py_ssize_t::try_from(len).map_err(|_| out_of_memory("a result list", len.saturating_mul(8)))?;
     // SAFETY: the GIL is held; a NULL result comes with the Python error set, which
@@ -98,8 +98,15 @@ fn new_list(py: Python<'_>, len: usize) -> PyResult<Bound<'_, PyList>> {
     unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len)).map(|list| list.cast_into_unchecked()) }
 }
 
+/// A new reference to the shared int object of `value`, if `value` is below the shared ones.
+pub fn shared_int(py: Python<'_>, value: u64) -> Option<*mut ffi::PyObject> {
+    let shared = INDEXES.get(py)?;
+    let item = shared.get(usize::try_from(value).ok()?)?;
+    Some(item.clone_ref(py).into_ptr())
+}
+
 /// Put `item` (a new reference, or NULL with a Python error set) at `position` of a new `list`.
-fn set_new_item(
+pub fn set_new_item(
     py: Python<'_>,
     list: &Bound<'_, PyList>,
     position: usize,

@@ -13,6 +13,13 @@ from seqbalance.cli.readers import synthetic_rl_batch
 from tests.cli._cli_runs import assert_one_line_error, run
 
 TRUE = (2e-3, 3e-5, 1e-8, 4e-13)
+SMALL_CONFIG = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 256,
+    "vocab_size": 1000,
+}
 
 
 def measured(count=60, seed=0, noise=0.02):
@@ -150,7 +157,18 @@ def test_the_per_rank_plan_reports_each_ranks_time(saved):
         (['{"lengths": [3, 1.5], "seconds": 1}'], ['"lengths"[1] must be a positive integer']),
         (['{"lengths": [3], "seconds": -1}'], ["log.jsonl:1", '"seconds" must be a positive']),
         (['{"lengths": [3], "seconds": NaN}'], ['"seconds" must be a positive finite']),
-        (['{"lengths": [3]}'], ['"seconds" must be a positive finite number, got null']),
+        # A missing field is named as missing; a null one is shown as null.
+        (['{"lengths": [3]}'], ["log.jsonl:1", 'no "seconds" field']),
+        (['{"seconds": 1}'], ["log.jsonl:1", 'no "lengths" field']),
+        (
+            ['{"lengths": [3], "seconds": null}'],
+            ['"seconds" must be a positive finite number, got null'],
+        ),
+        # A number beyond float64 is named with its line, not a bare OverflowError.
+        (
+            ['{"lengths": [3], "seconds": 1}', '{"lengths": [3], "seconds": ' + "7" * 400 + "}"],
+            ["log.jsonl:2:", '"seconds" must be a positive finite number', "400 digits"],
+        ),
         (['{"lengths": [3], "seconds": 1}'] * 5, ["5 measured micro-batches", "at least 6"]),
         (['{"lengths": [3], "seconds": 1}'] * 6, ["cannot tell apart the coefficients"]),
     ],
@@ -184,13 +202,54 @@ def test_time_cost_failures_are_one_line(tmp_path, saved, log):
         "only one of --cost, --model-config and --time-cost",
     )
     assert_one_line_error(run("partition", "--time-cost", str(tmp_path / "x.json")), "no such file")
-    assert_one_line_error(run("partition", "--time-cost", log), "log.jsonl", "not valid JSON")
+    # A log passed where its fit belongs: said so, with the command that fits it.
+    assert_one_line_error(
+        run("partition", "--time-cost", log),
+        "log.jsonl: looks like a log for seqbalance calibrate",
+        f"seqbalance calibrate {log} --out time-cost.json",
+    )
+    one_line = tmp_path / "one.jsonl"
+    one_line.write_text(open(log).readline())
+    assert_one_line_error(
+        run("plan", "--time-cost", str(one_line), "--max-token-len", "99999"),
+        "looks like a log for seqbalance calibrate",
+    )
     damaged = tmp_path / "damaged.json"
     data = json.loads(open(saved).read())
     data["coefficients"]["per_token"] = -1
     damaged.write_text(json.dumps(data))
     assert_one_line_error(
         run("partition", "--time-cost", str(damaged)), "damaged.json", "per_token"
+    )
+    # A coefficient beyond float64 is named like a negative one, never a bare OverflowError.
+    data["coefficients"]["per_token"] = 10**400
+    damaged.write_text(json.dumps(data))
+    assert_one_line_error(
+        run("partition", "--time-cost", str(damaged)),
+        "damaged.json",
+        '"coefficients"."per_token" must be finite and >= 0, got an integer of 401 digits',
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag"),
+    [
+        (["--cost", "workload"], "--cost"),
+        (["--time-cost", "SAVED"], "--time-cost"),
+        (["--model-config", "CONFIG"], "--model-config"),
+    ],
+)
+def test_float_costs_name_the_flag_that_weighs_lengths(tmp_path, saved, flags, flag):
+    costs = tmp_path / "costs.txt"
+    costs.write_text("1.5\n2.5\n3.0\n4.5\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(SMALL_CONFIG))
+    files = {"SAVED": saved, "CONFIG": str(config)}
+    args = [files.get(value, value) for value in flags]
+    assert_one_line_error(
+        run("partition", str(costs), "-k", "2", *args),
+        f"these are float costs, not token lengths: {flag} weighs whole token lengths",
+        f"(drop {flag}",
     )
 
 

@@ -307,6 +307,10 @@ def test_a_config_object_and_its_dict_agree(family, attribute_map):
 
 
 SMALL = {**BASE, "num_hidden_layers": 2, "intermediate_size": 32}
+LFM2_MOE = {
+    "model_type": "lfm2_moe", "conv_L_cache": 3, "num_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 8, "num_dense_layers": 1,
+}  # fmt: skip
 REFUSED = [
     ({**SMALL, "model_type": "bert"}, "model_type"),
     ({**SMALL, "model_type": "zamba2"}, "model_type"),
@@ -327,6 +331,10 @@ REFUSED = [
     ({**SMALL, "attn_layer_period": 8, "mamba_d_state": 16}, "attn_layer_period"),
     ({**SMALL, "model_type": "llama", "layers_block_type": ["mamba"] * 2}, "layers_block_type"),
     ({**SMALL, "num_hidden_layers": 100_001}, "num_hidden_layers"),
+    # transformers' Lfm2MoeConfig() default: LFM2 mixes convolution and attention layers, and
+    # its MoE config reads no full_attn_idxs, so only layer_types says which layer is which.
+    ({**SMALL, **LFM2_MOE, "layer_types": None}, "layer_types"),
+    ({**SMALL, **LFM2_MOE, "full_attn_idxs": [1]}, "layer_types"),
 ]  # fmt: skip
 
 
@@ -454,3 +462,52 @@ def test_describe_counts_ssm_conv_and_mlp_only_layers():
     )
     assert first_line("mamba") == "ModelCost: 2 layers (2 mamba), no MLPs; training = 3 x forward"
     assert first_line("lfm2").startswith("ModelCost: 3 layers (1 full attention, 2 conv), dense")
+
+
+def test_lfm2_moe_is_modelled_once_its_layer_types_are_given():
+    config = {**SMALL, **LFM2_MOE, "layer_types": ["conv", "full_attention"]}
+    cost = ModelCost.from_config(config)
+    assert cost.layer_types == ("conv", "full_attention")
+    assert ModelCost.from_config(
+        {**SMALL, **LFM2_MOE}, layer_types=["conv", "conv"]
+    ).layer_types == (
+        "conv",
+        "conv",
+    )
+
+
+@pytest.mark.parametrize(
+    ("indexes", "kinds"),
+    [
+        (None, ["full_attention"] * 3),  # Lfm2Config(): every layer attends, as its model builds
+        ([1], ["conv", "full_attention", "conv"]),
+    ],
+)
+def test_lfm2_with_null_layer_types_reads_full_attn_idxs_as_transformers_does(indexes, kinds):
+    config = {**BASE, "model_type": "lfm2", "num_hidden_layers": 3, "intermediate_size": 32,
+              "conv_L_cache": 3, "layer_types": None, "full_attn_idxs": indexes}  # fmt: skip
+    assert list(ModelCost.from_config(config).layer_types) == kinds
+
+
+@pytest.mark.integration
+def test_transformers_default_lfm2_configs():
+    transformers = pytest.importorskip("transformers")
+    moe = transformers.Lfm2MoeConfig()
+    assert moe.layer_types is None  # the default this refusal is about
+    for config in (moe, moe.to_dict()):
+        with pytest.raises(ValueError, match=r"layer_types=None"):
+            ModelCost.from_config(config)
+    dense = transformers.Lfm2Config()
+    cost = ModelCost.from_config(dense)
+    assert list(cost.layer_types) == list(dense.layer_types) == ["full_attention"] * 32
+    dropped = {**dense.to_dict(), "layer_types": None, "full_attn_idxs": None}
+    assert ModelCost.from_config(dropped).flops([1, 1000]) == cost.flops([1, 1000])
+
+
+def test_layer_types_passed_as_an_override_answers_a_refused_layer_pattern():
+    # The refusals say "pass layer_types=": passing it to from_config is enough.
+    hybrid = {**SMALL, "attn_layer_period": 8, "mamba_d_state": 16}
+    with pytest.raises(ValueError, match="attn_layer_period"):
+        ModelCost.from_config(hybrid)
+    cost = ModelCost.from_config(hybrid, layer_types=["full_attention"] * 2)
+    assert cost.layer_types == ("full_attention", "full_attention")

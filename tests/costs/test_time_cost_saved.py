@@ -48,6 +48,8 @@ def test_a_hostile_field_is_refused_by_name_or_changes_nothing(with_model, where
     key = sorted(data)[where % len(data)]
     if inside and isinstance(data[key], dict) and data[key]:
         data[key][sorted(data[key])[where % len(data[key])]] = value
+    elif inside and isinstance(data[key], list) and not data[key]:
+        data[key].append(value)  # recent_errors, undetermined: an item where none was
     elif inside and isinstance(data[key], list):
         items = data[key]
         if isinstance(items[0], list):  # the factor

@@ -27,6 +27,8 @@ SEQLEN_MODULE = '''
 """Stand-in for {package}.utils.seqlen_balancing (upstream's function names and signatures)."""
 import heapq
 
+import numpy
+
 
 def _set_key(s):
     return (s[0], len(s[1]), s[1])
@@ -94,13 +96,15 @@ def get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size):
     return [sorted(part) for part in parts]
 
 
-def calculate_workload(seqlen):
-    return 24576 * seqlen + seqlen * seqlen
+def calculate_workload(seqlen_list):
+    # verl's (a tensor there; NumPy here, the same int64 arithmetic).
+    seqlen_list = numpy.asarray(seqlen_list)
+    return 24576 * seqlen_list + seqlen_list**2
 
 
 def rearrange_micro_batches(seqlens, num_micro_batches):
-    # Like verl's: workloads as a list, balanced through the module global.
-    workloads = [calculate_workload(s) for s in seqlens]
+    # Like verl's: workloads of the int64 lengths, as a list, balanced through the module global.
+    workloads = calculate_workload(numpy.asarray(seqlens, dtype=numpy.int64)).tolist()
     return get_seqlen_balanced_partitions(workloads, num_micro_batches, equal_size=False)
 '''
 
@@ -124,9 +128,10 @@ def get_group_balanced_partitions(seqlen_list, uid_list, k_partitions):
     return [sorted(i for g in part for i in groups[g]) for part in parts]
 """
 
-# A trainer module that imports the partitioner by name, as verl's ray_trainer.py does.
+# A trainer module that imports the partitioner (and verl's workload) by name, as verl's
+# ray_trainer.py does.
 TRAINER_MODULE = """
-from {package}.utils.seqlen_balancing import get_seqlen_balanced_partitions
+from {package}.utils.seqlen_balancing import calculate_workload, get_seqlen_balanced_partitions
 from {package}.utils import seqlen_balancing as _seqlen_balancing
 kk_alias = getattr(_seqlen_balancing, "karmarkar_karp", None)  # another name for a copy
 from seqbalance import get_seqlen_balanced_partitions as chosen_on_purpose
@@ -134,15 +139,21 @@ from seqbalance import get_seqlen_balanced_partitions as chosen_on_purpose
 
 def balance_batch(seqlens, world_size):
     return get_seqlen_balanced_partitions(seqlens, k_partitions=world_size, equal_size=True)
+
+
+def balance_by_workload(seqlens, world_size):
+    # verl's _balance_batch: the workload of each sample, balanced with equal counts.
+    workloads = calculate_workload(seqlens)
+    return get_seqlen_balanced_partitions(workloads, k_partitions=world_size, equal_size=True)
 """
 
 LATE_MODULE = """
-from {package}.utils.seqlen_balancing import get_seqlen_balanced_partitions
+from {package}.utils.seqlen_balancing import calculate_workload, get_seqlen_balanced_partitions
 """
 
 # A module outside the package that imported the partitioner by name: install() leaves it be.
 OUTSIDE_MODULE = """
-from {package}.utils.seqlen_balancing import get_seqlen_balanced_partitions
+from {package}.utils.seqlen_balancing import calculate_workload, get_seqlen_balanced_partitions
 """
 
 INTEGRATIONS = {
@@ -192,6 +203,7 @@ class StandIn:
             for name in (*PARTITIONERS, "get_group_balanced_partitions")
             if hasattr(self.module, name)
         }
+        self.workload = self.module.calculate_workload
 
 
 def _replace_function(source: str, name: str, body: str | None) -> str:

@@ -1,4 +1,5 @@
-"""The Ray worker path: ``worker_process_setup_hook`` runs ``install()`` in every worker process.
+"""The Ray worker path: ``worker_process_setup_hook`` runs ``install()`` in every worker process,
+and ``SEQBALANCE_COST`` in the runtime env's ``env_vars`` gives that argument-less call a cost.
 
 Needs Ray (``pip install ray``); skipped without it. The workers import the on-disk stand-in verl
 tree of ``tests/_trainer_standins.py`` (no torch needed) and seqbalance through ``PYTHONPATH``
@@ -9,10 +10,12 @@ wheel. Starting Ray takes 10-30 s.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -40,6 +43,9 @@ def probe(seqlens, world_size):
         "module": module.get_seqlen_balanced_partitions is sb_verl.get_seqlen_balanced_partitions,
         "by_name": trainer.get_seqlen_balanced_partitions is sb_verl.get_seqlen_balanced_partitions,
         "answer": trainer.balance_batch(seqlens, world_size),
+        # SEQBALANCE_COST in the runtime env: the argument-less hook balances by that cost.
+        "workload": trainer.calculate_workload is sb_verl.calculate_workload,
+        "weights": [int(value) for value in trainer.calculate_workload(seqlens)],
     }
 """
 
@@ -57,6 +63,11 @@ def ray_job_with_hook(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     standin = StandIn(tmp_path, "verl")
     (tmp_path / "seqbalance_ray_probe.py").write_text(PROBE_MODULE)
+    batches = [[100], [200, 300], [4000], [1000, 1000, 50], [8000], [30, 60, 90], [2500, 700]]
+    cost = seqbalance.TimeCost.fit(
+        batches, [1e-3 + sum(2e-5 + 1e-8 * n for n in b) for b in batches]
+    )
+    (tmp_path / "time-cost.json").write_text(json.dumps(cost.to_dict()))
     importlib.invalidate_caches()
     package_dir = str(Path(seqbalance.__file__).resolve().parent.parent)
     pythonpath = os.pathsep.join(
@@ -68,12 +79,15 @@ def ray_job_with_hook(tmp_path, monkeypatch):
         log_to_driver=False,
         object_store_memory=100 * 1024 * 1024,
         runtime_env={
-            "env_vars": {"PYTHONPATH": pythonpath},
+            "env_vars": {
+                "PYTHONPATH": pythonpath,
+                "SEQBALANCE_COST": str(tmp_path / "time-cost.json"),
+            },
             "worker_process_setup_hook": "seqbalance.integrations.verl.install",
         },
     )
     try:
-        yield standin
+        yield standin, cost
     finally:
         ray.shutdown()
         sb_verl.uninstall()
@@ -83,7 +97,7 @@ def ray_job_with_hook(tmp_path, monkeypatch):
 
 
 def test_setup_hook_installs_in_every_worker(ray_job_with_hook):
-    standin = ray_job_with_hook
+    standin, cost = ray_job_with_hook
     probe_module = importlib.import_module("seqbalance_ray_probe")
     probe = ray.remote(probe_module.probe)
     seqlens = [5, 90, 3, 41, 77, 12, 8, 60]
@@ -95,4 +109,6 @@ def test_setup_hook_installs_in_every_worker(ray_job_with_hook):
         assert result["module"], result
         assert result["by_name"], result  # imported after the hook ran: picked up by itself
         assert result["answer"] == expected
+        assert result["workload"], result
+        assert result["weights"] == np.rint(cost(seqlens) * 1e9).astype(np.int64).tolist()
     assert not sb_verl.is_installed()

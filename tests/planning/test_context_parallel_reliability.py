@@ -108,3 +108,34 @@ def test_too_little_memory_is_a_memory_error_and_the_next_call_works():
     )
     assert second == "[[(2, [0, 1], [1])], [(2, [0, 1], [0])]]"
     assert "PanicException" not in child.stderr
+
+
+def test_an_answer_too_large_for_memory_is_a_memory_error_and_the_next_call_works():
+    # Ten one-token sequences on 2**24 ranks: ten steps over every rank, 1.3 GB of list slots. The
+    # answer's lists were built with pyo3 calls that panic on a null object: under an address-
+    # space limit that surfaced as "RuntimeError: seqbalance internal error ... PyObject pointer
+    # is null".
+    child = helpers.run_child(
+        """
+        limit_memory(800)
+        try:
+            seqbalance.plan_context_parallel([1] * 10, 2**24, 1)
+        except MemoryError as error:
+            print("MemoryError:", error)
+        else:
+            print("no error")
+        print(seqbalance.plan_context_parallel([5, 9], 2, 8))
+        print(len(seqbalance.plan_context_parallel([1] * 3, 2**20, 1)))
+        """,
+        prelude=PRELUDE,
+    )
+    assert child.returncode == 0, child.stderr
+    first, second, third = child.stdout.splitlines()
+    assert re.match(
+        r"MemoryError: seqbalance ran out of memory: could not allocate \d+ bytes for the plan's "
+        r"lists",
+        first,
+    ), first
+    assert second == "[[(2, [0, 1], [1])], [(2, [0, 1], [0])]]"
+    assert third == "3"
+    assert "internal error" not in child.stderr and "PanicException" not in child.stderr

@@ -46,7 +46,8 @@ def accepted() -> None:
     steps: list[list[tuple[int, list[int], list[int]]]] = plan_context_parallel(
         np.array([9, 40]), 4, 16, cost=lambda v: v * 1.5, comm=lambda L, c: 0.1 * L, cp_sizes=[1, 4]
     )
-    assert steps
+    single = plan_context_parallel([9, 40], 6, 16, cp_sizes=[3, 6], one_cp_size_per_step=True)
+    assert steps and single
 
 
 def refused() -> None:
@@ -59,3 +60,4 @@ def refused() -> None:
     lists: list[list[int]] = pack_sequences([3, 4], 8, as_ids=True)  # type: ignore[assignment]
     assert lists is not None
     plan_context_parallel([3, 4], 8, 16, comm="ring")  # type: ignore[arg-type]
+    plan_context_parallel([3, 4], 8, 16, one_cp_size_per_step="yes")  # type: ignore[arg-type]

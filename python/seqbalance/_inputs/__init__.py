@@ -18,6 +18,7 @@ from .arguments import (
     SupportsArray,
     SupportsDLPack,
     _describe,
+    as_float,
     check_choice,
     check_count,
     check_count_bound,
@@ -35,6 +36,7 @@ from .arguments import (
     check_refine,
     check_shape,
     check_step_model,
+    show_number,
 )
 from .weights import (
     MAX_INT_SUM_WITH_FLOATS,
@@ -62,6 +64,7 @@ __all__ = [
     "SupportsDLPack",
     "Weights",
     "_describe",
+    "as_float",
     "as_array",
     "as_int64_array",
     "check_choice",
@@ -86,4 +89,5 @@ __all__ = [
     "normalize_weights",
     "plain_int64_array",
     "read_length",
+    "show_number",
 ]

@@ -6,6 +6,8 @@ the same from ``plan_micro_batches`` as from ``partition_ids``.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Mapping, Sequence, Set
 from typing import Any, Literal, Protocol, SupportsIndex
 
@@ -52,6 +54,45 @@ def _describe(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+def as_float(value: Any) -> float:
+    """``float(value)``, or ``inf`` (``-inf``) for an int beyond float64's range.
+
+    Python ints have no bound, and ``float(10**400)`` raises a bare ``OverflowError``; as an
+    infinity the caller's own "positive and finite" check refuses it by name, as it refuses
+    ``float("inf")``. Show such a value with `show_number`, not as the infinity.
+
+    Examples:
+        >>> as_float(3), as_float(10**400), as_float(-(10**400))
+        (3.0, inf, -inf)
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def show_number(value: Any) -> str:
+    """A number as an error message shows it: ``repr``, except an int beyond float64, shown by
+    its size (its digits would fill the message, and ``str`` refuses ints past 4,300 digits).
+
+    Examples:
+        >>> show_number(0.5), show_number(np.int64(-3))
+        ('0.5', '-3')
+        >>> show_number(10**400)
+        'an integer of 401 digits (beyond float64)'
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, int) and not math.isfinite(as_float(value)):
+        try:
+            digits = f"{len(str(abs(value)))} digits"
+        except ValueError:  # past the interpreter's int-to-str digit limit
+            digits = f"more than {sys.get_int_max_str_digits():,} digits"
+        sign = "a negative integer" if value < 0 else "an integer"
+        return f"{sign} of {digits} (beyond float64)"
+    return repr(value)
 
 
 def check_per_item(values: Any, name: str, what: str) -> None:

@@ -139,6 +139,9 @@ class ModelFlops:
     FLOPs pass ``2**63 - 1`` rather than rounding it.
     """
 
+    #: The flag that sets this cost, for messages.
+    flag = "--model-config"
+
     def __init__(self, model: ModelCost, file: str) -> None:
         self.model = model
         self.name = f"FLOPs ({Path(file).name})"

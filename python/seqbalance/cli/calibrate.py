@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .._inputs import MAX_VALUE
+from .._inputs import MAX_VALUE, as_float, show_number
 from ..costs.model import ModelCost
 from ..costs.time_cost import TimeCost
 from ._common import _format_seconds, _Parser
@@ -105,6 +105,8 @@ def add_time_cost_flag(parser: argparse.ArgumentParser) -> None:
 
 #: What a binary file given as the log should have been.
 _LOG_HINT = " (the log is JSON Lines text)"
+#: One line of the log, as the messages show it.
+_LOG_LINE = '{"lengths": [document lengths], "seconds": measured time}'
 
 
 def _read_log(stream: IO[bytes], where: str) -> tuple[list[list[int]], list[float]]:
@@ -123,7 +125,10 @@ def _read_log(stream: IO[bytes], where: str) -> tuple[list[list[int]], list[floa
         if not line.strip():
             continue
         record = _json_record(line, at)
-        lengths, time = record.get("lengths"), record.get("seconds")
+        for field in ("lengths", "seconds"):
+            if field not in record:
+                raise InputError(f'{at}: no "{field}" field (a line is {_LOG_LINE})')
+        lengths, time = record["lengths"], record["seconds"]
         if not isinstance(lengths, list) or not lengths:
             raise InputError(f'{at}: "lengths" must be a non-empty list of document lengths')
         for position, value in enumerate(lengths):
@@ -131,16 +136,13 @@ def _read_log(stream: IO[bytes], where: str) -> tuple[list[list[int]], list[floa
                 raise InputError(
                     f'{at}: "lengths"[{position}] must be a positive integer, got {json.dumps(value)[:40]}'
                 )
-        if (
-            isinstance(time, bool)
-            or not isinstance(time, (int, float))
-            or not (math.isfinite(time) and time > 0)
-        ):
-            raise InputError(
-                f'{at}: "seconds" must be a positive finite number, got {json.dumps(time)[:40]}'
-            )
+        measured = as_float(time) if isinstance(time, (int, float)) else math.nan
+        if isinstance(time, bool) or not (math.isfinite(measured) and measured > 0):
+            whole = isinstance(time, int) and not isinstance(time, bool)
+            shown = show_number(time) if whole else json.dumps(time)[:40]
+            raise InputError(f'{at}: "seconds" must be a positive finite number, got {shown}')
         batches.append(lengths)
-        seconds.append(float(time))
+        seconds.append(measured)
     return batches, seconds
 
 
@@ -227,6 +229,12 @@ def load_time_cost(file: str) -> TimeCost:
             raw = stream.read(MAX_LINE_BYTES + 1)
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror or exc}") from None
+    if _looks_like_log(raw):
+        raise InputError(
+            f"{path}: looks like a log for seqbalance calibrate (measured micro-batches, JSON "
+            f"Lines), not a saved time cost: fit it with seqbalance calibrate {file} --out "
+            "time-cost.json and pass --time-cost time-cost.json"
+        )
     if len(raw) > MAX_LINE_BYTES:
         raise InputError(f"{path}: too large for a saved time cost")
     data = _json_record(_decode(raw, path, _SAVED_HINT), str(path))
@@ -244,6 +252,23 @@ def load_time_cost(file: str) -> TimeCost:
         return TimeCost.from_dict(data)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path}: {_saved_words(str(exc))}") from None
+
+
+def _looks_like_log(raw: bytes) -> bool:
+    """Whether a file's first line is one of `_read_log`'s records, a JSON object with
+    ``"lengths"`` or ``"seconds"`` and no ``"kind"``: then the file is a log for ``calibrate``
+    rather than the saved cost it makes (which is one indented JSON object, its first line
+    ``{``)."""
+    first = raw.split(b"\n", 1)[0]
+    try:
+        record = json.loads(first)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, too deep or too many digits
+        return False
+    return (
+        isinstance(record, dict)
+        and "kind" not in record
+        and bool({"lengths", "seconds"} & set(record))
+    )
 
 
 #: What a binary file given to --time-cost should have been.
@@ -274,6 +299,9 @@ class TimeCostNanoseconds:
     Integers keep every report and group sum of the command line exact; a nanosecond is far
     below what a GPU's timer resolves.
     """
+
+    #: The flag that sets this cost, for messages.
+    flag = "--time-cost"
 
     def __init__(self, cost: TimeCost, file: str) -> None:
         self.time_cost = cost

@@ -162,9 +162,11 @@ def _run_partition(args: argparse.Namespace) -> int:
             what = "orders" if flag == "--order" else "shapes"
             raise InputError(f"{flag} {what} micro-batches: it needs --max-token-len")
     if lengths.dtype.kind == "f" and args.cost != "tokens":
+        # The flag that chose the cost: --cost (a name), --model-config or --time-cost.
+        flag = getattr(args.cost, "flag", "--cost")
         raise InputError(
-            f"these are float costs, not token lengths: --cost and --model-config weigh whole "
-            f"token lengths (drop --{'cost' if isinstance(args.cost, str) else 'model-config'})"
+            f"these are float costs, not token lengths: {flag} weighs whole token lengths "
+            f"(drop {flag} to balance the costs as they are)"
         )
     # What a sample weighs (--cost); the report shows the same quantity.
     tokens, lengths = lengths, sample_costs(args.cost, lengths)

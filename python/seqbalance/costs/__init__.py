@@ -9,7 +9,8 @@ Every balancing planner and sampler takes ``cost=``; this package holds what it 
   (`seqbalance.costs.model`, with the config readers in ``config``, ``families`` and
   ``layers``);
 - `TimeCost`: seconds from a time model fitted to measured micro-batches, updated online and
-  saved as JSON (`seqbalance.costs.time_cost`), and `profile`, which measures them.
+  saved as JSON (`seqbalance.costs.time_cost`); `profile`, which measures them offline, and
+  `StepTimer`, which measures them inside the trainer's loop (`seqbalance.costs.step_timer`).
 
 The planners (`seqbalance.planning`) and the samplers import this package; it imports neither.
 Every public name is also importable from ``seqbalance`` itself.
@@ -24,6 +25,7 @@ from __future__ import annotations
 from .._inputs import check_pad_to_multiple_of
 from .model import ModelCost
 from .profiling import profile
+from .step_timer import StepTimer, StepTimes
 from .time_cost import TimeCost
 from .workload import (
     COST_NAMES,
@@ -41,6 +43,8 @@ __all__ = [
     "COST_NAMES",
     "Cost",
     "ModelCost",
+    "StepTimer",
+    "StepTimes",
     "TimeCost",
     "TransformerCost",
     "calculate_workload",

@@ -1,5 +1,5 @@
-"""The numerics behind `seqbalance.TimeCost`: checked observations, their features, the
-accumulated least-squares state and the non-negative solve.
+"""The numerics behind `seqbalance.TimeCost`: checked observations, their features and the
+accumulated least-squares state (solved in ``_time_solve``).
 
 The fit minimises the relative error of every micro-batch: the row of an observation is its
 features divided by its measured time, its target 1, its weight 1 (times the recency decay).
@@ -16,25 +16,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence, Set
-from itertools import combinations
 from typing import Any, cast
 
 import numpy as np
 
-from .._inputs import _describe, as_int64_array
+from .._inputs import _describe, as_float, as_int64_array, show_number
+from ._time_solve import ALL_ACTIVE, N_COEF, column_norms, unseparated
 from .model import ModelCost
 
-#: Number of coefficients: per micro-batch, per document, and the two length terms.
-N_COEF = 4
 #: Lengths searched for the crossover with a model before saying attention never catches up.
 LONGEST_SEARCHED = 1 << 62
-#: Smallest singular value, relative to the largest, of the column-scaled features that counts
-#: as separating the coefficients (exactly dependent columns give ~1e-16; real designs, lengths
-#: 1 to 10**6 mixed, stay above 1e-5).
-SEPARATED = 1e-10
+#: The active columns of an attention-free model: its one length term is column 2.
+ONE_LENGTH_TERM = (0, 1, 2)
 #: Coefficient names without and with a model (the order of the features).
 PLAIN_NAMES = ("micro_batch", "document", "per_token", "per_pair")
 MODEL_NAMES = ("micro_batch", "document", "linear", "attention")
+
+
+def check_model(model: Any) -> None:
+    """``model`` is ``None`` or a `ModelCost`."""
+    if model is not None and not isinstance(model, ModelCost):
+        raise TypeError(f"model must be None or a ModelCost, got {_describe(model)}")
 
 
 def check_half_life(half_life: Any) -> float | None:
@@ -50,7 +52,7 @@ def check_half_life(half_life: Any) -> float | None:
     except OverflowError:  # an int beyond float64
         value = math.inf
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"half_life must be positive and finite, got {half_life!r}")
+        raise ValueError(f"half_life must be positive and finite, got {show_number(half_life)}")
     return value
 
 
@@ -87,13 +89,21 @@ def check_micro_batches(micro_batches: Any, name: str = "micro_batches") -> list
     return [check_lengths(batch, f"{name}[{i}]") for i, batch in enumerate(micro_batches)]
 
 
-def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray:
-    """Measured times: one positive finite float per micro-batch."""
+def check_seconds(
+    seconds: Any, count: int, name: str = "seconds", of: str = "micro_batches"
+) -> np.ndarray:
+    """Measured times: one positive finite float per micro-batch (or per unit of ``of``)."""
     if isinstance(seconds, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}")
     try:
         raw = np.asarray(seconds)
-        values = raw.astype(np.float64)
+        try:
+            values = raw.astype(np.float64)
+        except OverflowError:
+            # Python ints beyond float64 (NumPy holds them as objects): as infinities, refused
+            # below by position, and shown as the ints they are.
+            values = np.array([as_float(value) for value in raw.reshape(-1).tolist()])
+            values = values.reshape(raw.shape)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a sequence of numbers, got {_describe(seconds)}") from None
     if values.ndim != 1:
@@ -109,14 +119,15 @@ def check_seconds(seconds: Any, count: int, name: str = "seconds") -> np.ndarray
                 raise TypeError(f"{name}[{position}] must be a number, got {_describe(value)}")
     if values.size != count:
         raise ValueError(
-            f"{name} has {values.size} times but micro_batches has {count} micro-batches"
+            f"{name} has {values.size} times but {of} has {count} "
+            f"{'micro-batches' if of == 'micro_batches' else 'units'}"
         )
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
     if bad.size:
         position = int(bad[0])
-        raise ValueError(
-            f"{name}[{position}] = {float(values[position])!r}: a time must be positive and finite"
-        )
+        # Times are shown as read (0.0, nan), an int beyond float64 as the int it is.
+        shown = show_number(raw[position]) if raw.dtype == object else repr(float(values[position]))
+        raise ValueError(f"{name}[{position}] = {shown}: a time must be positive and finite")
     return values
 
 
@@ -126,21 +137,56 @@ def check_second(seconds: Any, name: str = "seconds") -> float:
         seconds, (int, float, np.integer, np.floating)
     ):
         raise TypeError(f"{name} must be a number, got {_describe(seconds)}")
-    value = float(seconds)
+    value = as_float(seconds)
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} = {seconds!r}: a time must be positive and finite")
+        raise ValueError(f"{name} = {show_number(seconds)}: a time must be positive and finite")
     return value
+
+
+def attention_free(model: ModelCost) -> bool:
+    """Whether ``model``'s attention FLOPs per token are the same at every length: no full or
+    sliding attention (Mamba, Mamba-2, Falcon-Mamba, an all-Mamba Bamba, linear attention
+    alone), so its scans and convolutions grow with the length exactly as its projections do.
+    The attention part per token never decreases with the length, so two lengths decide."""
+    return model.per_token(1)["attention"] == model.per_token(LONGEST_SEARCHED)["attention"]
 
 
 class Features:
     """Per-document features: ``[1, L, pairs(L)]``, or with a model ``[1, linear FLOPs,
-    attention FLOPs]`` (training FLOPs of `ModelCost`, split as its `per_token` splits them)."""
+    attention FLOPs]`` (training FLOPs of `ModelCost`, split as its `per_token` splits them).
+
+    An attention-free model (`attention_free`) has one length term: both FLOPs parts grow like
+    the length, so no measurement can tell their efficiencies apart. Its rows in the fit (`fit_rows`)
+    hold all its FLOPs in column 2 and nothing in column 3 (inactive, `active`), and `expand`
+    gives both parts the one fitted efficiency: seconds per FLOP of every FLOP."""
 
     def __init__(self, model: ModelCost | None) -> None:
         self.model = model
         self.names = PLAIN_NAMES if model is None else MODEL_NAMES
         # Training FLOPs per token of the linear part: a constant of the model.
         self._linear = 0.0 if model is None else model.per_token(1)["linear"]
+        self.single = model is not None and attention_free(model)
+        #: The columns the fit solves for (the others are 0 in every fit row).
+        self.active = ONE_LENGTH_TERM if self.single else ALL_ACTIVE
+
+    def fit_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The rows the fit accumulates for `rows`' micro-batches (the same rows, except for an
+        attention-free model: its FLOPs summed in column 2, column 3 zero)."""
+        if not self.single:
+            return rows
+        merged = rows.copy()
+        merged[:, 2] += merged[:, 3]
+        merged[:, 3] = 0.0
+        return merged
+
+    def expand(self, solution: np.ndarray) -> np.ndarray:
+        """The coefficients of `rows` from a solution of `fit_rows` (an attention-free model's
+        one efficiency for both FLOPs parts)."""
+        if not self.single:
+            return solution
+        coefficients = solution.copy()
+        coefficients[3] = coefficients[2]
+        return coefficients
 
     def length_terms(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The two length-dependent features of each document, as float64."""
@@ -189,61 +235,32 @@ def factor_rows(rows: np.ndarray, seconds: np.ndarray, weights: np.ndarray) -> n
     return square
 
 
-def column_norms(matrix: np.ndarray) -> np.ndarray:
-    """The Euclidean norm of each column, without overflow: entries near 1e300 (a time near
-    1e-300 s divides its row) square beyond float64, so each column is scaled by its largest
-    entry first. A zero column has norm 1 (nothing to scale)."""
-    with np.errstate(over="ignore"):
-        norms = np.sqrt((matrix * matrix).sum(axis=0))
-    if not np.isfinite(norms).all():
-        largest = np.abs(matrix).max(axis=0)
-        largest[largest == 0.0] = 1.0
-        norms = largest * np.sqrt(np.square(matrix / largest).sum(axis=0))
-    norms[norms == 0.0] = 1.0
-    return norms
-
-
-def unseparated(factor: np.ndarray, names: tuple[str, ...]) -> list[str]:
-    """The coefficients the accumulated observations cannot tell apart (``[]`` when they
-    determine every one): those in a combination of feature columns that is (nearly) zero.
-
-    Every micro-batch a single document makes ``micro_batch`` and ``document`` the same column;
-    every document of one length makes the length terms proportional to the document count. A
-    fit there would split the time between them arbitrarily and predict other micro-batches by
-    that guess. Exact dependencies survive the per-row scaling by the measured time, so noise
-    in the times does not hide them; columns are scaled to unit norm first.
-    """
-    matrix = factor[:N_COEF, :N_COEF]
-    if not np.isfinite(matrix).all():  # beyond float64: nothing can be told apart
-        return list(names)
-    if not matrix.any(axis=0).all():
-        return [name for name, column in zip(names, matrix.T, strict=True) if not column.any()]
-    norms = column_norms(matrix)
-    _, singular, rotation = np.linalg.svd(matrix / norms)
-    null = np.abs(rotation[singular <= SEPARATED * singular[0]]).max(axis=0, initial=0.0)
-    return [name for name, weight in zip(names, null, strict=True) if weight > 1e-3]
-
-
 def check_separated(
-    rows: np.ndarray, seconds: np.ndarray, factor: np.ndarray, names: tuple[str, ...]
+    rows: np.ndarray,
+    seconds: np.ndarray,
+    factor: np.ndarray,
+    features: Features,
+    name: str = "micro_batches",
 ) -> None:
     """Refuse a fit whose ``factor`` cannot tell the coefficients apart (`unseparated`), saying
     why: the micro-batches themselves, a half-life that leaves too few of them weighing, or one
-    time so far out of proportion that its row drowns every other in the relative-error fit."""
-    tied = unseparated(factor, names)
+    time so far out of proportion that its row drowns every other in the relative-error fit.
+    ``rows`` are the fit's rows (`Features.fit_rows`); ``name`` is what they were measured on."""
+    names, active = features.names, features.active
+    tied = unseparated(factor, names, active)
     if not tied:
         return
     ones = np.ones(len(rows))
     named = f"cannot tell apart the coefficients {', '.join(tied)}"
-    if unseparated(factor_rows(rows, ones, ones), names):
+    if unseparated(factor_rows(rows, ones, ones), names, active):
         raise ValueError(
-            f"micro_batches {named}: the fit would split the time between them by a guess. "
+            f"{name} {named}: the fit would split the time between them by a guess. "
             "Measure micro-batches that differ in their number of documents and in lengths "
             "(seqbalance.profile's default grid does)"
         )
-    if not unseparated(factor_rows(rows, seconds, ones), names):
+    if not unseparated(factor_rows(rows, seconds, ones), names, active):
         raise ValueError(
-            f"micro_batches weighed by half_life {named}: too few of them keep a weight; "
+            f"{name} weighed by half_life {named}: too few of them keep a weight; "
             "pass a longer half_life (or measure more micro-batches)"
         )
     # Each row's size in the fit, as a power of ten (a quotient could overflow float64).
@@ -283,45 +300,6 @@ def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.nd
                 pivot[i] = c * top + s * bottom
                 extra[i] = c * bottom - s * top
     return np.array(result, dtype=np.float64)
-
-
-def solve_nonnegative(factor: np.ndarray) -> np.ndarray:
-    """The non-negative coefficients minimising the accumulated weighted squared error.
-
-    With ``R`` the leading ``p x p`` block and ``q`` the last column, the error of ``x`` is
-    ``|R x - q|**2`` plus a constant. The optimum of a convex problem over ``x >= 0`` is the
-    unconstrained optimum on its own support, so the best non-negative candidate among the
-    unconstrained solutions on every subset of coefficients (16 of them) is the answer. Columns
-    are scaled to unit norm first: lengths to 10**6 make the raw columns differ by 10**12.
-    """
-    matrix, target = factor[:N_COEF, :N_COEF], factor[:N_COEF, N_COEF]
-    norms = column_norms(matrix)
-    scaled = matrix / norms
-    best, best_error = np.zeros(N_COEF), float(target @ target)
-    full = _subset_solution(scaled, target, tuple(range(N_COEF)))
-    if full is not None and (full >= 0).all():
-        return full / norms
-    for size in range(1, N_COEF):
-        for subset in combinations(range(N_COEF), size):
-            candidate = _subset_solution(scaled, target, subset)
-            if candidate is None or (candidate < 0).any():
-                continue
-            residual = scaled @ candidate - target
-            error = float(residual @ residual)
-            if error < best_error:
-                best, best_error = candidate, error
-    return best / norms
-
-
-def _subset_solution(matrix: np.ndarray, target: np.ndarray, subset: tuple[int, ...]) -> Any:
-    """The least-squares solution using only the ``subset`` columns (others 0), or ``None``."""
-    columns = list(subset)
-    solution, *_ = np.linalg.lstsq(matrix[:, columns], target, rcond=1e-13)
-    if not np.isfinite(solution).all():
-        return None
-    full = np.zeros(N_COEF)
-    full[columns] = solution
-    return full
 
 
 def weighted_rms(factor: np.ndarray, coefficients: np.ndarray, weight_sum: float) -> float:

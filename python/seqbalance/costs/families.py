@@ -9,7 +9,7 @@ transformers import.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .._inputs import _describe
@@ -163,11 +163,15 @@ def _lfm2(items: dict[str, Any], out: dict[str, Any]) -> None:
             size = multiple * ((int(multiplier * size) + multiple - 1) // multiple)
         out["intermediate_size"] = size
     kinds = items.get("layer_types")
-    if kinds is None and isinstance(items.get("full_attn_idxs"), Sequence):
-        attention = set(_index_list("full_attn_idxs", items["full_attn_idxs"]))
-        n = _layer_count(items)
-        if n is not None:
-            kinds = ["full_attention" if i in attention else "conv" for i in range(n)]
+    n = _layer_count(items)
+    if kinds is None and n is not None:
+        # transformers' Lfm2Config without layer_types: full attention at full_attn_idxs,
+        # and at every layer when that is null too (what its model then builds).
+        indexes = items.get("full_attn_idxs")
+        attention = (
+            set(range(n)) if indexes is None else set(_index_list("full_attn_idxs", indexes))
+        )
+        kinds = ["full_attention" if i in attention else "conv" for i in range(n)]
     if kinds is not None:
         out["layer_types"] = kinds
 
@@ -329,6 +333,14 @@ _FAMILIES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 }
 
 
+# Families whose layer pattern only layer_types gives (null in the config: refused, not guessed).
+_NEEDS_LAYER_TYPES = {
+    # Lfm2MoeConfig() leaves layer_types null and, unlike Lfm2Config, reads no full_attn_idxs:
+    # which layers are convolutions is nowhere in the config, and its model cannot be built.
+    "lfm2_moe": "an LFM2 MoE model mixes convolution and attention layers; its config must "
+    "list which layer is which",
+}
+
 # Fields only a family reader above understands: without one (no or another model_type) and
 # without layer_types, a config that has them would be read as plain attention layers.
 _FAMILY_ONLY = (
@@ -359,9 +371,15 @@ def _moe_range(items: dict[str, Any], out: dict[str, Any]) -> None:
         ]
 
 
-def normalize(items: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+def normalize(
+    items: Mapping[str, Any], fields: tuple[str, ...], overridden: Collection[str] = ()
+) -> dict[str, Any]:
     """The `ModelCost` fields (names in ``fields``, plus ``gated_mlp`` when the family says)
-    of a config's items, read by its ``model_type``; or the ``ValueError`` naming the field."""
+    of a config's items, read by its ``model_type``; or the ``ValueError`` naming the field.
+
+    ``overridden``: the fields the caller replaces afterwards (``from_config``'s overrides). A
+    layer pattern the config leaves unreadable is not refused when ``layer_types`` is among
+    them: the refusal's remedy is to pass it."""
     items = {name: value for name, value in items.items() if value is not None}
     family = items.get("model_type")
     if family is not None and not isinstance(family, str):
@@ -391,9 +409,17 @@ def normalize(items: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, An
         _moe_range(items, out)
     if family in TWO_MATRIX:
         out["gated_mlp"] = False
+    given = "layer_types" in overridden
+    if family in _NEEDS_LAYER_TYPES and "layer_types" not in items and not given:
+        raise _refuse(
+            "layer_types",
+            None,
+            _NEEDS_LAYER_TYPES[family],
+            "pass layer_types= with one entry per layer",
+        )
     if family in _FAMILIES:
         _FAMILIES[family](items, out)
-    elif "layer_types" not in out:
+    elif "layer_types" not in out and not given:
         for name in _FAMILY_ONLY:
             if name in items:
                 raise _refuse(

@@ -258,7 +258,7 @@ class ModelCost:
             text = getattr(config, "text_config", None) or text
         if text is not None:
             items = _config_items(text, "config.text_config")
-        fields = normalize(items, CONFIG_FIELDS)
+        fields = normalize(items, CONFIG_FIELDS, overridden=overrides)
         assumed = "gated_mlp" not in fields and items.get("model_type") is None
         fields.update(overrides)
         cost = cls(**fields)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import MAX_VALUE, _describe
+from .._inputs import MAX_VALUE, _describe, as_float, show_number
 from ._time_fit import N_COEF, Features, check_micro_batches, factor_rows, unseparated
 from .model import ModelCost
 from .time_cost import TimeCost
@@ -192,9 +192,10 @@ def _reading(clock: Callable[[], float]) -> float:
         value, (int, float, np.integer, np.floating)
     ):
         raise TypeError(f"timer must return seconds as a number, got {_describe(value)}")
-    if not math.isfinite(value):
-        raise ValueError(f"timer returned {float(value)!r}: it must read finite seconds")
-    return float(value)
+    seconds = as_float(value)
+    if not math.isfinite(seconds):
+        raise ValueError(f"timer returned {show_number(value)}: it must read finite seconds")
+    return seconds
 
 
 def _time_one(

@@ -9,32 +9,32 @@ balances like any other cost.
 
 from __future__ import annotations
 
-import math
+import logging
 from typing import Any
 
 import numpy as np
 
-from .._inputs import _describe, as_int64_array
+from .._inputs import as_int64_array
 from ._time_fit import (
     N_COEF,
     Features,
-    add_rows,
     check_half_life,
     check_lengths,
     check_micro_batches,
+    check_model,
     check_second,
     check_seconds,
-    check_separated,
     crossover,
-    decay_of,
-    factor_rows,
-    solve_nonnegative,
-    weighted_rms,
 )
-from ._time_saved import KIND, VERSION, model_config, model_flops, read_saved
+from ._time_online import FitState, add_in_order, fit_state
+from ._time_saved import read_saved, saved_dict
+from ._time_sync import Members, add_synchronized, attribute_and_fit, check_unit, check_units
+from ._time_text import describe
 from .model import ModelCost
 
 __all__ = ["TimeCost"]
+
+logger = logging.getLogger(__name__)
 
 
 class TimeCost:
@@ -57,7 +57,9 @@ class TimeCost:
     `predict` the seconds of whole micro-batches. `update` refits from one more
     measurement in constant memory and time (the fit is held as the triangular factor of its
     weighted normal equations), so ``fit(first).update_many(rest)`` equals ``fit(first +
-    rest)`` to rounding.
+    rest)`` to rounding. `update_synchronized` and `fit_synchronized` take micro-batches that
+    ran in lockstep on several ranks and were timed together (FSDP, ZeRO-3; see
+    `seqbalance.StepTimer`).
 
     Example:
         >>> batches = [[1024], [2048], [4096], [512, 512], [1024, 3072], [8192], [256] * 8]
@@ -70,14 +72,9 @@ class TimeCost:
         [0.00142]
     """
 
-    _features: Features
+    _state: FitState
     _half_life: float | None
-    _decay: float
-    _factor: np.ndarray
-    _weight_sum: float
-    _observations: int
     _last_fit: dict[str, float]
-    _solution: np.ndarray | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -86,25 +83,16 @@ class TimeCost:
         )
 
     @classmethod
-    def _new(
-        cls,
-        model: ModelCost | None,
-        half_life: float | None,
-        factor: np.ndarray,
-        weight_sum: float,
-        observations: int,
-        last_fit: dict[str, float],
-    ) -> TimeCost:
+    def _new(cls, state: FitState, half_life: float | None, last_fit: dict[str, float]) -> TimeCost:
         self = object.__new__(cls)
-        self._features = Features(model)
+        self._state = state
         self._half_life = half_life
-        self._decay = decay_of(half_life)
-        self._factor = factor
-        self._weight_sum = weight_sum
-        self._observations = observations
         self._last_fit = last_fit
-        self._solution = None
         return self
+
+    @property
+    def _features(self) -> Features:
+        return self._state.features
 
     # -- fitting --------------------------------------------------------------------------------
 
@@ -145,8 +133,7 @@ class TimeCost:
             >>> round(float(cost([1000])[0]), 4)
             0.105
         """
-        if model is not None and not isinstance(model, ModelCost):
-            raise TypeError(f"model must be None or a ModelCost, got {_describe(model)}")
+        check_model(model)
         half = check_half_life(half_life)
         batches = check_micro_batches(micro_batches)
         times = check_seconds(seconds, len(batches))
@@ -156,23 +143,74 @@ class TimeCost:
                 f"coefficients needs at least {N_COEF + 2}"
             )
         features = Features(model)
-        rows = features.rows(batches)
-        weights = decay_of(half) ** np.arange(len(batches) - 1, -1, -1, dtype=np.float64)
-        factor = factor_rows(rows, times, weights)
-        if not np.isfinite(factor).all():
+        return cls._fit(features, features.rows(batches), times, half, "micro_batches")
+
+    @classmethod
+    def _fit(
+        cls, features: Features, rows: np.ndarray, times: np.ndarray, half: float | None, name: str
+    ) -> TimeCost:
+        """The fit of checked micro-batches (their `Features.rows`) measured at ``times``."""
+        state, last_fit = fit_state(features, rows, times, half, name)
+        return cls._new(state, half, last_fit)
+
+    @classmethod
+    def fit_synchronized(
+        cls,
+        units: Any,
+        seconds: Any,
+        *,
+        model: ModelCost | None = None,
+        half_life: float | None = None,
+    ) -> TimeCost:
+        """Fit to synchronised measurements: micro-batches that ran in lockstep on several
+        ranks and were timed together, so each time is the slowest member's.
+
+        Each time is attributed to one member of its unit: first the member with the most
+        tokens (ties: the lowest rank); then, fitted on those, to the member the fitted cost
+        predicts slowest (ties: the lowest rank); and again, until an attribution repeats one
+        before it or 20 rounds have run. The answer is the last fit, on the members it
+        attributed. Under FSDP, FSDP2 and ZeRO-3 every rank measures the same time for
+        micro-batch ``k``, the slowest rank's: a fit of each rank's own lengths to it learns
+        the wrong model.
+
+        Args:
+            units: a sequence of units, each a sequence over ranks of the document lengths that
+                rank ran in that slot (an empty one: the rank was idle; not every one empty).
+            seconds: the measured time of each unit (positive, finite).
+            model: as `fit`.
+            half_life: as `fit`.
+
+        Returns:
+            The fitted `TimeCost`.
+
+        Raises:
+            ValueError, TypeError: what `fit` refuses (naming ``units`` and ``seconds``), a
+                unit with no document on any rank, or a length that is not positive.
+
+        Example:
+            >>> def took(batch):  # 1 ms a micro-batch, 10 us a document, 1 us a token
+            ...     return 1e-3 + sum(1e-5 + 1e-6 * L for L in batch) if batch else 0.0
+            >>> units = [[[100 * i] * (i % 3 + 1), [], [40 * i, 40]] for i in range(1, 9)]
+            >>> cost = TimeCost.fit_synchronized(units, [max(map(took, u)) for u in units])
+            >>> round(cost.coefficients["per_token"] * 1e6, 6)
+            1.0
+        """
+        check_model(model)
+        half = check_half_life(half_life)
+        checked = check_units(units)
+        times = check_seconds(seconds, len(checked), of="units")
+        if len(checked) < N_COEF + 2:
             raise ValueError(
-                "micro_batches and seconds are too far apart in scale to fit in float64 "
-                "(lengths near 2**63 or times near 0)"
+                f"units has {len(checked)} measured units; fitting {N_COEF} coefficients needs "
+                f"at least {N_COEF + 2}"
             )
-        check_separated(rows, times, factor, features.names)
-        result = cls._new(model, half, factor, float(weights.sum()), len(batches), {})
-        errors = np.abs(rows @ result._coefficients() / times - 1.0)
-        result._last_fit = {
-            "median": float(np.median(errors)),
-            "p90": float(np.percentile(errors, 90)),
-            "max": float(errors.max()),
-        }
-        return result
+        features = Features(model)
+
+        def fit(rows: np.ndarray) -> tuple[TimeCost, np.ndarray]:
+            cost = cls._fit(features, rows, times, half, "units (as attributed)")
+            return cost, cost._state.coefficients()
+
+        return attribute_and_fit(Members(checked, features), fit)
 
     def update(self, micro_batch: Any, seconds: Any) -> TimeCost:
         """Refit with one more measured micro-batch; returns ``self``.
@@ -193,51 +231,74 @@ class TimeCost:
         """
         batch = check_lengths(micro_batch, "micro_batch")
         time = check_second(seconds)
-        self._commit(self._features.row(batch)[None, :], np.array([time]), "micro_batch")
+        self._set(
+            add_in_order(
+                self._state, self._features.row(batch)[None, :], np.array([time]), "micro_batch"
+            )
+        )
         return self
 
     def update_many(self, micro_batches: Any, seconds: Any) -> TimeCost:
         """`update` with several measured micro-batches, in order; returns ``self``.
 
-        All are checked before any is added: one bad observation refuses them all.
+        All are checked before any is added: one bad observation refuses them all. Each is
+        predicted by the cost as it stood just before that observation was added, as a loop of
+        `update` would (``fit_error["recent"]``).
         """
         batches = check_micro_batches(micro_batches)
         times = check_seconds(seconds, len(batches))
         if batches:
-            self._commit(self._features.rows(batches), times, "micro_batches")
+            rows = self._features.rows(batches)
+            self._set(add_in_order(self._state, rows, times, "micro_batches", "seconds[{}]"))
         return self
 
-    def _commit(self, rows: np.ndarray, times: np.ndarray, name: str) -> None:
-        factor = None
-        try:
-            # Plain floats: a handful of rows is faster so than through NumPy calls.
-            augmented = [
-                [value / time for value in row] + [1.0]
-                for row, time in zip(rows.tolist(), times.tolist(), strict=True)
-            ]
-            if all(math.isfinite(value) for row in augmented for value in row):
-                factor = add_rows(self._factor, augmented, self._decay)
-        except OverflowError:  # beyond float64: refused below
-            factor = None
-        if factor is None or not np.isfinite(factor).all():
-            raise ValueError(
-                f"{name} is too far in scale from the fit to add in float64 "
-                "(lengths near 2**63 or times near 0); nothing was changed"
+    def update_synchronized(self, micro_batches: Any, seconds: Any) -> TimeCost:
+        """Refit with one synchronised measurement; returns ``self``.
+
+        ``micro_batches`` is one micro-batch per rank (each a sequence of document lengths; an
+        empty one: that rank was idle) that ran in lockstep, and ``seconds`` the time they took
+        together: the slowest member's. It is attributed to the member the current cost
+        predicts slowest (ties: the lowest rank) and added as `update` would add that member.
+        A bad measurement is refused and changes nothing.
+
+        Raises:
+            ValueError, TypeError: as `update`, or every member empty (naming
+                ``micro_batches``).
+
+        Example:
+            >>> cost = TimeCost.fit([[100], [200], [300], [400], [100, 100], [500, 50]],
+            ...                     [0.011051, 0.021201, 0.031452, 0.041802, 0.021101, 0.057265])
+            >>> cost.update_synchronized([[250, 250], [], [100]], 0.0516).observations
+            7
+        """
+        unit = check_unit(micro_batches, "micro_batches")
+        time = check_second(seconds)
+        self._set(add_synchronized(self._state, [unit], np.array([time]), "micro_batches{}"))
+        return self
+
+    def update_synchronized_many(self, units: Any, seconds: Any) -> TimeCost:
+        """`update_synchronized` with several units (each a micro-batch per rank) and their
+        times, in order; returns ``self``. All are checked before any is added: one bad unit
+        refuses them all."""
+        checked = check_units(units)
+        times = check_seconds(seconds, len(checked), of="units")
+        if checked:
+            self._set(add_synchronized(self._state, checked, times, "units[{}]", "seconds[{}]"))
+        return self
+
+    def _set(self, state: FitState) -> None:
+        held, self._state = self._state.undetermined(), state
+        now = state.undetermined()
+        if now and not held:
+            logger.warning(
+                "seqbalance.TimeCost: the observations, weighed with half_life %g, no longer "
+                "tell apart %s; their split is kept from when they last did (see "
+                "TimeCost.undetermined)",
+                self._half_life,
+                ", ".join(now),
             )
-        count = len(times)
-        self._factor = factor
-        decay = self._decay
-        added = float(count) if decay == 1.0 else sum(decay**i for i in range(count))
-        self._weight_sum = self._weight_sum * decay**count + added
-        self._observations += count
-        self._solution = None
 
     # -- use --------------------------------------------------------------------------------
-
-    def _coefficients(self) -> np.ndarray:
-        if self._solution is None:
-            self._solution = solve_nonnegative(self._factor)
-        return self._solution
 
     def __call__(self, lengths: Any) -> np.ndarray:
         """Seconds of each document on its own, ``c_doc + f(L)``, as float64 (a ``cost=``).
@@ -251,7 +312,7 @@ class TimeCost:
                 below ``2**63`` (the message names the position).
         """
         values = as_int64_array(lengths, "lengths")
-        _, document, first, second = self._coefficients().tolist()
+        _, document, first, second = self._state.coefficients().tolist()
         term1, term2 = self._features.length_terms(values)
         seconds = term1 * first
         seconds += term2 * second
@@ -276,23 +337,45 @@ class TimeCost:
         batches = check_micro_batches(micro_batches)
         if not batches:
             return np.zeros(0, dtype=np.float64)
-        return self._features.rows(batches) @ self._coefficients()
+        return self._features.rows(batches) @ self._state.coefficients()
 
     @property
     def coefficients(self) -> dict[str, float]:
         """The fitted coefficients, each >= 0: ``micro_batch`` and ``document`` (seconds each),
         then ``per_token`` and ``per_pair`` (seconds per token and per causal query-key pair),
-        or with a model ``linear`` and ``attention`` (seconds per training FLOP of each part)."""
-        values = self._coefficients().tolist()
+        or with a model ``linear`` and ``attention`` (seconds per training FLOP of each part;
+        with an attention-free model, Mamba say, the same number: one efficiency for every
+        FLOP, since its scans grow with the length as its projections do)."""
+        values = self._state.coefficients().tolist()
         return dict(zip(self._features.names, values, strict=True))
 
     @property
     def fit_error(self) -> dict[str, float]:
         """Relative errors ``|predicted / measured - 1|``: ``median``, ``p90`` and ``max`` over
         the micro-batches of the last `fit`, ``rms`` over every observation so far (updates
-        included), weighted as the fit weighs them."""
-        rms = weighted_rms(self._factor, self._coefficients(), self._weight_sum)
-        return {**self._last_fit, "rms": rms}
+        included), weighted as the fit weighs them, and, once an update has added one,
+        ``recent``: the median over the last 100 predictions made before their observation
+        was added (by `update`, `update_many` or the synchronised forms), so a cost that stops
+        matching the run shows it."""
+        error = {**self._last_fit, "rms": self._state.rms()}
+        recent = self._state.recent_error()
+        if recent is not None:
+            error["recent"] = recent
+        return error
+
+    @property
+    def undetermined(self) -> tuple[str, ...]:
+        """The coefficients that the observations, as the half-life weighs them, no longer tell
+        apart (``()`` when they determine every one, as after any fit).
+
+        Recency weighting can forget the micro-batches that told two coefficients apart (every
+        recent micro-batch a single document: ``micro_batch`` and ``document``; every one
+        packing the same tokens: ``micro_batch`` and the length terms). Their combination that
+        the recent observations do not see then stays what it was when they last did, instead
+        of being split by a guess; what they still see keeps following them. A WARNING is
+        logged when it first happens; `describe` says so.
+        """
+        return self._state.undetermined()
 
     @property
     def model(self) -> ModelCost | None:
@@ -307,57 +390,23 @@ class TimeCost:
     @property
     def observations(self) -> int:
         """How many micro-batches the fit and its updates have seen."""
-        return self._observations
+        return self._state.observations
 
     def crossover_length(self) -> int | None:
         """The smallest length at which a document's attention term takes at least as long as
         its linear term (``b * pairs(L) >= a * L``, or ``beta * attention_flops >= alpha *
-        linear_flops``); ``None`` when it never does (no attention coefficient, or a model
-        whose attention per token is bounded below that)."""
-        _, _, first, second = self._coefficients().tolist()
+        linear_flops``); ``None`` when it never does (no attention coefficient, a model
+        whose attention per token is bounded below that, or an attention-free model)."""
+        if self._features.single:
+            return None
+        _, _, first, second = self._state.coefficients().tolist()
         return crossover(self._features, first, second)
 
     def describe(self) -> str:
-        """A few readable lines: the coefficients, the fit error, where attention dominates."""
-        c = self.coefficients
-        error = self.fit_error
-        model = self.model
-        half = "" if self._half_life is None else f", half-life {self._half_life:g} observations"
-        lines = [f"TimeCost: fitted to {self._observations:,} measured micro-batches{half}"]
-        if model is None:
-            lines.append(
-                f"seconds = {c['micro_batch']:.4g} per micro-batch + {c['document']:.4g} per "
-                f"document + {c['per_token']:.4g} per token + {c['per_pair']:.4g} per causal pair"
-            )
-        else:
-            lines.append(
-                f"seconds = {c['micro_batch']:.4g} per micro-batch + {c['document']:.4g} per "
-                f"document + {c['linear']:.4g} per linear FLOP + {c['attention']:.4g} per "
-                "attention FLOP (training FLOPs of the ModelCost)"
-            )
-            if c["linear"] > 0 and c["attention"] > 0:
-                lines.append(
-                    f"effective: {1e-12 / c['linear']:.4g} TFLOP/s linear, "
-                    f"{1e-12 / c['attention']:.4g} TFLOP/s attention "
-                    f"(attention {c['attention'] / c['linear']:.3g}x the time per FLOP)"
-                )
-        lines.append(
-            f"relative error: median {error['median']:.2%}, p90 {error['p90']:.2%}, max "
-            f"{error['max']:.2%} over the last fit; rms {error['rms']:.2%} over every observation"
-        )
-        crossover = self.crossover_length()
-        measured = (
-            "attention never takes as long as the linear part"
-            if crossover is None
-            else f"attention takes as long as the linear part from {crossover:,} tokens"
-        )
-        if model is not None:
-            flops = model.crossover_length()
-            measured += "; by FLOPs (ModelCost): " + (
-                "never" if flops is None else f"from {flops:,} tokens"
-            )
-        lines.append(measured)
-        return "\n".join(lines)
+        """A few readable lines: the coefficients, the fit error (``recent`` once updates
+        predicted some), what the recent observations no longer determine, and where
+        attention dominates."""
+        return describe(self)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={value:.4g}" for name, value in self.coefficients.items())
@@ -379,23 +428,11 @@ class TimeCost:
             >>> again.coefficients == cost.coefficients
             True
         """
-        config = None if self.model is None else model_config(self.model)
-        return {
-            "kind": KIND,
-            "version": VERSION,
-            "coefficients": self.coefficients,
-            "fit_error": self.fit_error,
-            "model": config,
-            "model_flops": None if self.model is None else model_flops(self.model),
-            "half_life": self._half_life,
-            "observations": self._observations,
-            "weight_sum": self._weight_sum,
-            "factor": self._factor.tolist(),
-        }
+        return saved_dict(self._state, self._half_life, self.fit_error)
 
     @classmethod
     def from_dict(cls, data: Any) -> TimeCost:
-        """The `TimeCost` that `to_dict` saved.
+        """The `TimeCost` that `to_dict` saved (this release's format, or an older one).
 
         Raises:
             ValueError: a missing or malformed field, named in the message (``model``'s own
@@ -406,16 +443,7 @@ class TimeCost:
             TypeError: ``data`` is not a mapping.
         """
         saved = read_saved(data)
-        result = cls._new(
-            saved.model,
-            saved.half_life,
-            saved.factor,
-            saved.weight_sum,
-            saved.observations,
-            saved.last_fit,
-        )
-        result._solution = saved.coefficients
-        return result
+        return cls._new(saved.state, saved.half_life, saved.last_fit)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TimeCost.from_dict, (self.to_dict(),))

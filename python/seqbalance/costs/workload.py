@@ -18,7 +18,7 @@ The token caps always count integer tokens.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from .._inputs import (
     normalize_lengths,
     normalize_weights,
 )
+from ._time_saved import KIND
 
 __all__ = [
     "COST_NAMES",
@@ -42,6 +43,7 @@ __all__ = [
     "pad_lengths",
     "resolve_cost",
     "sample_costs",
+    "saved_cost_hint",
 ]
 
 
@@ -167,15 +169,33 @@ def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarr
         raise ValueError(
             f"{name} must be 'tokens', 'workload', per-sample weights or a callable, got {cost!r}"
         )
-    if cost is None or isinstance(cost, (bytes, bool, int, float, dict, set)):
+    if cost is None or isinstance(cost, (bytes, bool, int, float, Mapping, set)):
         raise TypeError(
             f"{name} must be 'tokens', 'workload', per-sample weights or a callable, "
-            f"got {_describe(cost)}"
+            f"got {_describe(cost)}{saved_cost_hint(cost)}"
         )
     if callable(cost):
         weights = cost(lengths.copy())
         return _weights(weights, lengths.size, f"{name}(lengths)")
     return _weights(cost, lengths.size, name)
+
+
+def saved_cost_hint(cost: Any) -> str:
+    """What to call on a mapping passed as a cost: a saved `TimeCost` (what ``to_dict``
+    returns, e.g. read back from JSON) is loaded with ``TimeCost.from_dict``; a model's config
+    becomes a cost through ``ModelCost.from_config``. ``''`` for anything else.
+
+    Examples:
+        >>> saved_cost_hint({"kind": "seqbalance.TimeCost", "version": 1})
+        '; a saved TimeCost is a cost once loaded: seqbalance.TimeCost.from_dict(...)'
+    """
+    if not isinstance(cost, Mapping):
+        return ""
+    if cost.get("kind") == KIND:
+        return "; a saved TimeCost is a cost once loaded: seqbalance.TimeCost.from_dict(...)"
+    if "hidden_size" in cost or "model_type" in cost:
+        return "; a model's config is a cost through seqbalance.ModelCost.from_config(...)"
+    return ""
 
 
 def check_total(values: np.ndarray, name: str = "cost") -> None:

@@ -59,8 +59,12 @@ def _partitioner_wrapper(
     """
 
     refinable = "refine" in inspect.signature(native).parameters
+    weighed = name in patch.weighed
 
     def wrapper(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]:
+        weigh = patch.weigh
+        if weighed and weigh is not None:
+            seqlen_list = weigh(seqlen_list)
         if refinable and patch.refine is not False:
             return patch.call(
                 name, native, seqlen_list, k_partitions, equal_size, refine=patch.refine
@@ -95,6 +99,9 @@ class ModulePatch:
             original must have exactly the replacement's parameters (names, kinds, defaults).
         optional: names that may be missing from ``target`` (older releases); they are then
             skipped. A missing name not listed here raises `IntegrationError`.
+        weighed: partitioners whose ``seqlen_list`` holds lengths: while `weigh` is set
+            (``install(cost=...)``), they partition ``weigh(seqlen_list)`` instead.
+        what: what the replacements are, for the INFO line.
         owner: the public module, for messages (``"seqbalance.integrations.verl"``).
         install_hint: what to install when ``target`` cannot be imported.
         logger: where the one INFO line per install/uninstall goes.
@@ -109,6 +116,8 @@ class ModulePatch:
         trainer: str = "",
         replacements: Mapping[str, Callable[..., Any]] | None = None,
         optional: Iterable[str] = (),
+        weighed: Iterable[str] = (),
+        what: str = "seqbalance's native partitioners",
         owner: str,
         install_hint: str,
         logger: logging.Logger,
@@ -116,6 +125,10 @@ class ModulePatch:
         self.target = target
         self.package = package
         self.optional = frozenset(optional)
+        self.weighed = frozenset(weighed)
+        self.what = what
+        #: Lengths -> per-sample costs, for the `weighed` partitioners (None: the lengths).
+        self.weigh: Callable[[Any], Any] | None = None
         self.owner = owner
         self.replacements: dict[str, Callable[..., Any]] = {
             name: _partitioner_wrapper(self, name, native, trainer)
@@ -241,6 +254,12 @@ class ModulePatch:
                     changed.append((module_name, attribute))
         return changed
 
+    def check(self) -> None:
+        """Import the target and check its functions as `install` would, patching nothing:
+        raises what `install` raises (for installing several patches all or none)."""
+        with self._lock:
+            self._check(self._import_target())
+
     def install(self, refine: Any = False) -> list[str]:
         """Replace the functions; return the names replaced in the target module (idempotent).
 
@@ -278,9 +297,10 @@ class ModulePatch:
             ]
             if first or found or rebound:
                 self.logger.info(
-                    "seqbalance: replaced %s in %s with seqbalance's native partitioners%s",
+                    "seqbalance: replaced %s in %s with %s%s",
                     ", ".join(self._installed),
                     self.target,
+                    self.what,
                     f"; rebound by-name imports: {', '.join(rebound)}" if rebound else "",
                 )
             return list(self._installed)

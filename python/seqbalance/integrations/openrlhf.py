@@ -9,11 +9,19 @@ its trainer modules import ``get_seqlen_balanced_partitions`` from there by name
 negative value raises ``ValueError``. An input seqbalance refuses by its type (``TypeError``) is
 handed to OpenRLHF's own function, with one WARNING per function.
 
+``install(cost=...)`` (a `seqbalance.TimeCost`, a `seqbalance.ModelCost`, or the path of a saved
+`TimeCost`, read again whenever the file changes; without it, the path in the environment
+variable ``SEQBALANCE_COST``) makes ``get_seqlen_balanced_partitions``, which OpenRLHF hands
+sequence lengths (its dynamic micro-batching in the replay buffer and the experience maker),
+partition each sample's cost instead: predicted seconds of a `TimeCost`, training FLOPs of a
+`ModelCost`. The micro-batch count still comes from OpenRLHF's token cap.
+
 OpenRLHF runs its actors under Ray, so patch the workers as they start:
 
     ray.init(runtime_env={"worker_process_setup_hook": "seqbalance.integrations.openrlhf.install"})
 
-and make seqbalance importable on every node, as for verl (see
+(with ``"env_vars": {"SEQBALANCE_COST": "/shared/run/time-cost.json"}`` in the same runtime env
+to balance by a saved cost), and make seqbalance importable on every node, as for verl (see
 `seqbalance.integrations.verl`: the wheel in the image, or in the runtime env's
 ``py_modules`` or ``pip``).
 
@@ -23,8 +31,12 @@ Importing this module imports nothing of OpenRLHF; `install` imports the module.
 from __future__ import annotations
 
 import logging
+import os
 
 from .. import partition as _partition
+from .._inputs import check_refine
+from ..costs import ModelCost, TimeCost
+from ._costs import resolve
 from ._patching import IntegrationError, ModulePatch
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
@@ -42,6 +54,8 @@ _PATCH = ModulePatch(
         "get_seqlen_balanced_partitions": _partition.get_seqlen_balanced_partitions,
     },
     trainer="OpenRLHF",
+    # OpenRLHF hands it sequence lengths: with a cost, it partitions their costs.
+    weighed=("get_seqlen_balanced_partitions",),
     owner=__name__,
     install_hint=(
         "Install OpenRLHF in this environment (pip install openrlhf, which brings the "
@@ -57,23 +71,37 @@ greedy_partition = _PATCH.replacements["greedy_partition"]
 get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
-def install(refine: bool | str = False) -> list[str]:
+def install(
+    refine: bool | str = False, *, cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None
+) -> list[str]:
     """Run OpenRLHF's partitioners on seqbalance in this process; return the names replaced.
 
     ``refine=True`` (or ``"exact"``) makes ``get_seqlen_balanced_partitions`` refine its split: a
     heaviest rank never heavier than OpenRLHF's, often lighter, and answers that then differ from
     OpenRLHF's; the default ``False`` keeps every answer exactly OpenRLHF's.
 
-    Idempotent; logs one INFO line. Raises ``ImportError`` when
-    ``openrlhf.utils.seqlen_balancing`` cannot be imported, and
-    `IntegrationError` (patching nothing) when a function is missing or its parameters
-    differ from ``(seqlen_list, k_partitions, equal_size)``.
+    ``cost`` (a `seqbalance.TimeCost`, a `seqbalance.ModelCost`, or the path of a saved
+    `TimeCost`, read again whenever its file changes; without it, the path in the environment
+    variable ``SEQBALANCE_COST`` when set) makes ``get_seqlen_balanced_partitions`` partition
+    ``cost(lengths)`` -- float seconds, or FLOPs -- instead of the lengths. A later ``install``
+    without one partitions the lengths again.
+
+    Idempotent; logs one INFO line. Raises ``TypeError``/``ValueError`` for a bad ``refine`` or
+    ``cost`` (``FileNotFoundError`` for a missing file), ``ImportError`` when
+    ``openrlhf.utils.seqlen_balancing`` cannot be imported, and `IntegrationError` (patching
+    nothing) when a function is missing or its parameters differ from
+    ``(seqlen_list, k_partitions, equal_size)``.
     """
-    return _PATCH.install(refine)
+    check_refine(refine)
+    source = resolve(cost)
+    names = _PATCH.install(refine)
+    _PATCH.weigh = None if source is None else source.weights
+    return names
 
 
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
+    _PATCH.weigh = None
     return _PATCH.uninstall()
 
 

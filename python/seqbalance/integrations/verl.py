@@ -27,6 +27,25 @@ it always did; a WARNING says so once per function.
 arithmetic in torch the native path does not reproduce. A ``uid_list`` of another length than
 ``seqlen_list`` raises ``ValueError`` instead of verl's ``AssertionError``.
 
+**Balancing by a cost.** ``install(cost=...)`` also replaces verl's ``calculate_workload``
+(``24576 * L + L**2``, "calibrated for 7B") in ``verl.utils.seqlen_balancing`` and in every
+``verl.*`` module that imported it by name (in 0.9.1 ``verl.trainer.ppo.ray_trainer``,
+``verl.trainer.ppo.v1.trainer_base`` and ``verl.trainer.sft_trainer_ray``): with a
+`seqbalance.TimeCost` each sample weighs its predicted seconds in int64 nanoseconds,
+``rint(cost(lengths) * 1e9)`` (no per-micro-batch term); with a `seqbalance.ModelCost` its
+training FLOPs, as int64. The answer is a tensor on the input's device; verl passes int64 and
+float32 tensors (lengths in float32 must be whole numbers). Dynamic micro-batching, the driver's
+batch balancing, the group balancing and the SFT trainer then balance by the cost. ``cost`` may
+be the path of a saved `TimeCost`, read again whenever the file changes (so a trainer whose rank
+0 saves its `seqbalance.StepTimer`'s cost every few steps, replacing the file in one step with
+``os.replace``, feeds the driver); without ``cost``, the environment variable
+``SEQBALANCE_COST`` names that path, which is how Ray's argument-less setup hook gets it:
+
+    ray.init(runtime_env={
+        "worker_process_setup_hook": "seqbalance.integrations.verl.install",
+        "env_vars": {"SEQBALANCE_COST": "/shared/run/time-cost.json"},
+    })
+
 **Ray workers.** verl runs its trainer and workers as Ray actors in other processes, so calling
 `install` in the launch script patches only the driver. Have Ray call it in every worker
 process as it starts, before any actor code runs:
@@ -52,12 +71,16 @@ Importing this module imports neither torch nor verl; `install` imports
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import numpy as np
 
 from .. import partition as _partition
+from .._inputs import check_refine
+from ..costs import ModelCost, TimeCost
 from ..planning import groups as _groups
+from ._costs import CostSource, as_trainer_tensor, lengths_of, resolve
 from ._patching import IntegrationError, ModulePatch
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
@@ -117,19 +140,47 @@ _PATCH = ModulePatch(
     logger=logger,
 )
 
+#: The cost ``install(cost=...)`` balances by (None: verl's own workload).
+_SOURCE: list[CostSource | None] = [None]
+
+
+def calculate_workload(seqlen_list: Any) -> Any:
+    """verl's ``calculate_workload`` by the cost given to `install`: int64 nanoseconds of a
+    `TimeCost` (``rint(cost(lengths) * 1e9)``) or FLOPs of a `ModelCost`, shaped as the input,
+    a tensor on its device (installed by ``install(cost=...)``)."""
+    source = _SOURCE[0]
+    if source is None:  # uninstalled, yet still referenced somewhere: verl's own
+        return _WORKLOAD.originals["calculate_workload"](seqlen_list)
+    lengths, device = lengths_of(seqlen_list)
+    return as_trainer_tensor(source.nanoseconds(lengths.reshape(-1)), lengths.shape, device)
+
+
+_WORKLOAD = ModulePatch(
+    target="verl.utils.seqlen_balancing",
+    package="verl",
+    replacements={"calculate_workload": calculate_workload},
+    what="seqbalance's cost (install(cost=...))",
+    owner=__name__,
+    install_hint=_PATCH.install_hint,
+    logger=logger,
+)
+
 # Module-level, as install() puts them into the trainer's module (their __module__ is this one).
 karmarkar_karp = _PATCH.replacements["karmarkar_karp"]
 greedy_partition = _PATCH.replacements["greedy_partition"]
 get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
-def install(refine: bool | str = False) -> list[str]:
-    """Run verl's partitioners on seqbalance in this process; return the names replaced.
+def install(
+    refine: bool | str = False, *, cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None
+) -> list[str]:
+    """Run verl's partitioners on seqbalance in this process, and balance by ``cost`` when
+    one is given; return the names replaced.
 
     Replaces the functions in ``verl.utils.seqlen_balancing`` and rebinds every imported
     ``verl.*`` module that imported one of them by name. Idempotent: a second call changes
-    nothing (it only rebinds a module that still holds an original) and returns the same names.
-    Logs one INFO line saying what was replaced.
+    nothing (it only rebinds a module that still holds an original) and returns the same names;
+    its arguments are what holds from then on. Logs one INFO line saying what was replaced.
 
     With the default ``refine=False`` every replaced function returns exactly what verl's does.
     ``refine=True`` (or ``"exact"``) makes ``get_seqlen_balanced_partitions`` and
@@ -139,8 +190,18 @@ def install(refine: bool | str = False) -> list[str]:
     (``seqbalance partition -k 8 --group-size 16 --equal-size`` shows it on that batch). The
     answers then differ from verl's; ``karmarkar_karp`` and ``greedy_partition`` stay exact.
 
+    ``cost`` (a `seqbalance.TimeCost`, a `seqbalance.ModelCost`, or the path of a saved
+    `TimeCost`; without it, the path in the environment variable ``SEQBALANCE_COST`` when set)
+    also replaces verl's ``calculate_workload`` everywhere verl holds it: each sample then
+    weighs ``rint(cost(lengths) * 1e9)`` int64 nanoseconds of a `TimeCost` (the FLOPs of a
+    `ModelCost`), and a cost given by path is read again whenever its file changes. Without a
+    cost (and without the variable), verl's ``calculate_workload`` is verl's, restored if an
+    earlier call replaced it.
+
     Raises:
-        TypeError, ValueError: ``refine`` is not ``False``, ``True`` or ``"exact"``.
+        TypeError, ValueError: ``refine`` is not ``False``, ``True`` or ``"exact"``; ``cost``
+            is none of the above, or its file (or ``SEQBALANCE_COST``'s) is not a saved
+            `TimeCost` (``FileNotFoundError`` when missing), named in the message.
         ImportError: ``verl.utils.seqlen_balancing`` cannot be imported (verl or one of its
             import-time dependencies is missing); the message says which.
         IntegrationError: one of the functions is missing, or its parameters differ from the
@@ -150,24 +211,41 @@ def install(refine: bool | str = False) -> list[str]:
     >>> import seqbalance.integrations.verl as sb_verl
     >>> sb_verl.install()  # doctest: +SKIP
     ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions']
+    >>> sb_verl.install(cost="time-cost.json")  # doctest: +SKIP
+    ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions', 'calculate_workload']
     """
-    return _PATCH.install(refine)
+    check_refine(refine)
+    source = resolve(cost)
+    # Both checked before either patches: all or nothing.
+    _PATCH.check()
+    if source is not None:
+        _WORKLOAD.check()
+    names = _PATCH.install(refine)
+    _SOURCE[0] = source
+    if source is None:
+        _WORKLOAD.uninstall()
+        return names
+    return names + _WORKLOAD.install()
 
 
 def uninstall() -> list[str]:
     """Put verl's original functions back in every ``verl.*`` module; return the names restored.
 
-    Also reverts modules imported after `install` that picked up a replacement by name.
-    Without a prior `install` it does nothing and returns ``[]``.
+    Also reverts modules imported after `install` that picked up a replacement by name, and
+    puts verl's ``calculate_workload`` back where ``install(cost=...)`` replaced it. Without a
+    prior `install` it does nothing and returns ``[]``.
     """
-    return _PATCH.uninstall()
+    names = _PATCH.uninstall() + _WORKLOAD.uninstall()
+    _SOURCE[0] = None
+    return names
 
 
 def is_installed() -> bool:
     """Whether `install` is in effect in this process.
 
     True when `install` ran, `uninstall` has not run since, and
-    ``verl.utils.seqlen_balancing`` as imported now still holds seqbalance's functions. Reloading
+    ``verl.utils.seqlen_balancing`` as imported now still holds seqbalance's functions (with a
+    cost, its ``calculate_workload`` too). Reloading
     that module (``importlib.reload``), or importing it afresh after it left ``sys.modules``,
     puts verl's originals back: ``False`` then, and `install` patches again.
 
@@ -175,4 +253,4 @@ def is_installed() -> bool:
     >>> sb_verl.is_installed()
     False
     """
-    return _PATCH.is_installed()
+    return _PATCH.is_installed() and (_SOURCE[0] is None or _WORKLOAD.is_installed())

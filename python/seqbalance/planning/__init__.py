@@ -11,7 +11,8 @@ plan_micro_batches``); import from there.
 
 from __future__ import annotations
 
-from .context_parallel import cp_rank_plans, cp_sample_id_groups, plan_context_parallel
+from .context_parallel import plan_context_parallel
+from .cp_layouts import cp_rank_plans, cp_sample_id_groups
 from .dp_plan import plan_dp_micro_batches
 from .groups import group_balanced_partitions
 from .metrics import BalanceReport, LoadStats, balance_report, log_seqlen_unbalance

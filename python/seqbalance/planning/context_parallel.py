@@ -4,7 +4,9 @@ A long sequence split over ``c`` ranks (ring attention or Ulysses) puts ``ceil(L
 each; a fixed degree for every sequence wastes ranks on the short ones. `plan_context_parallel`
 chooses a degree per sequence and groups sequences into steps, in a time model of compute over the
 degree plus the communication that splitting exposes, and is never slower in that model than the
-published greedy (Megatron-LM's dynamic-CP scheduler, as the time-cost spec defines it).
+published greedy (Megatron-LM's first dynamic-CP scheduler, as the time-cost spec defines it) or
+the scheduler Megatron-LM ships now (``next_hdp_group_packing_aware``, in two readings). The
+layouts trainers read (`cp_sample_id_groups`, `cp_rank_plans`) live in ``cp_layouts``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ __all__ = [
     "CpPlan",
     "comm_costs",
     "cp_degrees",
-    "cp_rank_plans",
-    "cp_sample_id_groups",
     "plan_context_parallel",
 ]
 
@@ -45,30 +45,46 @@ CpPlan = list[CpStep]
 
 def cp_degrees(world_size: int, cp_sizes: Any = None) -> list[int]:
     """The allowed CP degrees, ascending: every power of two dividing ``world_size``, or the
-    ``cp_sizes`` given (each a power of two dividing ``world_size``; repeats are ignored).
+    ``cp_sizes`` given (each an int in ``1..world_size``; repeats are ignored).
+
+    Sizes that are not powers of two (Megatron-LM #6801's arbitrary CP sizes) are allowed when
+    given: the planner treats every allowed size alike (a sequence's share is ``ceil(L / c)``,
+    a group widens to the next allowed size), and the layouts put a group of such a size on
+    consecutive ranks after the power-of-two groups, which stay aligned to their sizes. A size
+    need not divide ``world_size``: ranks a step cannot fill stay idle.
+
+    Args:
+        world_size: ranks per step (an int >= 1).
+        cp_sizes: ``None`` or a sequence (list, tuple, 1-D array) of ints.
+
+    Returns:
+        The degrees, ascending, without repeats.
 
     Raises:
-        TypeError: ``cp_sizes`` not a sequence of ints.
-        ValueError: an empty ``cp_sizes``, or a size that is not a power of two dividing
-            ``world_size`` (the message names it).
+        TypeError: ``cp_sizes`` not a sequence of ints (a NumPy scalar or 0-d array included).
+        ValueError: an empty ``cp_sizes``, or a size outside ``1..world_size`` (the message
+            names it).
 
     Example:
-        >>> cp_degrees(24), cp_degrees(8, cp_sizes=[8, 2])
-        ([1, 2, 4, 8], [2, 8])
+        >>> cp_degrees(24), cp_degrees(8, cp_sizes=[8, 2]), cp_degrees(8, cp_sizes=[3, 5])
+        ([1, 2, 4, 8], [2, 8], [3, 5])
     """
     if cp_sizes is None:
         return [1 << p for p in range(world_size.bit_length()) if world_size % (1 << p) == 0]
-    if isinstance(cp_sizes, (str, bytes)) or not isinstance(cp_sizes, (Sequence, np.ndarray)):
+    if (
+        isinstance(cp_sizes, (str, bytes))
+        or not isinstance(cp_sizes, (Sequence, np.ndarray))
+        or (isinstance(cp_sizes, np.ndarray) and cp_sizes.ndim != 1)
+    ):
         raise TypeError(f"cp_sizes must be a sequence of ints, got {_describe(cp_sizes)}")
     if len(cp_sizes) == 0:
         raise ValueError("cp_sizes must name at least one CP degree, got an empty sequence")
     degrees = set()
     for position, size in enumerate(cp_sizes):
         value = check_k_partitions(size, f"cp_sizes[{position}]")
-        if value & (value - 1) or world_size % value:
+        if value > world_size:
             raise ValueError(
-                f"cp_sizes[{position}] must be a power of two dividing world_size={world_size}, "
-                f"got {value}"
+                f"cp_sizes[{position}] must be in 1..world_size={world_size}, got {value}"
             )
         degrees.add(value)
     return sorted(degrees)
@@ -152,20 +168,41 @@ def plan_context_parallel(
     cost: Any = "tokens",
     comm: CommCost = None,
     cp_sizes: Sequence[int] | None = None,
+    one_cp_size_per_step: bool = False,
 ) -> CpPlan:
     """Plan context-parallel steps: a CP degree per sequence and the sequences of every step.
 
     Each step is a list of groups ``(cp_size, ranks, indexes)``: the ``cp_size`` ranks (distinct
-    within the step, each in ``range(world_size)``; a block of consecutive ranks aligned to its
-    size) hold the sequences ``indexes`` (positions in ``lengths``), each split over all of them.
-    Every index is in exactly one group; ``cp_size`` is an allowed degree; every rank holds at most
+    within the step, each in ``range(world_size)``, one block of consecutive ranks) hold the
+    sequences ``indexes`` (positions in ``lengths``), each split over all of them. Groups whose
+    size is a power of two come first, widest first, so each starts at a multiple of its size
+    (the blocks Megatron-LM creates its dynamic-CP process groups on); groups of other sizes
+    (allowed through ``cp_sizes``) follow on the next consecutive ranks. Every index is in
+    exactly one group; ``cp_size`` is an allowed degree; every rank holds at most
     ``max_tokens_per_rank`` tokens per step, a sequence adding ``ceil(L / cp_size)``.
 
     The time model: a group takes ``sum(cost(L) / cp_size + comm(L, cp_size))`` on each of its
     ranks, a step its slowest group's time, a plan the sum over steps. The plan minimises that
-    time and is never slower than the published greedy (the fastest of its four readings, given
-    the same cost and comm; that plan is returned when the search does not beat it). The answer
-    is deterministic.
+    time and is never slower than six floors given the same cost and comm: the published greedy
+    in its four readings, and the scheduler Megatron-LM ships now (``next_hdp_group_packing_aware``)
+    balancing its own ``L² / c`` and balancing this cost and comm; the fastest floor's plan is
+    returned when the search does not beat it. With ``one_cp_size_per_step=True`` every step's
+    groups share one degree (chosen per step), for trainers that split a micro-batch with one
+    CP size (verl's ``dynamic_cp_split_batch``); the floor is then one fixed degree for every
+    sequence (the smallest that fits them all) placed by the published greedy. The answer is
+    deterministic.
+
+    Planning takes time near ``n log n`` for any cost, a cost that does not grow with the length
+    included (the step loops skip the sequences a step cannot take; ``benches/
+    bench_context_parallel.py --scaling``), and, beside the answer, memory for the
+    communication table and a few arrays per allowed degree (about ``40 · degrees + 130`` bytes a
+    sequence). The answer holds a list slot (8 bytes) for every rank of every group of every
+    step, a tuple and two lists per group (about 200 bytes) and an int per index (32 bytes);
+    rank numbers are int objects shared by every group that names them (32 bytes per rank, once).
+    A plan over many ranks costs about ``8 · world_size`` bytes a step: ten one-token sequences
+    on ``2**22`` ranks (ten steps over every rank) take 0.45 GB, 5,000 on 16,384 ranks 0.66 GB,
+    and the call's peak stays within 11 % of that (``benches/bench_context_parallel.py
+    --memory``).
 
     Args:
         lengths: token count of each sequence (list/array of ints >= 0); never modified.
@@ -178,8 +215,9 @@ def plan_context_parallel(
         comm: exposed communication of splitting, in the cost's units: ``None`` (none, so the
             largest degree always wins), ``κ`` (``κ · L · (c - 1) / c``), or a callable
             ``(L, c) -> cost`` called once per distinct ``(L, c)`` with ``c > 1`` (0 at ``c = 1``).
-        cp_sizes: the allowed degrees (powers of two dividing ``world_size``); default all of
-            them.
+        cp_sizes: the allowed degrees, any ints in ``1..world_size`` (see `cp_degrees`); default
+            the powers of two dividing ``world_size``.
+        one_cp_size_per_step: keyword-only; one degree for all the groups of a step.
 
     Returns:
         The steps in order, each a list of ``(cp_size, ranks, indexes)`` tuples.
@@ -187,12 +225,23 @@ def plan_context_parallel(
     Raises:
         TypeError, ValueError, OverflowError: a bad argument, named with its value; a
             ``ValueError`` naming the index and length of a sequence that fits no allowed degree.
-        MemoryError, KeyboardInterrupt: out of memory, or Ctrl-C during the plan.
+        MemoryError, KeyboardInterrupt: out of memory (the plan's lists included; the next call
+            works), or Ctrl-C during the plan.
 
     Example:
         >>> plan_context_parallel([100, 30, 20, 10], 4, 64, comm=0.1)
         [[(4, [0, 1, 2, 3], [0])], [(2, [0, 1], [1]), (2, [2, 3], [2, 3])]]
+        >>> plan_context_parallel([30, 60, 30, 90], 4, 32, comm=0.1)
+        [[(4, [0, 1, 2, 3], [3])], [(2, [0, 1], [1]), (1, [2], [0]), (1, [3], [2])]]
+        >>> plan_context_parallel([30, 60, 30, 90], 4, 32, comm=0.1, one_cp_size_per_step=True)
+        [[(2, [0, 1], [1]), (2, [2, 3], [0, 2])], [(4, [0, 1, 2, 3], [3])]]
+        >>> plan_context_parallel([100, 30, 20, 10], 8, 40, comm=0.1, cp_sizes=[3, 5])
+        [[(5, [0, 1, 2, 3, 4], [0]), (3, [5, 6, 7], [1, 2, 3])]]
     """
+    if not isinstance(one_cp_size_per_step, (bool, np.bool_)):
+        raise TypeError(
+            f"one_cp_size_per_step must be True or False, got {_describe(one_cp_size_per_step)}"
+        )
     values = as_int64_array(lengths, "lengths")
     world = check_count(world_size, "world_size")
     # A budget past 2**64 - 1 holds what 2**64 - 1 holds for any lengths up to 2**63 - 1.
@@ -228,154 +277,6 @@ def plan_context_parallel(
         np.asarray(degrees, dtype=np.int64),
         world,
         cap,
+        "one_size" if one_cp_size_per_step else "best",
     )
     return steps
-
-
-def _check_step(step: CpStep, world_size: int, position: int) -> None:
-    """Raise unless every group of ``step`` holds ``cp_size`` ranks in ``range(world_size)``, no
-    rank in two groups: a layout built from anything else would drop or misplace samples."""
-    used: set[int] = set()
-    for cp_size, ranks, _ in step:
-        for value in (cp_size, *ranks):
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise TypeError(
-                    f"step {position} has a group (cp_size {cp_size!r}, ranks {ranks!r}) "
-                    f"with {_describe(value)} where an int belongs"
-                )
-        if len(ranks) != cp_size:
-            raise ValueError(
-                f"step {position} has a group of cp_size {cp_size} on {len(ranks)} ranks {ranks}"
-            )
-        for rank in ranks:
-            if not 0 <= rank < world_size:
-                raise ValueError(
-                    f"step {position} puts a group of cp_size {cp_size} on rank {rank}, "
-                    f"outside range(world_size={world_size})"
-                )
-            if rank in used:
-                raise ValueError(f"step {position} puts two groups on rank {rank}")
-            used.add(rank)
-
-
-def _laid_out(step: CpStep) -> CpStep:
-    """The step's groups widest first, each on the next block of consecutive ranks."""
-    laid: CpStep = []
-    rank = 0
-    for cp_size, _, indexes in sorted(step, key=lambda group: -group[0]):
-        laid.append((cp_size, list(range(rank, rank + cp_size)), list(indexes)))
-        rank += cp_size
-    return laid
-
-
-def _widened(step: CpStep, world_size: int, position: int, degrees: Sequence[int] | None) -> CpStep:
-    """``step`` with its idle ranks given to its narrowest groups, laid out again: each in turn
-    doubles (as Megatron-LM's scheduler fills empty ranks), or with ``degrees`` (the allowed CP
-    sizes) moves up to the next allowed size."""
-    sizes = [cp_size for cp_size, _, _ in step]
-    idle = world_size - sum(sizes)
-    if not sizes:
-        raise ValueError(f"step {position} has no group to widen into its {idle} idle ranks")
-    while idle > 0:
-        narrowest = sizes.index(min(sizes))
-        size = sizes[narrowest]
-        if degrees is None:
-            wider = 2 * size if world_size % (2 * size) == 0 else None
-            remedy = "plan with cp_sizes whose sizes tile world_size"
-        else:
-            wider = next((c for c in degrees if c > size), None)
-            remedy = f"no larger size in cp_sizes {list(degrees)} fits them"
-        if wider is None or wider - size > idle:
-            raise ValueError(
-                f"step {position} leaves {idle} of {world_size} ranks idle and its narrowest "
-                f"group (cp_size {size}) cannot widen into them; {remedy}"
-            )
-        sizes[narrowest] = wider
-        idle -= wider - size
-    return _laid_out(
-        [(size, [], indexes) for size, (_, _, indexes) in zip(sizes, step, strict=True)]
-    )
-
-
-def cp_sample_id_groups(
-    plan: CpPlan,
-    world_size: int,
-    *,
-    widen_idle: bool = False,
-    cp_sizes: Sequence[int] | None = None,
-) -> list[list[list[int]]]:
-    """A plan in Megatron-LM's dynamic-CP layout: per step, per DP×CP rank, the sample indexes it
-    holds.
-
-    This is what Megatron-LM's packing schedulers return from ``get_groups_and_subsamples``
-    (``sample_id_groups[micro_batch][dp_cp_rank]``): a sequence split over a group appears in the
-    list of each of its ranks, and a rank's ``local_cp_size`` is the number of ranks whose list
-    holds its samples. Groups take consecutive ranks, widest first, so each is a block aligned
-    to its size (how dynamic CP process groups are laid out). A rank the plan leaves idle gets an
-    empty list; with ``widen_idle=True`` the step's narrowest groups double into the idle ranks
-    instead (fewer tokens per rank, more communication), since some trainers need every rank to
-    hold a sample. Given ``cp_sizes`` (the sizes the plan was made with), every group's size must
-    be one of them and a widened group moves up to the next of them, never to another size.
-
-    Raises:
-        ValueError: a group whose ranks leave ``range(world_size)``, are not ``cp_size`` of
-            them, or overlap another group's in the step; a group size not in ``cp_sizes``; or
-            idle ranks that no group can widen into (``widen_idle=True``).
-        TypeError: ``cp_sizes`` not a sequence of ints.
-
-    Example:
-        >>> plan = [[(2, [0, 1], [0]), (1, [2], [1, 2])]]
-        >>> cp_sample_id_groups(plan, 4)
-        [[[0], [0], [1, 2], []]]
-        >>> cp_sample_id_groups(plan, 4, widen_idle=True)
-        [[[0], [0], [1, 2], [1, 2]]]
-        >>> cp_sample_id_groups([[(1, [0], [0])]], 4, widen_idle=True, cp_sizes=[1, 4])
-        [[[0], [0], [0], [0]]]
-    """
-    world = check_count(world_size, "world_size")
-    degrees = None if cp_sizes is None else cp_degrees(world, cp_sizes)
-    layout = []
-    for position, step in enumerate(plan):
-        _check_step(step, world, position)
-        if degrees is not None:
-            for cp_size, _, _ in step:
-                if cp_size not in degrees:
-                    raise ValueError(
-                        f"step {position} has a group of cp_size {cp_size}, not in "
-                        f"cp_sizes {degrees}"
-                    )
-        groups = _widened(step, world, position, degrees) if widen_idle else step
-        ranks: list[list[int]] = [[] for _ in range(world)]
-        for _, members, indexes in groups:
-            for rank in members:
-                ranks[rank] = list(indexes)
-        layout.append(ranks)
-    return layout
-
-
-def cp_rank_plans(plan: CpPlan, world_size: int) -> list[list[tuple[int, int, list[int]] | None]]:
-    """A plan split per rank: for each rank, for each step, ``(local_cp_size, cp_rank, indexes)``
-    (its group's size, its position in the group, the samples it holds a share of), or ``None``
-    when the rank is idle in that step. This is what a driver sends each worker when it, not the
-    workers, schedules (NeMo-RL's Ray driver): every worker resolves its CP group from the size
-    and its block of ranks.
-
-    Raises:
-        ValueError: ``world_size`` not an int in ``1..2**24``, or a group whose ranks leave
-            ``range(world_size)``, are not ``cp_size`` of them, or overlap another group's.
-
-    Example:
-        >>> cp_rank_plans([[(2, [0, 1], [0]), (1, [2], [1, 2])]], 3)
-        [[(2, 0, [0])], [(2, 1, [0])], [(1, 0, [1, 2])]]
-    """
-    world = check_count(world_size, "world_size")
-    per_rank: list[list[tuple[int, int, list[int]] | None]] = [[] for _ in range(world)]
-    for position, step in enumerate(plan):
-        _check_step(step, world, position)
-        held: list[tuple[int, int, list[int]] | None] = [None] * world
-        for cp_size, members, indexes in step:
-            for cp_rank, rank in enumerate(members):
-                held[rank] = (cp_size, cp_rank, list(indexes))
-        for rank in range(world):
-            per_rank[rank].append(held[rank])
-    return per_rank

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._inputs import MAX_VALUE, EqualSize, _describe
-from ..costs.workload import COST_NAMES, group_sums, sample_costs
+from ..costs.workload import COST_NAMES, group_sums, sample_costs, saved_cost_hint
 from ..partition import get_seqlen_balanced_partitions
 from ..planning.metrics import naive_split
 
@@ -136,6 +136,7 @@ def check_sampler_cost(cost: Any, cost_field: Any) -> tuple[Any, str | None]:
         raise TypeError(
             "cost must be 'tokens', 'workload' or a callable on the lengths (per-sample "
             f"weights: pass cost_field= naming a custom_meta field), got {_describe(cost)}"
+            f"{saved_cost_hint(cost)}"
         )
     return cost, None
 

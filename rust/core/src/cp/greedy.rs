@@ -54,7 +54,12 @@ pub fn greedy(problem: &Problem, reading: Reading, interrupt: &Interrupt) -> Res
         degree.push(problem.smallest_fit(i)?);
     }
     let mut pending: Vec<u32> = alloc::collect(0..n as u32, "the greedy's order")?;
-    pending.sort_by(|&a, &b| problem.lengths[b as usize].cmp(&problem.lengths[a as usize]).then(a.cmp(&b)));
+    // Unstable sorts allocate nothing (a stable one takes a scratch buffer of n / 2 with an
+    // allocation that aborts when memory runs out); the index breaks every tie, so the order is
+    // the same.
+    pending.sort_unstable_by(|&a, &b| {
+        problem.lengths[b as usize].cmp(&problem.lengths[a as usize]).then(a.cmp(&b))
+    });
     if reading.waits {
         return greedy_waiting(problem, reading, &degree, &pending, interrupt);
     }

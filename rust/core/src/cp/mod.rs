@@ -8,16 +8,27 @@
 //! back.
 //!
 //! * [`greedy`]: the published greedy (Megatron-LM's dynamic-CP scheduler as the time-cost spec
-//!   defines it), in its four readings; the fastest of them is the floor a plan must beat.
+//!   defines it), in its four readings.
+//! * [`megatron`]: the scheduler Megatron-LM ships now (`next_hdp_group_packing_aware`), in its
+//!   two readings (its own work `L² / c`, and the plan's cost and comm).
 //! * [`search`]: seqbalance's planner: for each target step time, a degree per sequence (the one
 //!   occupying the least rank-time whose time fits the target), balanced steps, and the ranks
 //!   a step leaves idle spent on splitting or widening its slowest group.
+//! * `skip`: how the step loops find the next sequence a step can place without visiting the
+//!   ones that wait (near `n log n` for any cost).
 //!
-//! [`plan`] runs both and returns the faster plan (the greedy's on a tie), so the answer is never
-//! slower in the model than the floor.
+//! [`plan`] runs them all and returns the fastest plan (a floor's on a tie), so the answer is
+//! never slower in the model than any of the six floors. With one size per step, the floor is
+//! one fixed degree for every sequence, placed by the published greedy.
+//!
+//! Degrees are any ascending sizes up to `world_size` (the Python layer's default: the powers
+//! of two dividing it). Memory: the problem's `n · degrees` communication table, a few arrays
+//! of `n` and per degree a tree of `2n` numbers, plus the plan itself.
 mod greedy;
+mod megatron;
 mod pool;
 mod search;
+mod skip;
 #[cfg(test)]
 mod tests;
 
@@ -28,6 +39,7 @@ use crate::error::CoreError;
 use crate::interrupt::Interrupt;
 
 pub use greedy::{greedy, Reading, READINGS};
+pub use megatron::{megatron, Workload, WORKLOADS};
 pub use search::search;
 
 type Result<T> = std::result::Result<T, CpError>;
@@ -70,7 +82,7 @@ pub struct Problem<'a> {
     pub lengths: &'a [u64],
     pub costs: &'a [f64],
     pub comm: &'a [f64],
-    /// The allowed degrees, ascending, each a power of two dividing `world_size`.
+    /// The allowed degrees, ascending, each at most `world_size`.
     pub degrees: &'a [u32],
     pub world_size: u32,
     pub cap: u64,
@@ -97,9 +109,9 @@ impl Problem<'_> {
         }
         let mut previous = 0;
         for &c in self.degrees {
-            if c <= previous || !c.is_power_of_two() || self.world_size % c != 0 {
+            if c <= previous || c > self.world_size {
                 return Err(CpError::Invalid(format!(
-                    "degrees must be ascending powers of two dividing world_size {}, got {:?}",
+                    "degrees must be ascending, from 1 to world_size {}, got {:?}",
                     self.world_size, self.degrees
                 )));
             }
@@ -191,51 +203,107 @@ pub fn lower_bound(problem: &Problem) -> Result<f64> {
 pub struct Plan {
     pub steps: Steps,
     pub time: f64,
-    /// `"search"`, or the greedy reading that won (`"1a"`, `"1b"`, `"2a"`, `"2b"`).
+    /// `"search"`, the greedy reading that won (`"1a"`, `"1b"`, `"2a"`, `"2b"`), Megatron-LM's
+    /// scheduler (`"megatron"`, `"megatron-judged"`), or one fixed degree (`"fixed"`).
     pub method: &'static str,
 }
 
 /// Which plans [`plan`] considers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
-    /// The search and the four greedy readings; the fastest wins.
+    /// The search and the six floors (four greedy readings, two of Megatron-LM's scheduler);
+    /// the fastest wins.
     Best,
+    /// Every step's groups of one degree (chosen per step): the search so restricted against
+    /// one fixed degree for every sequence (the smallest that fits them all) placed by the
+    /// published greedy; the faster wins.
+    OneSizePerStep,
     /// One greedy reading alone (the benchmark's floor, and the tests' check of it).
     Greedy(Reading),
+    /// One reading of Megatron-LM's scheduler alone.
+    Megatron(Workload),
 }
 
-/// Plan `problem`: the fastest of the search and the four greedy readings (`Method::Best`).
+/// Plan `problem` by `method`.
 pub fn plan(problem: &Problem, method: Method, interrupt: &Interrupt) -> Result<Plan> {
     problem.check()?;
     for i in 0..problem.lengths.len() {
         problem.smallest_fit(i)?;
     }
-    if let Method::Greedy(reading) = method {
-        let steps = greedy(problem, reading, interrupt)?;
+    let timed = |steps: Steps, method: &'static str| {
         let time = plan_time(problem, &steps);
-        return Ok(Plan { steps, time, method: reading.name() });
-    }
+        Plan { steps, time, method }
+    };
+    // Only the fastest plan so far is kept (each is as large as the answer).
     let mut best: Option<Plan> = None;
-    for reading in READINGS {
-        let steps = greedy(problem, reading, interrupt)?;
-        let time = plan_time(problem, &steps);
-        if best.as_ref().is_none_or(|b| time < b.time) {
-            best = Some(Plan { steps, time, method: reading.name() });
+    let mut consider = |floor: Plan| {
+        if best.as_ref().is_none_or(|b| floor.time < b.time) {
+            best = Some(floor);
+        }
+    };
+    match method {
+        Method::Greedy(reading) => return Ok(timed(greedy(problem, reading, interrupt)?, reading.name())),
+        Method::Megatron(workload) => {
+            return Ok(timed(megatron(problem, workload, interrupt)?, workload.name()));
+        }
+        Method::Best => {
+            for reading in READINGS {
+                consider(timed(greedy(problem, reading, interrupt)?, reading.name()));
+            }
+            for workload in WORKLOADS {
+                consider(timed(megatron(problem, workload, interrupt)?, workload.name()));
+            }
+        }
+        Method::OneSizePerStep => {
+            if let Some(steps) = fixed_degree(problem, interrupt)? {
+                consider(timed(steps, "fixed"));
+            }
         }
     }
-    let floor = best.as_ref().map_or(f64::INFINITY, |b| b.time);
-    if let Some(steps) = search(problem, floor, interrupt)? {
-        let time = plan_time(problem, &steps);
-        if time < floor {
-            best = Some(Plan { steps, time, method: "search" });
+    let limit = best.as_ref().map_or(f64::INFINITY, |b| b.time);
+    if let Some(steps) = search(problem, limit, method == Method::OneSizePerStep, interrupt)? {
+        let searched = timed(steps, "search");
+        if searched.time < limit {
+            best = Some(searched);
         }
     }
     Ok(best.unwrap_or(Plan { steps: Vec::new(), time: 0.0, method: "search" }))
 }
 
+/// One fixed degree for every sequence (the smallest that fits them all), placed by the
+/// published greedy (the faster of readings 1a and 2a; with one degree, b adds nothing), or
+/// `None` without sequences.
+fn fixed_degree(problem: &Problem, interrupt: &Interrupt) -> Result<Option<Steps>> {
+    let n = problem.lengths.len();
+    let mut j = 0;
+    for i in 0..n {
+        j = j.max(problem.smallest_fit(i)?);
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    let k = problem.k();
+    let comm = alloc::collect((0..n).map(|i| problem.comm[i * k + j]), "the fixed degree's communication")?;
+    let degrees = [problem.degrees[j]];
+    let fixed = Problem { comm: &comm, degrees: &degrees, ..*problem };
+    let mut best: Option<(Steps, f64)> = None;
+    for reading in [READINGS[0], READINGS[2]] {
+        let mut steps = greedy(&fixed, reading, interrupt)?;
+        steps.iter_mut().flatten().for_each(|group| group.degree = j);
+        let time = plan_time(problem, &steps);
+        if best.as_ref().is_none_or(|(_, b)| time < *b) {
+            best = Some((steps, time));
+        }
+    }
+    Ok(best.map(|(steps, _)| steps))
+}
+
 /// The plan laid out for the binding: per group `(step, cp_size, first rank, end of members)`,
-/// members concatenated. Within a step, groups go widest first (ties in plan order) and take
-/// consecutive ranks from 0, so each group's ranks are a block aligned to its size.
+/// members concatenated. Within a step, groups take consecutive ranks from 0: those whose size
+/// is a power of two first, widest first, so each starts at a multiple of its size (the blocks
+/// Megatron-LM creates its dynamic-CP process groups on); then the others, widest first, each a
+/// block of consecutive ranks (Megatron-LM #6801's logical groups take any such interval). Ties
+/// keep the plan's order.
 pub struct Layout {
     pub groups: Vec<[u64; 4]>,
     pub members: Vec<u32>,
@@ -246,8 +314,11 @@ pub fn layout(problem: &Problem, steps: &Steps) -> Result<Layout> {
     let mut groups = alloc::with_capacity(n_groups, "the plan's groups")?;
     let mut members = alloc::with_capacity(problem.lengths.len(), "the plan's indexes")?;
     for (s, step) in steps.iter().enumerate() {
-        let mut order: Vec<usize> = (0..step.len()).collect();
-        order.sort_by_key(|&g| std::cmp::Reverse(problem.degrees[step[g].degree]));
+        let mut order: Vec<usize> = alloc::collect(0..step.len(), "the plan's groups")?;
+        order.sort_unstable_by_key(|&g| {
+            let c = problem.degrees[step[g].degree];
+            (!c.is_power_of_two(), std::cmp::Reverse(c), g)
+        });
         let mut rank = 0u64;
         for g in order {
             let group = &step[g];

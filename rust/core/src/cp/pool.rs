@@ -1,11 +1,11 @@
 //! Heaps that answer a step's questions about its groups without scanning them all (thousands
 //! where ranks are many): per degree, the first-opened group of least load among those with room
-//! for a sequence's tokens, and the least load and the fewest tokens of any group; per step, the
-//! slowest group. Each answers exactly as the scan it replaces (ties to the first-opened group).
+//! for a sequence's tokens, and the fewest tokens of any group; per step, the slowest group. Each
+//! answers exactly as the scan it replaces (ties to the first-opened group).
 //!
 //! A group's load and tokens only grow (heights are >= 0), and only the group a question returned
-//! grows, so every heap holds current keys except the `loads` and `tokens` ones, whose stale
-//! entries (smaller than the group's current values) are dropped as they reach the top.
+//! grows, so every heap holds current keys except the `tokens` one, whose stale entries (smaller
+//! than the group's current values) are dropped as they reach the top.
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -61,14 +61,13 @@ pub(super) struct Degree {
     ids: Vec<u32>,
     /// Whether the heaps hold the groups (from the (`SMALL` + 1)th group on).
     heaped: bool,
-    /// Whether [`track`](Self::track) was called (then `loads` and `tokens` are kept).
+    /// Whether [`track`](Self::track) was called (then `tokens` is kept).
     tracked: bool,
     /// Groups that had room at the last question, by `(load, order)`.
     ready: BinaryHeap<Reverse<(u64, u32)>>,
     /// Groups that had no room then, by `(tokens, order)`: they return once the room grows.
     full: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Every group by load and by tokens.
-    loads: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Every group by tokens.
     tokens: BinaryHeap<Reverse<(u64, u32)>>,
 }
 
@@ -78,7 +77,6 @@ impl Degree {
         (self.heaped, self.tracked) = (false, false);
         self.ready.clear();
         self.full.clear();
-        self.loads.clear();
         self.tokens.clear();
     }
 
@@ -94,7 +92,6 @@ impl Degree {
                 let group = &groups[h as usize];
                 push(&mut self.ready, Reverse((key(group.load), h)), "a step's groups")?;
                 if self.tracked {
-                    push(&mut self.loads, Reverse((key(group.load), h)), "a step's groups")?;
                     push(&mut self.tokens, Reverse((group.tokens, h)), "a step's groups")?;
                 }
             }
@@ -144,31 +141,14 @@ impl Degree {
         }
     }
 
-    /// Keep group `g`'s current load and tokens for [`least_load`](Self::least_load) and
-    /// [`least_tokens`](Self::least_tokens) (on opening it and after it grew): its entry is
-    /// replaced where it is the top (a join mostly goes to the least-loaded group), else added.
+    /// Keep group `g`'s current tokens for [`least_tokens`](Self::least_tokens) (on opening it
+    /// and after it grew): its entry is replaced where it is the top, else added.
     pub fn track(&mut self, g: usize, groups: &[Open]) -> Result<(), CoreError> {
         self.tracked = true;
         if !self.heaped {
             return Ok(());
         }
-        let (load, tokens, g) = (key(groups[g].load), groups[g].tokens, g as u32);
-        replace_or_push(&mut self.loads, g, load)?;
-        replace_or_push(&mut self.tokens, g, tokens)
-    }
-
-    /// The least load of the tracked groups (infinity when none).
-    pub fn least_load(&mut self, groups: &[Open]) -> f64 {
-        if !self.heaped {
-            return self.ids.iter().map(|&g| groups[g as usize].load).fold(f64::INFINITY, f64::min);
-        }
-        while let Some(&Reverse((load, g))) = self.loads.peek() {
-            if key(groups[g as usize].load) == load {
-                return f64::from_bits(load);
-            }
-            self.loads.pop();
-        }
-        f64::INFINITY
+        replace_or_push(&mut self.tokens, g as u32, groups[g].tokens)
     }
 
     /// The fewest tokens of the tracked groups (`None` when none).

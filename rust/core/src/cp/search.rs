@@ -16,7 +16,8 @@
 //! * Targets: from the slowest single sequence at its fastest degree up to the most a group
 //!   within the cap can take, on a geometric grid, then finer around the best. A target whose
 //!   steps already add up past the best plan so far stops early.
-use super::pool::{Degree, Open, Slowest};
+use super::pool::{key, Degree, Open, Slowest};
+use super::skip::{Least, MinTree, Stairs};
 use super::{group_time, Group, Problem, Result, Steps};
 use crate::alloc;
 use crate::interrupt::Interrupt;
@@ -89,7 +90,7 @@ fn items(problem: &Problem, tau: f64, least: usize, interrupt: &Interrupt) -> Re
             share: problem.share(i, j),
         });
     }
-    items.sort_by(|a, b| b.height.total_cmp(&a.height).then(a.index.cmp(&b.index)));
+    items.sort_unstable_by(|a, b| b.height.total_cmp(&a.height).then(a.index.cmp(&b.index)));
     Ok(items)
 }
 
@@ -104,14 +105,14 @@ enum Move {
 }
 
 /// The faster of splitting `group` in two halves (heaviest first, each to the lighter half) and
-/// widening it to the next degree, with `free` ranks to spend; [`Move::Stay`] when neither beats
-/// its load (a split wins ties).
-fn faster(problem: &Problem, group: &Open, free: u32) -> Move {
+/// (when `widen`) widening it to the next degree, with `free` ranks to spend; [`Move::Stay`]
+/// when neither beats its load (a split wins ties).
+fn faster(problem: &Problem, group: &Open, free: u32, widen: bool) -> Move {
     let (j, c) = (group.degree, problem.degrees[group.degree]);
     let mut split: Option<(f64, Open, Open)> = None;
     if free >= c && group.members.len() > 1 {
         let mut order = group.members.clone();
-        order.sort_by(|&a, &b| {
+        order.sort_unstable_by(|&a, &b| {
             problem.height(b as usize, j).total_cmp(&problem.height(a as usize, j)).then(a.cmp(&b))
         });
         let mut halves = [
@@ -127,8 +128,8 @@ fn faster(problem: &Problem, group: &Open, free: u32) -> Move {
         let [first, second] = halves;
         split = Some((first.load.max(second.load), first, second));
     }
-    let widened = (j + 1 < problem.k() && free >= problem.degrees[j + 1] - c)
-        .then(|| group_time(problem, &Group { degree: j + 1, members: group.members.clone() }));
+    let widened = (widen && j + 1 < problem.k() && free >= problem.degrees[j + 1] - c)
+        .then(|| time_at(problem, &group.members, j + 1));
     match (split, widened) {
         (Some((time, first, second)), widen) if time < group.load && widen.is_none_or(|w| time <= w) => {
             Move::Split(first, second)
@@ -138,23 +139,34 @@ fn faster(problem: &Problem, group: &Open, free: u32) -> Move {
     }
 }
 
-/// Spend a step's free ranks on its slowest group while that makes the group faster. The
-/// slowest group comes from a heap (a step holds thousands of groups where ranks are many); the
-/// rounds (up to one per free rank) ask about Ctrl-C.
+/// The time of `members` as one group at degree index `j` (summed in member order).
+fn time_at(problem: &Problem, members: &[u32], j: usize) -> f64 {
+    let mut total = 0.0;
+    for &i in members {
+        total += problem.height(i as usize, j);
+    }
+    total
+}
+
+/// Spend a step's free ranks on its slowest group while that makes the group faster (with one
+/// size per step, only splits, then [`widen_whole_step`]). The slowest group comes from a heap
+/// (a step holds thousands of groups where ranks are many); the rounds (up to one per free
+/// rank) ask about Ctrl-C.
 fn use_idle_ranks(
     problem: &Problem,
     groups: &mut Vec<Open>,
     mut free: u32,
+    one_size: bool,
     interrupt: &Interrupt,
 ) -> Result<()> {
     let mut slowest_first = Slowest::new(groups)?;
     for round in 0usize.. {
         interrupt.every(round)?;
         let Some(slowest) = slowest_first.peek() else {
-            return Ok(());
+            break;
         };
         let c = problem.degrees[groups[slowest].degree];
-        match faster(problem, &groups[slowest], free) {
+        match faster(problem, &groups[slowest], free, !one_size) {
             Move::Split(first, second) => {
                 groups[slowest] = first;
                 alloc::push(groups, second, "a step's groups")?;
@@ -173,10 +185,39 @@ fn use_idle_ranks(
                 slowest_first.pop();
                 slowest_first.push(slowest, groups)?;
             }
-            Move::Stay => return Ok(()),
+            Move::Stay => break,
         }
     }
+    if one_size {
+        widen_whole_step(problem, groups, interrupt)?;
+    }
     Ok(())
+}
+
+/// One size per step: while every group of the step can move up to the next degree together
+/// (all of them on the world's ranks) and that makes the step faster, they do.
+fn widen_whole_step(problem: &Problem, groups: &mut [Open], interrupt: &Interrupt) -> Result<()> {
+    loop {
+        interrupt.check()?;
+        let Some(j) = groups.first().map(|g| g.degree) else {
+            return Ok(());
+        };
+        if j + 1 >= problem.k()
+            || groups.len() as u64 * problem.degrees[j + 1] as u64 > problem.world_size as u64
+        {
+            return Ok(());
+        }
+        let now = groups.iter().map(|g| g.load).fold(0.0, f64::max);
+        let wider = groups.iter().map(|g| time_at(problem, &g.members, j + 1)).fold(0.0, f64::max);
+        if wider >= now {
+            return Ok(());
+        }
+        for group in groups.iter_mut() {
+            group.degree = j + 1;
+            group.load = time_at(problem, &group.members, j + 1);
+            group.tokens = group.members.iter().map(|&i| problem.share(i as usize, j + 1)).sum();
+        }
+    }
 }
 
 /// Next position at or after `x` that is still waiting (`next[x] == x`), halving paths as it goes.
@@ -189,189 +230,262 @@ pub(super) fn next_waiting(next: &mut [u32], mut x: usize) -> usize {
     x
 }
 
-/// The plan for one target, or `None` once its steps add up to `limit` or more.
+/// A step being formed by [`plan_for`]: its groups, and per degree the structures that find
+/// the group a sequence joins and the next sequence that can join one.
+struct Forming {
+    free: u32,
+    groups: Vec<Open>,
+    /// Per group, its place among the groups of its degree (its slot in `stairs`).
+    slot: Vec<u32>,
+    /// Per degree: the groups by load among those with room for a sequence's tokens.
+    pools: Vec<Degree>,
+    /// Per degree: the groups by load, with the fewest tokens of every prefix. Brought up to
+    /// date only when a search past a waiting sequence needs them (most steps never do): the
+    /// groups changed since are in `changed`.
+    stairs: Vec<Stairs>,
+    /// Per degree: the groups changed since its stairs were last brought up to date, and per
+    /// group whether it is listed there.
+    changed: Vec<Vec<u32>>,
+    listed: Vec<bool>,
+    /// Per degree: how many groups the step holds.
+    opened: Vec<u32>,
+}
+
+impl Forming {
+    fn new(k: usize) -> Forming {
+        Forming {
+            free: 0,
+            groups: Vec::new(),
+            slot: Vec::new(),
+            pools: (0..k).map(|_| Degree::default()).collect(),
+            stairs: (0..k).map(|_| Stairs::default()).collect(),
+            changed: vec![Vec::new(); k],
+            listed: Vec::new(),
+            opened: vec![0; k],
+        }
+    }
+
+    fn clear(&mut self, world_size: u32) {
+        self.free = world_size;
+        self.groups = Vec::new();
+        self.slot.clear();
+        self.pools.iter_mut().for_each(Degree::clear);
+        self.stairs.iter_mut().for_each(Stairs::clear);
+        self.changed.iter_mut().for_each(Vec::clear);
+        self.listed.clear();
+        self.opened.iter_mut().for_each(|count| *count = 0);
+    }
+
+    /// Group `g` changed: list it for its degree's stairs.
+    fn mark(&mut self, g: usize) -> Result<()> {
+        if !self.listed[g] {
+            self.listed[g] = true;
+            alloc::push(&mut self.changed[self.groups[g].degree], g as u32, "a step's groups")?;
+        }
+        Ok(())
+    }
+
+    /// Degree `j`'s stairs, up to date.
+    fn stairs(&mut self, j: usize) -> Result<&Stairs> {
+        for g in std::mem::take(&mut self.changed[j]) {
+            let group = &self.groups[g as usize];
+            self.stairs[j].put(self.slot[g as usize], key(group.load), group.tokens)?;
+            self.listed[g as usize] = false;
+        }
+        Ok(&self.stairs[j])
+    }
+
+    /// Whether some group of degree `j` takes `item` within the target and the cap (the
+    /// least-loaded group with room for its tokens does, if any does).
+    fn takes(&mut self, problem: &Problem, item: &Item, tau: f64) -> Result<bool> {
+        let j = item.degree;
+        let best = match problem.cap.checked_sub(item.share) {
+            Some(room) => self.pools[j].best(room, &self.groups)?,
+            None => None,
+        };
+        Ok(best.is_some_and(|b| self.groups[b].load + item.height <= tau))
+    }
+
+    /// The rules for one sequence: open a group of its degree while ranks are free (unless a
+    /// group of its degree is still empty of time), else join the least-loaded group of its
+    /// degree that stays within the target and the cap, else wait (false).
+    fn place(&mut self, problem: &Problem, item: &Item, tau: f64) -> Result<bool> {
+        let (j, c) = (item.degree, problem.degrees[item.degree]);
+        // The least-loaded group of degree j with room for the tokens (the first opened on a
+        // tie), if it stays within the target (then it is the scan's answer: loads at least as
+        // large stay within it no sooner).
+        let best = match problem.cap.checked_sub(item.share) {
+            Some(room) => self.pools[j].best(room, &self.groups)?,
+            None => None,
+        }
+        .filter(|&b| self.groups[b].load + item.height <= tau);
+        if self.free >= c && best.is_none_or(|b| self.groups[b].load > 0.0) {
+            self.free -= c;
+            let mut members = Vec::new();
+            alloc::push(&mut members, item.index, "a group's indexes")?;
+            alloc::push(
+                &mut self.groups,
+                Open { degree: j, tokens: item.share, load: item.height, members },
+                "a step's groups",
+            )?;
+            alloc::push(&mut self.slot, self.opened[j], "a step's groups")?;
+            alloc::push(&mut self.listed, false, "a step's groups")?;
+            self.opened[j] += 1;
+            self.pools[j].add(self.groups.len() - 1, &self.groups)?;
+            self.mark(self.groups.len() - 1)?;
+        } else if let Some(b) = best {
+            let group = &mut self.groups[b];
+            group.load += item.height;
+            group.tokens += item.share;
+            alloc::push(&mut group.members, item.index, "a group's indexes")?;
+            self.pools[j].grew(b, &self.groups);
+            self.mark(b)?;
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+/// The first waiting position in `from..to` of degree `j`'s order that the step can place: any
+/// while ranks are free for a group of its degree, else the first that some group of its degree
+/// takes within the target and the cap. The next waiting position comes from `links` (most
+/// often it is the answer: the pools test it); past it, heights fall along a degree's order, so
+/// the groups a position's height leaves room in only grow along it, and so does the fewest
+/// tokens among them: the tree tests a node at its last position and is exact there.
+#[allow(clippy::too_many_arguments)]
+fn next_placeable(
+    problem: &Problem,
+    items: &[Item],
+    by_degree: &[u32],
+    shares: &MinTree<u64>,
+    links: &mut [u32],
+    forming: &mut Forming,
+    j: usize,
+    from: usize,
+    to: usize,
+    tau: f64,
+) -> Result<Option<usize>> {
+    let first = next_waiting(links, from);
+    if first >= to {
+        return Ok(None);
+    }
+    if forming.free >= problem.degrees[j] {
+        return Ok(Some(first));
+    }
+    if forming.opened[j] == 0 {
+        return Ok(None);
+    }
+    if forming.takes(problem, &items[by_degree[first] as usize], tau)? {
+        return Ok(Some(first));
+    }
+    let stairs = forming.stairs(j)?;
+    let fewest_tokens = |slot: usize| {
+        let height = items[by_degree[slot] as usize].height;
+        stairs.least_within(|load| f64::from_bits(load) + height <= tau)
+    };
+    let fits =
+        |slot: usize, share: u64| fewest_tokens(slot).checked_add(share).is_some_and(|t| t <= problem.cap);
+    // The fewest tokens of any group of the degree, whatever its time: a node whose least share
+    // does not fit even that is passed without asking the stairs.
+    let fewest = stairs.least_within(|_| true);
+    let room = problem.cap.saturating_sub(fewest);
+    Ok(shares.first(
+        first + 1,
+        to,
+        &mut |last, least| fewest <= problem.cap && least <= room && fits(last, least),
+        &mut |slot, share| fits(slot, share),
+    ))
+}
+
+/// The plan for one target, or `None` once its steps add up to `limit` or more. With
+/// `one_size`, a step takes only sequences of the degree of its first one.
 ///
 /// The same plan as the rules read (each step visits the waiting sequences in order: open, join
-/// or wait), found without visiting every waiting sequence in every step: once no sequence left
-/// can open a group, each degree's sequences only join groups of that degree, and those too tall
-/// for the least-loaded group of their degree (heights fall along the order) are skipped by a
-/// binary search. Positions still waiting are found through `next` links that skip placed ones.
+/// or wait; the tests compare), found without visiting the sequences that wait: per degree, the
+/// next position the step can place comes from [`next_placeable`]; the step places the first of
+/// them, then asks again for its degree (and for the degrees that can no longer open a group).
 fn plan_for(
     problem: &Problem,
     tau: f64,
     least: usize,
     limit: f64,
+    one_size: bool,
     interrupt: &Interrupt,
 ) -> Result<Option<(Steps, f64)>> {
     let items = items(problem, tau, least, interrupt)?;
     let n = items.len();
     let k = problem.k();
-    // Per degree, its sequences' positions in `items` (in order), laid out one degree after
-    // another with one end marker each: degree j holds [start[j], start[j + 1] - 1).
-    let mut count = vec![0usize; k];
-    items.iter().for_each(|item| count[item.degree] += 1);
+    // Per degree, its sequences' positions in `items` (in order), one degree after another:
+    // degree j holds slots start[j]..start[j + 1].
     let mut start = vec![0usize; k + 1];
+    items.iter().for_each(|item| start[item.degree + 1] += 1);
     for j in 0..k {
-        start[j + 1] = start[j] + count[j] + 1;
+        start[j + 1] += start[j];
     }
-    let mut by_degree: Vec<u32> = alloc::filled(n + k, u32::MAX, "the planner's order by degree")?;
-    let mut slot: Vec<u32> = alloc::filled(n, 0, "the planner's order by degree")?;
+    let mut by_degree: Vec<u32> = alloc::filled(n, 0, "the planner's order by degree")?;
     let mut fill = start.clone();
     for (position, item) in items.iter().enumerate() {
-        slot[position] = fill[item.degree] as u32;
         by_degree[fill[item.degree]] = position as u32;
         fill[item.degree] += 1;
     }
-    // Per degree, whether shares fall along the order as heights do (any cost that grows with
-    // the length): then a binary search skips sequences too long for every group's tokens too.
-    let falling_shares: Vec<bool> = (0..k)
-        .map(|j| {
-            by_degree[start[j]..start[j + 1] - 1]
-                .windows(2)
-                .all(|pair| items[pair[0] as usize].share >= items[pair[1] as usize].share)
-        })
-        .collect();
-    let mut next_global: Vec<u32> = alloc::collect(0..n as u32 + 1, "the planner's waiting links")?;
-    let mut next_in_degree: Vec<u32> = alloc::collect(0..(n + k) as u32, "the planner's waiting links")?;
-    let mut waiting = count.clone();
+    let mut shares =
+        MinTree::new(by_degree.iter().map(|&p| items[p as usize].share), "the planner's waiting sequences")?;
+    // The next waiting slot at or after each slot (slot n: the end).
+    let mut links: Vec<u32> = alloc::collect(0..n as u32 + 1, "the planner's waiting links")?;
+    let mut forming = Forming::new(k);
+    let mut candidate: Vec<Option<usize>> = vec![None; k];
     let mut left = n;
     let mut steps: Steps = Vec::new();
     let mut total = 0.0;
     let mut tick = 0usize;
-    // Per degree, the step's groups by load among those with room, and by load and tokens.
-    let mut pools: Vec<Degree> = (0..k).map(|_| Degree::default()).collect();
-    let mut opened = vec![0usize; k];
-    let mut least_load = vec![f64::INFINITY; k];
-    let mut least_tokens = vec![u64::MAX; k];
     while left > 0 {
-        let mut free = problem.world_size;
-        let mut groups: Vec<Open> = Vec::new();
-        pools.iter_mut().for_each(Degree::clear);
-        opened.iter_mut().for_each(|count| *count = 0);
-        least_load.iter_mut().for_each(|v| *v = f64::INFINITY);
-        least_tokens.iter_mut().for_each(|v| *v = u64::MAX);
-        // One sequence: open a group, join one, or wait (false).
-        let place = |position: usize,
-                     free: &mut u32,
-                     groups: &mut Vec<Open>,
-                     pools: &mut [Degree],
-                     opened: &mut [usize],
-                     least_load: &mut [f64],
-                     least_tokens: &mut [u64]|
-         -> Result<bool> {
-            let item = &items[position];
-            let (j, c) = (item.degree, problem.degrees[item.degree]);
-            if *free < c
-                && (least_load[j] + item.height > tau
-                    || least_tokens[j].saturating_add(item.share) > problem.cap)
-            {
-                return Ok(false);
-            }
-            // The least-loaded group of degree j with room for the tokens (the first opened on a
-            // tie), if it stays within the target (then it is the scan's answer: loads at least
-            // as large stay within it no sooner).
-            let best = match problem.cap.checked_sub(item.share) {
-                Some(room) => pools[j].best(room, groups)?,
-                None => None,
-            }
-            .filter(|&b| groups[b].load + item.height <= tau);
-            if *free >= c && best.is_none_or(|b| groups[b].load > 0.0) {
-                *free -= c;
-                let members = vec![item.index];
-                alloc::push(
-                    groups,
-                    Open { degree: j, tokens: item.share, load: item.height, members },
-                    "a step's groups",
-                )?;
-                pools[j].add(groups.len() - 1, groups)?;
-                pools[j].track(groups.len() - 1, groups)?;
-                opened[j] += 1;
-                least_load[j] = least_load[j].min(item.height);
-                least_tokens[j] = least_tokens[j].min(item.share);
-            } else if let Some(b) = best {
-                let group = &mut groups[b];
-                group.load += item.height;
-                group.tokens += item.share;
-                alloc::push(&mut group.members, item.index, "a group's indexes")?;
-                pools[j].grew(b, groups);
-                pools[j].track(b, groups)?;
-                least_load[j] = pools[j].least_load(groups);
-                least_tokens[j] = pools[j].least_tokens(groups).unwrap_or(u64::MAX);
-            } else {
-                return Ok(false);
-            }
-            Ok(true)
+        forming.clear(problem.world_size);
+        let mut step_degree: Option<usize> = None;
+        let next = |forming: &mut Forming,
+                    shares: &MinTree<u64>,
+                    links: &mut [u32],
+                    j: usize,
+                    from: usize| {
+            next_placeable(problem, &items, &by_degree, shares, links, forming, j, from, start[j + 1], tau)
         };
-        let remove = |position: usize,
-                      next_global: &mut [u32],
-                      next_in_degree: &mut [u32],
-                      waiting: &mut [usize],
-                      left: &mut usize| {
-            next_global[position] = position as u32 + 1;
-            let s = slot[position] as usize;
-            next_in_degree[s] = s as u32 + 1;
-            waiting[items[position].degree] -= 1;
-            *left -= 1;
-        };
-        // Every sequence in order while one could still open a group.
-        let can_open = |free: u32, waiting: &[usize]| {
-            (0..k).find(|&j| waiting[j] > 0).is_some_and(|j| free >= problem.degrees[j])
-        };
-        let mut position = next_waiting(&mut next_global, 0);
-        while position < n && can_open(free, &waiting) {
+        for j in 0..k {
+            candidate[j] = next(&mut forming, &shares, &mut links, j, start[j])?;
+        }
+        loop {
+            let pick = (0..k)
+                .filter(|&j| step_degree.is_none_or(|d| d == j))
+                .filter_map(|j| candidate[j].map(|slot| (by_degree[slot], j)))
+                .min();
+            let Some((position, j)) = pick else {
+                break;
+            };
             tick += 1;
             interrupt.every(tick)?;
-            if place(
-                position,
-                &mut free,
-                &mut groups,
-                &mut pools,
-                &mut opened,
-                &mut least_load,
-                &mut least_tokens,
-            )? {
-                remove(position, &mut next_global, &mut next_in_degree, &mut waiting, &mut left);
+            let slot = candidate[j].unwrap_or(start[j]);
+            let before = forming.free;
+            if forming.place(problem, &items[position as usize], tau)? {
+                shares.set(slot, u64::NONE);
+                links[slot] = slot as u32 + 1;
+                left -= 1;
+                if one_size {
+                    step_degree = Some(j);
+                }
             }
-            position = next_waiting(&mut next_global, position + 1);
-        }
-        // Then each degree on its own: only joins remain.
-        for j in 0..k {
-            let end = start[j + 1] - 1;
-            let mut at = start[j] + by_degree[start[j]..end].partition_point(|&p| (p as usize) < position);
-            while opened[j] > 0 {
-                at = next_waiting(&mut next_in_degree, at);
-                if at >= end {
-                    break;
+            candidate[j] = next(&mut forming, &shares, &mut links, j, slot + 1)?;
+            // The degrees that can no longer open a group are asked again; the others' answers
+            // still hold (their groups did not change).
+            for (other, next_slot) in candidate.iter_mut().enumerate() {
+                let c = problem.degrees[other];
+                if other != j && before >= c && forming.free < c {
+                    if let Some(from) = *next_slot {
+                        *next_slot = next(&mut forming, &shares, &mut links, other, from)?;
+                    }
                 }
-                tick += 1;
-                interrupt.every(tick)?;
-                let (room, tokens_room) = (tau - least_load[j], problem.cap.saturating_sub(least_tokens[j]));
-                let fails = |p: u32| {
-                    let item = &items[p as usize];
-                    item.height > room || (falling_shares[j] && item.share > tokens_room)
-                };
-                if fails(by_degree[at]) {
-                    // Heights (and, where they fall too, shares) fall along the order: skip to
-                    // the first that fits the least-loaded (and the least-filled) group.
-                    at += by_degree[at..end].partition_point(|&p| fails(p));
-                    continue;
-                }
-                let candidate = by_degree[at] as usize;
-                if place(
-                    candidate,
-                    &mut free,
-                    &mut groups,
-                    &mut pools,
-                    &mut opened,
-                    &mut least_load,
-                    &mut least_tokens,
-                )? {
-                    remove(candidate, &mut next_global, &mut next_in_degree, &mut waiting, &mut left);
-                }
-                at += 1;
             }
         }
-        use_idle_ranks(problem, &mut groups, free, interrupt)?;
+        let mut groups = std::mem::take(&mut forming.groups);
+        use_idle_ranks(problem, &mut groups, forming.free, one_size, interrupt)?;
         let step: Vec<Group> =
             groups.into_iter().map(|g| Group { degree: g.degree, members: g.members }).collect();
         total += step.iter().map(|g| group_time(problem, g)).fold(0.0, f64::max);
@@ -390,6 +504,7 @@ fn use_idle_ranks_plain(
     problem: &Problem,
     groups: &mut Vec<Open>,
     mut free: u32,
+    one_size: bool,
     interrupt: &Interrupt,
 ) -> Result<()> {
     loop {
@@ -397,10 +512,10 @@ fn use_idle_ranks_plain(
         let Some(slowest) =
             (0..groups.len()).reduce(|a, b| if groups[b].load > groups[a].load { b } else { a })
         else {
-            return Ok(());
+            break;
         };
         let c = problem.degrees[groups[slowest].degree];
-        match faster(problem, &groups[slowest], free) {
+        match faster(problem, &groups[slowest], free, !one_size) {
             Move::Split(first, second) => {
                 groups[slowest] = first;
                 alloc::push(groups, second, "a step's groups")?;
@@ -414,9 +529,13 @@ fn use_idle_ranks_plain(
                 group.load = widen;
                 group.tokens = group.members.iter().map(|&i| problem.share(i as usize, j + 1)).sum();
             }
-            Move::Stay => return Ok(()),
+            Move::Stay => break,
         }
     }
+    if one_size {
+        widen_whole_step(problem, groups, interrupt)?;
+    }
+    Ok(())
 }
 
 /// [`plan_for`] as the rules read: every waiting sequence visited in every step (the oracle the
@@ -427,6 +546,7 @@ fn plan_for_plain(
     tau: f64,
     least: usize,
     limit: f64,
+    one_size: bool,
     interrupt: &Interrupt,
 ) -> Result<Option<(Steps, f64)>> {
     let mut pending = items(problem, tau, least, interrupt)?;
@@ -446,10 +566,15 @@ fn plan_for_plain(
         of_degree.iter_mut().for_each(Vec::clear);
         least_load.iter_mut().for_each(|v| *v = f64::INFINITY);
         least_tokens.iter_mut().for_each(|v| *v = u64::MAX);
+        let mut step_degree: Option<usize> = None;
         for item in pending.drain(..) {
             tick += 1;
             interrupt.every(tick)?;
             let (j, c) = (item.degree, problem.degrees[item.degree]);
+            if step_degree.is_some_and(|d| d != j) {
+                waiting.push(item);
+                continue;
+            }
             if free < c
                 && (least_load[j] + item.height > tau
                     || least_tokens[j].saturating_add(item.share) > problem.cap)
@@ -478,6 +603,9 @@ fn plan_for_plain(
                 )?;
                 least_load[j] = least_load[j].min(item.height);
                 least_tokens[j] = least_tokens[j].min(item.share);
+                if one_size {
+                    step_degree = Some(j);
+                }
             } else if let Some(b) = best {
                 let group = &mut groups[b];
                 group.load += item.height;
@@ -485,11 +613,14 @@ fn plan_for_plain(
                 alloc::push(&mut group.members, item.index, "a group's indexes")?;
                 least_load[j] = of_degree[j].iter().map(|&g| groups[g].load).fold(f64::INFINITY, f64::min);
                 least_tokens[j] = of_degree[j].iter().map(|&g| groups[g].tokens).min().unwrap_or(u64::MAX);
+                if one_size {
+                    step_degree = Some(j);
+                }
             } else {
                 waiting.push(item);
             }
         }
-        use_idle_ranks_plain(problem, &mut groups, free, interrupt)?;
+        use_idle_ranks_plain(problem, &mut groups, free, one_size, interrupt)?;
         let step: Vec<Group> =
             groups.into_iter().map(|g| Group { degree: g.degree, members: g.members }).collect();
         total += step.iter().map(|g| group_time(problem, g)).fold(0.0, f64::max);
@@ -502,8 +633,9 @@ fn plan_for_plain(
     Ok(Some((steps, total)))
 }
 
-/// The fastest plan the search finds that is faster than `limit`, or `None`.
-pub fn search(problem: &Problem, limit: f64, interrupt: &Interrupt) -> Result<Option<Steps>> {
+/// The fastest plan the search finds that is faster than `limit`, or `None`. With `one_size`,
+/// every step's groups share one degree.
+pub fn search(problem: &Problem, limit: f64, one_size: bool, interrupt: &Interrupt) -> Result<Option<Steps>> {
     if problem.lengths.is_empty() {
         return Ok(None);
     }
@@ -512,7 +644,7 @@ pub fn search(problem: &Problem, limit: f64, interrupt: &Interrupt) -> Result<Op
     let mut bound = limit;
     let try_target =
         |tau: f64, least: usize, best: &mut Option<(Steps, f64)>, bound: &mut f64| -> Result<bool> {
-            if let Some((steps, time)) = plan_for(problem, tau, least, *bound, interrupt)? {
+            if let Some((steps, time)) = plan_for(problem, tau, least, *bound, one_size, interrupt)? {
                 if time < *bound {
                     *bound = time;
                     *best = Some((steps, time));
@@ -575,10 +707,10 @@ mod tests {
         };
         let group = || vec![Open { degree: 0, tokens: 12, load: 12.0, members: vec![0, 1, 2] }];
         let mut groups = group();
-        use_idle_ranks(&problem, &mut groups, 7, &Interrupt::NEVER).unwrap();
+        use_idle_ranks(&problem, &mut groups, 7, false, &Interrupt::NEVER).unwrap();
         assert!(groups.len() > 1 || groups[0].degree > 0);
         let stop = || true;
-        let error = use_idle_ranks(&problem, &mut group(), 7, &Interrupt::new(&stop)).unwrap_err();
+        let error = use_idle_ranks(&problem, &mut group(), 7, false, &Interrupt::new(&stop)).unwrap_err();
         assert_eq!(error, crate::cp::CpError::Core(crate::error::CoreError::Interrupted));
     }
 
@@ -592,9 +724,18 @@ mod tests {
             tau_share in 0.0f64..1.2,
             least in 0usize..4,
             scrambled in any::<bool>(),
+            one_size in any::<bool>(),
+            any_sizes in prop::option::of(prop::collection::btree_set(1u32..=64, 1..5)),
         ) {
             let (world_size, cap, n) = shape;
-            let degrees: Vec<u32> = (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect();
+            // Powers of two dividing the world, or any sizes up to it (not powers of two).
+            let degrees: Vec<u32> = match any_sizes {
+                Some(sizes) => {
+                    let kept: Vec<u32> = sizes.into_iter().filter(|&c| c <= world_size).collect();
+                    if kept.is_empty() { vec![world_size] } else { kept }
+                }
+                None => (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect(),
+            };
             let top = *degrees.last().unwrap() as u64 * cap;
             let lengths = crate::cp::tests::mostly_short(seed, n, cap, top);
             // A cost that does not grow with the length (shares then do not fall along the order).
@@ -611,8 +752,13 @@ mod tests {
             let (lowest, highest) = target_range(&problem);
             let tau = lowest + tau_share * (highest - lowest);
             let least = least.min(degrees.len() - 1);
-            let fast = plan_for(&problem, tau, least, f64::INFINITY, &Interrupt::NEVER).unwrap();
-            let plain = plan_for_plain(&problem, tau, least, f64::INFINITY, &Interrupt::NEVER).unwrap();
+            let fast = plan_for(&problem, tau, least, f64::INFINITY, one_size, &Interrupt::NEVER).unwrap();
+            let plain = plan_for_plain(&problem, tau, least, f64::INFINITY, one_size, &Interrupt::NEVER).unwrap();
+            if one_size {
+                for step in fast.as_ref().map_or(&[][..], |(steps, _)| &steps[..]) {
+                    prop_assert!(step.iter().all(|g| g.degree == step[0].degree));
+                }
+            }
             prop_assert_eq!(fast, plain);
         }
     }

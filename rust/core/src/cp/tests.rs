@@ -55,18 +55,49 @@ fn check_steps(problem: &Problem, steps: &Steps) {
 }
 
 fn arb_problem() -> impl Strategy<Value = Owned> {
-    (prop::sample::select(vec![1u32, 2, 4, 6, 8, 12, 16]), 1u64..200, 0usize..60, 0.0f64..0.05, 0.0f64..2.0)
-        .prop_flat_map(|(world_size, cap, n, quadratic, kappa)| {
+    (
+        (prop::sample::select(vec![1u32, 2, 4, 6, 8, 12, 16]), 1u64..200, 0usize..60),
+        (0.0f64..0.05, 0.0f64..2.0, any::<bool>()),
+        prop::option::of(prop::collection::btree_set(1u32..=16, 1..5)),
+    )
+        .prop_flat_map(|((world_size, cap, n), (quadratic, kappa, scrambled), sizes)| {
             let largest = world_size as u64 * cap;
-            (prop::collection::vec(0u64..=largest, n), Just((world_size, cap, quadratic, kappa)))
+            (
+                prop::collection::vec(0u64..=largest, n),
+                Just((world_size, cap, quadratic, kappa, scrambled, sizes)),
+            )
         })
-        .prop_map(|(lengths, (world_size, cap, quadratic, kappa))| {
+        .prop_map(|(lengths, (world_size, cap, quadratic, kappa, scrambled, sizes))| {
             let mut owned = Owned::new(lengths, world_size, cap, quadratic, kappa);
-            // Only the degrees that fit the largest power of two dividing world_size are allowed:
-            // clamp lengths to what the largest allowed degree holds.
+            if let Some(sizes) = sizes {
+                // Any sizes up to the world (not powers of two, not dividing it).
+                let kept: Vec<u32> = sizes.into_iter().filter(|&c| c <= world_size).collect();
+                owned.degrees = if kept.is_empty() { vec![world_size] } else { kept };
+            }
+            // Clamp lengths to what the largest allowed degree holds.
             let top = *owned.degrees.last().unwrap() as u64;
             owned.lengths.iter_mut().for_each(|l| *l = (*l).min(top * cap));
-            Owned::new(owned.lengths, world_size, cap, quadratic, kappa)
+            owned.comm = owned
+                .lengths
+                .iter()
+                .flat_map(|&l| {
+                    owned.degrees.iter().map(move |&c| kappa * l as f64 * (c - 1) as f64 / c as f64)
+                })
+                .collect();
+            owned.costs = owned
+                .lengths
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| {
+                    // A cost that falls with the length, or one that follows it.
+                    if scrambled {
+                        ((i * 7919) % 61) as f64
+                    } else {
+                        l as f64 + quadratic * (l as f64).powi(2)
+                    }
+                })
+                .collect();
+            owned
         })
 }
 
@@ -84,9 +115,66 @@ proptest! {
             check_steps(&problem, &greedy_plan.steps);
             prop_assert!(best.time <= greedy_plan.time);
         }
+        for workload in WORKLOADS {
+            let scheduled = plan(&problem, Method::Megatron(workload), &Interrupt::NEVER).unwrap();
+            check_steps(&problem, &scheduled.steps);
+            prop_assert!(best.time <= scheduled.time, "{} above {} ({})", best.time, scheduled.time, workload.name());
+        }
         let again = plan(&problem, Method::Best, &Interrupt::NEVER).unwrap();
         prop_assert_eq!(again.steps, best.steps);
     }
+
+    #[test]
+    fn one_size_per_step_keeps_one_size_and_beats_one_fixed_degree(owned in arb_problem()) {
+        let problem = owned.problem();
+        let single = plan(&problem, Method::OneSizePerStep, &Interrupt::NEVER).unwrap();
+        check_steps(&problem, &single.steps);
+        prop_assert_eq!(single.time, plan_time(&problem, &single.steps));
+        for step in &single.steps {
+            prop_assert!(step.iter().all(|g| g.degree == step[0].degree));
+        }
+        if let Some(fixed) = fixed_degree(&problem, &Interrupt::NEVER).unwrap() {
+            let j = fixed[0][0].degree;
+            prop_assert!(fixed.iter().flatten().all(|g| g.degree == j));
+            check_steps(&problem, &fixed);
+            prop_assert!(single.time <= plan_time(&problem, &fixed));
+        }
+        let again = plan(&problem, Method::OneSizePerStep, &Interrupt::NEVER).unwrap();
+        prop_assert_eq!(again.steps, single.steps);
+    }
+}
+
+/// How often the planner's loops ask about Ctrl-C (every 4096 steps of work, and once per step
+/// or round of some loops) on `n` lognormal-like lengths with random per-sequence costs.
+fn work_on_random_costs(n: usize) -> usize {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let lengths: Vec<u64> = (0..n).map(|_| 1 + (next() % 4 + 1) * (next() % 16_384) / 2).collect();
+    let mut owned = Owned::new(lengths, 8, 16_384, 0.0, 0.0);
+    owned.costs = (0..n).map(|_| (next() % 1_000_000) as f64 / 1e6).collect();
+    let calls = std::cell::Cell::new(0usize);
+    let count = || {
+        calls.set(calls.get() + 1);
+        false
+    };
+    plan(&owned.problem(), Method::Best, &Interrupt::new(&count)).unwrap();
+    calls.get()
+}
+
+#[test]
+fn planning_is_near_linear_for_a_cost_that_does_not_follow_the_length() {
+    // Random costs once made the search visit every waiting sequence in every step: quadratic
+    // (8 ranks, cap 16,384: 20k sequences 1.0 s, 40k 3.8 s, 100k 24 s). Sixteen times the
+    // sequences must take about sixteen times the loops' work (the quadratic planner: 26x here,
+    // its linear part, one check per step of every plan tried, diluting the 256x of its visits).
+    let small = work_on_random_costs(2_000);
+    let large = work_on_random_costs(32_000);
+    assert!(large < 22 * small, "16x the sequences took {:.1}x the work", large as f64 / small as f64);
 }
 
 #[test]
@@ -138,8 +226,15 @@ fn the_greedy_opens_joins_and_closes_as_the_spec_reads() {
 fn an_interrupt_stops_the_plan() {
     let owned = Owned::new((0..20_000).map(|i| i % 37 + 1).collect(), 8, 64, 0.0, 0.1);
     let stop = || true;
-    let error = plan(&owned.problem(), Method::Best, &Interrupt::new(&stop)).unwrap_err();
-    assert_eq!(error, CpError::Core(CoreError::Interrupted));
+    for method in [
+        Method::Best,
+        Method::OneSizePerStep,
+        Method::Megatron(Workload::Shipped),
+        Method::Megatron(Workload::Judged),
+    ] {
+        let error = plan(&owned.problem(), method, &Interrupt::new(&stop)).unwrap_err();
+        assert_eq!(error, CpError::Core(CoreError::Interrupted), "{method:?}");
+    }
 }
 
 #[test]

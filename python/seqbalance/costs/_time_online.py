@@ -1,0 +1,275 @@
+"""The state a `seqbalance.TimeCost` holds, and what adding observations to it does.
+
+A `FitState` is the accumulated fit (the triangular factor of ``_time_fit``, its total weight
+and count), the last solution before the latest addition (the *anchor*), and the relative
+errors of the last `RECENT` predictions made before their observation was added. Adding
+observations returns a new state and leaves the old one as it was, so a refused observation,
+or one refused among many, changes nothing.
+
+What an addition accepts, a fit on the same observations accepts, with one difference the
+recency weighting forces. A time out of all proportion (``1e-20`` s beside milliseconds)
+drowns every other row of a relative-error fit, so `TimeCost.fit` refuses it; `FitState.add`
+refuses it too, telling it from recency by what the same micro-batch would do at the time the
+cost predicts for it. When the weighted observations themselves no longer tell coefficients
+apart (a half-life that forgot the micro-batches which did), the state keeps, along each
+combination they no longer see, the value its last solution had, and says which coefficients
+(`FitState.undetermined`): a fit on those observations alone would refuse them, but a trainer's
+cost cannot stop learning what the observations still determine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ._time_fit import Features, add_rows, check_separated, decay_of, factor_rows, weighted_rms
+from ._time_solve import Analysis, analyse, solve_nonnegative, unseparated
+
+#: How many of the latest predictions ``fit_error["recent"]`` takes the median of.
+RECENT = 100
+
+
+class FitState:
+    """One accumulated fit; immutable once built, except for the solution cached on first use.
+
+    Args:
+        features: the micro-batch features (with or without a model).
+        decay: the weight factor per later observation (1 without a half-life).
+        factor: the ``(N_COEF + 1) x (N_COEF + 1)`` triangular factor.
+        weight_sum: the total weight of the observations.
+        observations: how many there were.
+        recent: the relative errors of the latest predictions (at most `RECENT`, oldest first).
+        anchor: the solution before the latest addition, which undetermined combinations keep
+            (``None`` after a fit, which determines every coefficient).
+        solution: the solution, when known (a loaded cost's saved coefficients, as the fit
+            solves them: `Features.fit_rows` coordinates).
+    """
+
+    __slots__ = (
+        "_analysis",
+        "_solution",
+        "_undetermined",
+        "anchor",
+        "decay",
+        "factor",
+        "features",
+        "observations",
+        "recent",
+        "weight_sum",
+    )
+
+    def __init__(
+        self,
+        features: Features,
+        decay: float,
+        factor: np.ndarray,
+        weight_sum: float,
+        observations: int,
+        recent: tuple[float, ...] = (),
+        anchor: np.ndarray | None = None,
+        solution: np.ndarray | None = None,
+        analysis: Analysis | None = None,
+    ) -> None:
+        self.features = features
+        self.decay = decay
+        self.factor = factor
+        self.weight_sum = weight_sum
+        self.observations = observations
+        self.recent = recent[-RECENT:]
+        self.anchor = anchor
+        self._solution = solution
+        self._analysis = analysis
+        self._undetermined: tuple[str, ...] | None = None
+
+    def analysis(self) -> Analysis:
+        """The factor's `Analysis` (cached)."""
+        if self._analysis is None:
+            self._analysis = analyse(self.factor, self.features.active)
+        return self._analysis
+
+    def solution(self) -> np.ndarray:
+        """The fitted coefficients in the fit's own coordinates (cached)."""
+        if self._solution is None:
+            self._solution = solve_nonnegative(
+                self.factor, self.features.active, self.anchor, self.analysis()
+            )
+        return self._solution
+
+    def coefficients(self) -> np.ndarray:
+        """The coefficients of `Features.rows`: ``micro_batch, document`` and the two length
+        terms (an attention-free model's one efficiency for both FLOPs parts)."""
+        return self.features.expand(self.solution())
+
+    def undetermined(self) -> tuple[str, ...]:
+        """The coefficients in a combination the weighted observations no longer determine
+        (held at the value the solution had when they last did); ``()`` when they determine
+        every one."""
+        if self._undetermined is None:
+            features = self.features
+            self._undetermined = tuple(
+                unseparated(self.factor, features.names, features.active, self.analysis())
+            )
+        return self._undetermined
+
+    def rms(self) -> float:
+        """The weighted root mean square relative error over every observation."""
+        return weighted_rms(self.factor, self.solution(), self.weight_sum)
+
+    def recent_error(self) -> float | None:
+        """The median of `recent`, or ``None`` before the first prediction."""
+        return float(np.median(self.recent)) if self.recent else None
+
+    def _grown(self, rows: np.ndarray, times: np.ndarray) -> np.ndarray | None:
+        """The factor with the relative-error rows of ``rows`` at ``times`` added, or ``None``
+        when they are beyond float64."""
+        try:
+            # Plain floats: a handful of rows is faster so than through NumPy calls.
+            augmented = [
+                [value / time for value in row] + [1.0]
+                for row, time in zip(rows.tolist(), times.tolist(), strict=True)
+            ]
+            if not all(math.isfinite(value) for row in augmented for value in row):
+                return None
+            factor = add_rows(self.factor, augmented, self.decay)
+        except OverflowError:
+            return None
+        return factor if np.isfinite(factor).all() else None
+
+    def add(
+        self,
+        rows: np.ndarray,
+        times: np.ndarray,
+        name: str,
+        label: Callable[[int], str],
+        errors: tuple[float, ...] = (),
+    ) -> FitState:
+        """A new state with the micro-batches of ``rows`` (`Features.rows`) measured at
+        ``times`` added in order; ``errors`` are the relative errors of their predictions.
+
+        Raises ``ValueError`` naming ``name`` (the micro-batches' argument) when float64
+        cannot hold them, or ``label(i)`` for the time ``i`` that is out of all proportion
+        (see the module docstring).
+        """
+        features = self.features
+        fit = features.fit_rows(rows)
+        factor = self._grown(fit, times)
+        if factor is None:
+            # The row largest in the fit, compared as powers of ten (quotients overflow).
+            size = np.log10(np.abs(fit).max(axis=1)) - np.log10(times)
+            worst = int(np.argmax(size))
+            raise ValueError(
+                f"{name} is too far in scale from the fit to add in float64 (lengths near "
+                f"2**63 or times near 0: {label(worst)} = {float(times[worst])!r}); nothing "
+                "was changed"
+            )
+        before = self.solution()
+        analysis = analyse(factor, features.active)
+        if len(analysis.null):
+            self._refuse_out_of_proportion(fit, times, analysis, factor, label)
+        count = len(times)
+        decay = self.decay
+        added = float(count) if decay == 1.0 else sum(decay**i for i in range(count))
+        return FitState(
+            features,
+            decay,
+            factor,
+            self.weight_sum * decay**count + added,
+            self.observations + count,
+            self.recent + tuple(errors),
+            anchor=before,
+            analysis=analysis,
+        )
+
+    def _refuse_out_of_proportion(
+        self,
+        fit: np.ndarray,
+        times: np.ndarray,
+        analysis: Analysis,
+        factor: np.ndarray,
+        label: Callable[[int], str],
+    ) -> None:
+        """Refuse the addition when the same micro-batches, at the times this cost predicts for
+        them, would leave fewer combinations undetermined: then it is a time that drowns the
+        others, not the recency weighting, that cannot be told apart."""
+        predicted = fit @ self.solution()
+        usable = np.isfinite(predicted) & (predicted > 0)
+        fair = np.where(usable, predicted, times)
+        grown = self._grown(fit, fair)
+        if grown is None or len(analyse(grown, self.features.active).null) >= len(analysis.null):
+            return
+        with np.errstate(divide="ignore", over="ignore"):
+            ratio = np.where(usable, fair / times, 1.0)
+        worst = int(np.argmax(ratio))
+        features = self.features
+        tied = ", ".join(unseparated(factor, features.names, features.active, analysis))
+        raise ValueError(
+            f"{label(worst)} = {float(times[worst])!r} is out of all proportion to the times "
+            f"this cost has seen: it predicts {float(predicted[worst]):.4g} s for that "
+            "micro-batch, the relative-error fit would weigh it about "
+            f"1e{2 * math.log10(max(float(ratio[worst]), 1.0)):.0f} times as much, and beside it "
+            f"the others cannot tell apart {tied} (TimeCost.fit refuses it too). Nothing was "
+            "changed; check that measurement"
+        )
+
+
+def constant(text: str) -> Callable[[int], str]:
+    """A ``label`` for `FitState.add` that names its one observation ``text``."""
+
+    def label(_: int) -> str:
+        return text
+
+    return label
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    """``|predicted / measured - 1|``, capped at 1e300 so that it stays a JSON number."""
+    with np.errstate(over="ignore"):
+        error = abs(predicted / measured - 1.0)
+    return min(error, 1e300)
+
+
+def add_in_order(
+    state: FitState, rows: np.ndarray, times: np.ndarray, name: str, label: str = "seconds"
+) -> FitState:
+    """``state`` with measured micro-batches (their `Features.rows`) added in order, each
+    predicted by the state just before it is added; ``label.format(i)`` names time ``i``.
+
+    Only the last `RECENT` predictions are kept, so the others go in at once, unpredicted:
+    the same factor and the same ``recent`` as one at a time, in bounded time.
+    """
+    head = max(len(times) - RECENT, 0)
+    if head:
+        state = state.add(rows[:head], times[:head], name, label.format)
+    for i in range(head, len(times)):
+        error = relative_error(float(rows[i] @ state.coefficients()), float(times[i]))
+        state = state.add(
+            rows[i : i + 1], times[i : i + 1], name, constant(label.format(i)), (error,)
+        )
+    return state
+
+
+def fit_state(
+    features: Features, rows: np.ndarray, times: np.ndarray, half: float | None, name: str
+) -> tuple[FitState, dict[str, float]]:
+    """The state of a fit to checked micro-batches (their `Features.rows`) measured at
+    ``times``, and its errors (``median``, ``p90``, ``max``); refused as `TimeCost.fit`
+    refuses, naming ``name`` for the micro-batches."""
+    fit_rows = features.fit_rows(rows)
+    weights = decay_of(half) ** np.arange(len(times) - 1, -1, -1, dtype=np.float64)
+    factor = factor_rows(fit_rows, times, weights)
+    if not np.isfinite(factor).all():
+        raise ValueError(
+            f"{name} and seconds are too far apart in scale to fit in float64 "
+            "(lengths near 2**63 or times near 0)"
+        )
+    check_separated(fit_rows, times, factor, features, name)
+    state = FitState(features, decay_of(half), factor, float(weights.sum()), len(times))
+    errors = np.abs(rows @ state.coefficients() / times - 1.0)
+    last_fit = {
+        "median": float(np.median(errors)),
+        "p90": float(np.percentile(errors, 90)),
+        "max": float(errors.max()),
+    }
+    return state, last_fit

@@ -1,0 +1,139 @@
+"""Synchronised measurements for `seqbalance.TimeCost`: one micro-batch per rank, run in
+lockstep and timed together, so the time is the slowest member's.
+
+Under FSDP, FSDP2 and ZeRO-3 the collectives inside every forward and backward wait for the
+slowest rank: every rank reads the same time for micro-batch ``k``. A *unit* is such a slot, a
+sequence over ranks of the document lengths each ran (an empty one: the rank was idle). Its
+time is attributed to one member, the one the cost predicts slowest (`Members.choose`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence, Set
+from typing import Any
+
+import numpy as np
+
+from .._inputs import _describe, as_int64_array
+from ._time_fit import Features
+from ._time_online import FitState, constant, relative_error
+
+#: The most rounds of attribute-and-fit `TimeCost.fit_synchronized` runs.
+MAX_ROUNDS = 20
+
+
+def check_member(values: Any, name: str) -> np.ndarray:
+    """One rank's micro-batch of a unit: document lengths, positive; empty when idle."""
+    if isinstance(values, (str, bytes, int, float, np.number, np.bool_)) or values is None:
+        raise TypeError(
+            f"{name} must be a sequence of document lengths (empty for an idle rank), "
+            f"got {_describe(values)}"
+        )
+    lengths = as_int64_array(values, name)
+    if lengths.size and not lengths.all():
+        position = int(np.flatnonzero(lengths == 0)[0])
+        raise ValueError(f"{name}[{position}] = 0: a document length must be positive")
+    return lengths
+
+
+def _sequence(values: Any, name: str, what: str) -> Sequence[Any]:
+    # A set has no order to pair ranks (or units and times) with.
+    if isinstance(values, (str, bytes, Mapping, Set)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of {what}, got {_describe(values)}")
+    if not isinstance(values, (Sequence, np.ndarray)):
+        values = list(values)
+    return values
+
+
+def check_unit(unit: Any, name: str) -> list[np.ndarray]:
+    """One synchronised unit: a micro-batch per rank, at least one of them holding documents."""
+    members = [
+        check_member(member, f"{name}[{rank}]")
+        for rank, member in enumerate(
+            _sequence(unit, name, "micro-batches, one per rank (each a sequence of lengths)")
+        )
+    ]
+    if not any(member.size for member in members):
+        raise ValueError(
+            f"{name} holds no document on any rank: a synchronised measurement needs at least "
+            "one rank that ran a micro-batch"
+        )
+    return members
+
+
+def check_units(units: Any, name: str = "units") -> list[list[np.ndarray]]:
+    """Every unit checked by `check_unit`, named by its position."""
+    values = _sequence(units, name, "units (each a micro-batch per rank)")
+    return [check_unit(unit, f"{name}[{i}]") for i, unit in enumerate(values)]
+
+
+class Members:
+    """The non-empty members of some units, in unit order then rank order, with their rows."""
+
+    def __init__(self, units: list[list[np.ndarray]], features: Features) -> None:
+        self.batches = [member for unit in units for member in unit if member.size]
+        self.rank = np.array(
+            [rank for unit in units for rank, member in enumerate(unit) if member.size],
+            dtype=np.int64,
+        )
+        counts = np.array([sum(1 for m in unit if m.size) for unit in units], dtype=np.int64)
+        self.starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        self.counts = counts
+        self.rows = features.rows(self.batches)
+        #: Tokens of each member, as float64 (exact below 2**53 tokens).
+        self.tokens = np.array([float(batch.sum(dtype=np.float64)) for batch in self.batches])
+
+    def choose(self, scores: np.ndarray) -> np.ndarray:
+        """Per unit, the member (an index into `batches`) with the highest score; ties go to
+        the lowest rank."""
+        if not len(self.counts):
+            return np.zeros(0, dtype=np.int64)
+        highest = np.maximum.reduceat(scores, self.starts)
+        top = np.flatnonzero(scores == np.repeat(highest, self.counts))
+        owner = np.repeat(np.arange(len(self.counts)), self.counts)[top]
+        # The first top member of each unit: members run in rank order within a unit.
+        _, first = np.unique(owner, return_index=True)
+        return top[first]
+
+
+def add_synchronized(
+    state: FitState,
+    units: list[list[np.ndarray]],
+    times: np.ndarray,
+    name: str,
+    label: str = "seconds",
+) -> FitState:
+    """``state`` with synchronised units added in order, each attributed to the member the
+    state predicts slowest just before (ties: the lowest rank) and predicted as that member;
+    ``name.format(i)`` names unit ``i`` and ``label.format(i)`` its time."""
+    members = Members(units, state.features)
+    for i, time in enumerate(times.tolist()):
+        start, count = int(members.starts[i]), int(members.counts[i])
+        predicted = members.rows[start : start + count] @ state.coefficients()
+        # argmax takes the first of equal values: members run in rank order.
+        pick = start + int(np.argmax(predicted))
+        error = relative_error(float(predicted.max()), time)
+        state = state.add(
+            members.rows[pick : pick + 1],
+            times[i : i + 1],
+            f"{name.format(i)}[{int(members.rank[pick])}]",
+            constant(label.format(i)),
+            (error,),
+        )
+    return state
+
+
+def attribute_and_fit(members: Members, fit: Callable[[np.ndarray], tuple[Any, np.ndarray]]) -> Any:
+    """`TimeCost.fit_synchronized`'s rounds: attribute each unit to its member with the most
+    tokens, fit (``fit(rows)`` returns the cost and its coefficients), attribute each to the
+    member the fit predicts slowest, and again until an attribution repeats an earlier one or
+    `MAX_ROUNDS` fits have run; the last fit is the answer."""
+    chosen = members.choose(members.tokens)
+    seen = {chosen.tobytes()}
+    for _ in range(MAX_ROUNDS):
+        cost, coefficients = fit(members.rows[chosen])
+        chosen = members.choose(members.rows @ coefficients)
+        if chosen.tobytes() in seen:
+            break
+        seen.add(chosen.tobytes())
+    return cost

@@ -1,0 +1,185 @@
+"""The cost that ``install(cost=...)`` makes a trainer balance by.
+
+A cost is a `seqbalance.TimeCost`, a `seqbalance.ModelCost`, or the path of a saved
+`TimeCost` (``TimeCost.to_dict()`` as JSON); without one, the environment variable
+`ENVIRONMENT` names the path (Ray's ``worker_process_setup_hook`` takes no arguments, its
+runtime env's ``env_vars`` set the variable). A cost given by path is read again when the file
+changes (its modification time, size or inode, checked with one ``os.stat`` per use), so a
+trainer whose rank 0 saves its `seqbalance.StepTimer`'s cost every few steps feeds every
+process that balances: replace the file in one step (write a temporary file beside it, then
+``os.replace``). A file that cannot be read as a cost (half written by a writer that does not
+replace it in one step, say) leaves the last cost in use, with one WARNING per version of the
+file.
+
+Nothing here imports torch: a tensor comes from a trainer that imported it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+from .._inputs import _describe
+from ..costs import ModelCost, TimeCost
+
+__all__ = ["ENVIRONMENT", "CostSource", "resolve"]
+
+#: The environment variable naming a saved `TimeCost` when ``install()`` is given no cost.
+ENVIRONMENT = "SEQBALANCE_COST"
+
+logger = logging.getLogger("seqbalance.integrations")
+
+
+def load_time_cost(path: str, name: str) -> TimeCost:
+    """The `TimeCost` saved at ``path``; errors name ``name`` (the argument or variable)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name} = {path!r}: no such file (a saved TimeCost)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{name} = {path!r} cannot be read as a saved TimeCost: {exc}") from None
+    try:
+        return TimeCost.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} = {path!r} is not a saved TimeCost: {exc}") from None
+
+
+def _signature(path: str) -> tuple[int, int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_mtime_ns, status.st_size, status.st_ino)
+
+
+class CostSource:
+    """The cost in use: a fixed one, or the one saved at a path, read again when it changes."""
+
+    def __init__(self, cost: TimeCost | ModelCost | None = None, path: str | None = None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._warned: tuple[int, int, int] | None = None
+        if path is None:
+            assert cost is not None
+            self._cost: TimeCost | ModelCost = cost
+            self._seen = None
+        else:
+            self._seen = _signature(path)
+            self._cost = load_time_cost(path, "cost")
+
+    def current(self) -> TimeCost | ModelCost:
+        """The cost to use now (a changed file is read first)."""
+        if self.path is None:
+            return self._cost
+        seen = _signature(self.path)
+        if seen is None or seen == self._seen:
+            return self._cost  # unchanged, or gone for a moment: keep the last one
+        with self._lock:
+            if seen != self._seen:
+                try:
+                    self._cost = load_time_cost(self.path, "cost")
+                except (OSError, ValueError) as exc:
+                    if self._warned != seen:
+                        self._warned = seen
+                        logger.warning("seqbalance: kept the last cost in use: %s", exc)
+                    return self._cost
+                self._seen = seen
+        return self._cost
+
+    def weights(self, lengths: Any) -> np.ndarray:
+        """Each sample's cost: predicted seconds (float64) of a `TimeCost`, training FLOPs
+        (int64) of a `ModelCost`."""
+        cost = self.current()
+        if isinstance(cost, ModelCost):
+            return _flops(cost, lengths)
+        return cost(lengths)
+
+    def nanoseconds(self, lengths: Any) -> np.ndarray:
+        """Each sample's cost as int64: a `TimeCost`'s predicted seconds in nanoseconds
+        (rounded to nearest), a `ModelCost`'s training FLOPs."""
+        cost = self.current()
+        if isinstance(cost, ModelCost):
+            return _flops(cost, lengths)
+        seconds = np.rint(cost(lengths) * 1e9)
+        if seconds.size and not seconds.max() < 2.0**63:
+            raise ValueError(
+                "a sample's predicted time is beyond int64 nanoseconds (292 years): the cost "
+                "or the lengths are not what a trainer measures"
+            )
+        return seconds.astype(np.int64)
+
+
+def _flops(cost: ModelCost, lengths: Any) -> np.ndarray:
+    values = cost.flops(lengths)
+    if values and max(values) >= 2**63:
+        raise ValueError("a sample's FLOPs are beyond int64: lengths far above any model's")
+    return np.array(values, dtype=np.int64)
+
+
+def resolve(cost: Any) -> CostSource | None:
+    """The `CostSource` of ``install``'s ``cost`` argument, or of `ENVIRONMENT` when ``cost``
+    is ``None`` (``None`` when neither names one). Raises before anything is patched."""
+    if cost is None:
+        path = os.environ.get(ENVIRONMENT, "")
+        if not path:
+            return None
+        try:
+            return CostSource(path=path)
+        except (OSError, ValueError) as exc:
+            message = str(exc).replace("cost = ", f"{ENVIRONMENT} = ", 1)
+            raise type(exc)(message) from None
+    if isinstance(cost, (TimeCost, ModelCost)):
+        return CostSource(cost)
+    if isinstance(cost, (str, os.PathLike)):
+        return CostSource(path=os.fspath(cost))
+    raise TypeError(
+        "cost must be a TimeCost, a ModelCost or the path of a saved TimeCost, got "
+        f"{_describe(cost)}"
+    )
+
+
+def lengths_of(seqlen_list: Any, name: str = "seqlen_list") -> tuple[np.ndarray, Any]:
+    """The lengths a trainer passes (a torch tensor of int64 or float32, a NumPy array, a
+    list), as int64, and the torch device to give the answer back on (``None``: no tensor)."""
+    device = None
+    values = seqlen_list
+    if type(seqlen_list).__module__.startswith("torch") and hasattr(seqlen_list, "device"):
+        device = seqlen_list.device
+        tensor = seqlen_list.detach().cpu()
+        # float16 and bfloat16 have no NumPy twin; every float reads exactly in float64.
+        values = (tensor.double() if tensor.is_floating_point() else tensor).numpy()
+    array = np.asarray(values)
+    if array.dtype.kind == "f":
+        finite = np.isfinite(array)
+        if not finite.all() or (array != np.rint(array)).any():
+            position = int(np.flatnonzero(~finite | (array != np.rint(array)))[0])
+            raise ValueError(
+                f"{name}[{position}] = {float(array.flat[position])!r}: a sequence length must be a "
+                "whole number"
+            )
+        if array.size and (array.max() >= 2.0**63 or array.min() < 0):
+            position = int(np.argmax((array >= 2.0**63) | (array < 0)))
+            raise ValueError(
+                f"{name}[{position}] = {float(array.flat[position])!r}: a sequence length must be "
+                "non-negative and below 2**63"
+            )
+        array = array.astype(np.int64)
+    return array, device
+
+
+def as_trainer_tensor(values: np.ndarray, shape: tuple[int, ...], device: Any) -> Any:
+    """``values`` shaped ``shape``, as a torch tensor on ``device`` when torch is imported
+    (the trainer's), else as a NumPy array."""
+    torch = sys.modules.get("torch")
+    result = values.reshape(shape)
+    if torch is None:
+        return result
+    tensor = torch.from_numpy(np.ascontiguousarray(result))
+    return tensor if device is None else tensor.to(device)

@@ -1,0 +1,329 @@
+"""StepTimer in one process: ranks are threads, ``torch.distributed`` a stand-in whose
+``all_gather_object`` meets them at a barrier, and each rank's clock advances by a known time
+inside its block (the slot's slowest under lockstep, as FSDP makes every rank wait). The real
+thing, several gloo processes, is in test_step_timer_gloo.py (integration)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+import seqbalance
+from seqbalance import StepTimer, TimeCost
+from seqbalance.costs.step_timer import StepTimes
+
+TRUTH = (5e-3, 2e-4, 6.4e-8, 5.8e-12)
+
+
+def took(batch, coefficients=TRUTH):
+    if not batch:
+        return 0.0
+    c_mb, c_doc, per_token, per_pair = coefficients
+    return c_mb + sum(c_doc + per_token * L + per_pair * L * (L + 1) / 2 for L in batch)
+
+
+def start_cost(half_life=None):
+    rng = np.random.default_rng(0)
+    batches = [
+        [int(v) for v in rng.integers(100, 30_000, int(rng.integers(1, 7)))] for _ in range(24)
+    ]
+    # A cost a little off the truth, as a profile on another day might be.
+    return TimeCost.fit(
+        batches, [took(b) * rng.uniform(0.95, 1.05) for b in batches], half_life=half_life
+    )
+
+
+class FakeDistributed(types.ModuleType):
+    """``torch.distributed`` for threads: each thread is a rank; ``all_gather_object`` fills
+    the output list in rank order once every rank has called it."""
+
+    def __init__(self, world_size: int) -> None:
+        super().__init__("torch.distributed")
+        self.world_size = world_size
+        self.local = threading.local()
+        self.barrier = threading.Barrier(world_size)
+        self.slots: list[object] = [None] * world_size
+        self.calls = 0
+        self.groups: list[object] = []
+        self.lock = threading.Lock()
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_world_size(self, group=None) -> int:
+        return self.world_size
+
+    def all_gather_object(self, out, obj, group=None) -> None:
+        with self.lock:
+            self.calls += 1
+            self.groups.append(group)
+        self.slots[self.local.rank] = obj
+        self.barrier.wait()
+        out[:] = list(self.slots)
+        self.barrier.wait()
+
+
+@pytest.fixture
+def distributed(monkeypatch):
+    def make(world_size):
+        fake = FakeDistributed(world_size)
+        monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+        return fake
+
+    return make
+
+
+def run_ranks(fake, body):
+    """Run ``body(rank)`` on one thread per rank; return the results, re-raising the first
+    exception."""
+    results: list[object] = [None] * fake.world_size
+    errors: list[BaseException] = []
+
+    def target(rank):
+        fake.local.rank = rank
+        try:
+            results[rank] = body(rank)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+            fake.barrier.abort()
+
+    threads = [threading.Thread(target=target, args=(r,)) for r in range(fake.world_size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    if errors:
+        raise errors[0]
+    return results
+
+
+class Clock:
+    """A clock that a block advances by a known number of seconds."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lockstep_step(timer, clock, plan, rank):
+    """Rank ``rank`` runs its micro-batches of ``plan[rank]``; each slot takes, on every rank,
+    the slowest rank's time (FSDP's collectives wait for it)."""
+    for slot, lengths in enumerate(plan[rank]):
+        with timer.micro_batch(lengths):
+            clock.now += max(took(plan[r][slot]) for r in range(len(plan)))
+    return timer.end_step()
+
+
+PLAN = [  # 4 ranks x 3 slots; rank 2 idle in slot 1
+    [[4000, 3000], [200] * 30, [9000]],
+    [[12_000], [5000, 5000], [100, 100, 100]],
+    [[2000] * 3, [], [7000, 70]],
+    [[600], [16_000], [3000, 3000, 3000]],
+]
+
+
+def test_lockstep_steps_apply_one_synchronised_update_per_slot_on_every_rank(distributed):
+    fake = distributed(4)
+    costs = [start_cost(half_life=50) for _ in range(4)]
+    reference = start_cost(half_life=50)
+
+    def body(rank):
+        clock = Clock()
+        timer = StepTimer(costs[rank], timer=clock, group="dp")
+        return [lockstep_step(timer, clock, PLAN, rank) for _ in range(2)]
+
+    results = run_ranks(fake, body)
+    # One collective per step and rank, on the group given.
+    assert fake.calls == 2 * 4 and set(fake.groups) == {"dp"}
+    # Every rank holds the same coefficients: those of the slots applied in order.
+    units = [[PLAN[r][slot] for r in range(4)] for slot in range(3)]
+    seconds = [max(took(m) for m in unit) for unit in units]
+    predicted = sum(max(reference.predict([m])[0] if m else 0.0 for m in u) for u in units)
+    reference.update_synchronized_many(units, seconds)
+    second = sum(max(reference.predict([m])[0] if m else 0.0 for m in u) for u in units)
+    reference.update_synchronized_many(units, seconds)
+    # Bit for bit on every rank; as the slots applied in order, to the clock's rounding.
+    assert all(cost.to_dict() == costs[0].to_dict() for cost in costs)
+    assert costs[0].coefficients == pytest.approx(reference.coefficients, rel=1e-9)
+    assert costs[0].fit_error == pytest.approx(reference.fit_error, rel=1e-6)
+    for steps in results:
+        assert steps[0] == StepTimes(pytest.approx(sum(seconds)), pytest.approx(predicted), 3)
+        assert steps[1].predicted == pytest.approx(second)
+
+
+def test_a_step_that_raised_is_dropped_on_every_rank(distributed, caplog):
+    fake = distributed(3)
+    costs = [start_cost() for _ in range(3)]
+    before = costs[0].to_dict()
+    plan = PLAN[:3]
+
+    def body(rank):
+        clock = Clock()
+        timer = StepTimer(costs[rank], timer=clock)
+        if rank == 1:
+            with pytest.raises(MemoryError), timer.micro_batch(plan[1][0]):
+                raise MemoryError("out of memory in the forward")
+            for lengths in plan[1][1:]:
+                with timer.micro_batch(lengths):
+                    clock.now += 0.01
+        else:
+            for lengths in plan[rank]:
+                with timer.micro_batch(lengths):
+                    clock.now += 0.01
+        dropped = timer.end_step()
+        applied = lockstep_step(timer, clock, plan, rank)  # the next step is whole again
+        return dropped, applied
+
+    results = run_ranks(fake, body)
+    assert [dropped for dropped, _ in results] == [None] * 3
+    assert all(applied.observations == 3 for _, applied in results)
+    assert "rank(s) 1; the step was dropped on every rank" in caplog.text
+    reference = TimeCost.from_dict(before)
+    units = [[plan[r][slot] for r in range(3)] for slot in range(3)]
+    reference.update_synchronized_many(units, [max(took(m) for m in u) for u in units])
+    assert all(cost.to_dict() == costs[0].to_dict() for cost in costs)
+    assert costs[0].coefficients == pytest.approx(reference.coefficients, rel=1e-9)
+
+
+def test_lockstep_refuses_ranks_with_different_micro_batch_counts_by_name(distributed):
+    fake = distributed(2)
+    costs = [start_cost() for _ in range(2)]
+    before = costs[0].to_dict()
+
+    def body(rank):
+        clock = Clock()
+        timer = StepTimer(costs[rank], timer=clock)
+        for lengths in PLAN[rank][: 3 - rank]:
+            with timer.micro_batch(lengths):
+                clock.now += 0.02
+        with pytest.raises(ValueError, match=r"different numbers of micro-batches this step "
+                           r"\(rank 0: 3, rank 1: 2\).*sync='step'"):  # fmt: skip
+            timer.end_step()
+        return timer.end_step()  # an empty step after it: nothing left over
+
+    assert run_ranks(fake, body) == [StepTimes(0.0, 0.0, 0)] * 2
+    assert all(cost.to_dict() == before for cost in costs)
+
+
+def test_step_sync_makes_every_micro_batch_but_each_ranks_last_an_observation(distributed):
+    fake = distributed(3)
+    costs = [start_cost(half_life=7) for _ in range(3)]  # recency: the order counts
+    reference = start_cost(half_life=7)
+    plan = [PLAN[0], PLAN[1][:2], [[500, 500], [], [800], [900, 90]]]  # counts differ: allowed
+
+    def body(rank):
+        clock = Clock()
+        timer = StepTimer(costs[rank], sync="step", timer=clock)
+        for position, lengths in enumerate(plan[rank]):
+            with timer.micro_batch(lengths):
+                # An idle slot still takes a moment; the last waits for the slowest rank.
+                clock.now += (took(lengths) or 1e-3) + (
+                    0.5 if position == len(plan[rank]) - 1 else 0
+                )
+        return timer.end_step()
+
+    results = run_ranks(fake, body)
+    # Slot by slot, rank by rank; the last of each rank and empty ones are left out.
+    observed = [
+        (plan[r][slot], took(plan[r][slot]))
+        for slot in range(4)
+        for r in range(3)
+        if slot < len(plan[r]) - 1 and plan[r][slot]
+    ]
+    assert [b for b, _ in observed] == [
+        PLAN[0][0], PLAN[1][0], [500, 500], PLAN[0][1], [800]
+    ]  # fmt: skip
+    busy = [sum(took(b) or 1e-3 for b in plan[r]) + 0.5 for r in range(3)]
+    predicted = max(sum(reference.predict([b])[0] if b else 0.0 for b in plan[r]) for r in range(3))
+    reference.update_many([b for b, _ in observed], [t for _, t in observed])
+    assert all(cost.to_dict() == costs[0].to_dict() for cost in costs)
+    assert costs[0].coefficients == pytest.approx(reference.coefficients, rel=1e-9)
+    for step in results:
+        assert step == StepTimes(pytest.approx(max(busy)), pytest.approx(predicted), 5)
+
+
+def test_without_torch_distributed_the_rank_is_alone(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+    cost, reference = start_cost(), start_cost()
+    clock = Clock()
+    timer = StepTimer(cost, timer=clock)
+    for lengths in PLAN[0]:
+        with timer.micro_batch(lengths):
+            clock.now += took(lengths)
+    step = timer.end_step()
+    assert step.measured == pytest.approx(sum(took(b) for b in PLAN[0]))
+    reference.update_many(PLAN[0], [took(b) for b in PLAN[0]])  # units of one: update
+    assert cost.coefficients == pytest.approx(reference.coefficients, rel=1e-12)
+    # An initialised-looking module that is not initialised: alone too.
+    fake = FakeDistributed(4)
+    fake.is_initialized = lambda: False
+    monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+    with timer.micro_batch([100]):
+        clock.now += took([100])
+    assert timer.end_step().observations == 1 and fake.calls == 0
+
+
+def test_cuda_is_synchronised_before_each_reading_when_torch_has_initialised_it(monkeypatch):
+    readings: list[str] = []
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: True, synchronize=lambda: readings.append("sync")
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+    now = [0.0]
+
+    def clock():
+        readings.append("read")
+        return now[0]
+
+    timer = StepTimer(start_cost(), timer=clock)
+    with timer.micro_batch([1000, 2000]):
+        now[0] += 0.01
+    assert readings == ["sync", "read", "sync", "read"]
+
+
+def test_bad_arguments_and_misuse_are_refused_by_name():
+    cost = start_cost()
+    with pytest.raises(TypeError, match=r"cost must be a TimeCost, got"):
+        StepTimer(seqbalance.ModelCost(hidden_size=64, num_hidden_layers=1,
+                                       num_attention_heads=4, intermediate_size=64,
+                                       vocab_size=10))  # fmt: skip
+    with pytest.raises(ValueError, match=r"sync must be 'micro_batch' or 'step', got 'fsdp'"):
+        StepTimer(cost, sync="fsdp")
+    with pytest.raises(TypeError, match=r"timer must be a zero-argument callable"):
+        StepTimer(cost, timer=3.0)
+    timer = StepTimer(cost, timer=Clock())
+    with pytest.raises(ValueError, match=r"lengths\[1\] = 0"), timer.micro_batch([5, 0]):
+        pass
+    with pytest.raises(TypeError, match=r"lengths must be a sequence of document lengths"):
+        with timer.micro_batch(7):
+            pass
+    with timer.micro_batch([5]):
+        with pytest.raises(RuntimeError, match=r"blocks do not nest"), timer.micro_batch([6]):
+            pass
+        with pytest.raises(RuntimeError, match=r"end_step: called inside a micro_batch"):
+            timer.end_step()
+        timer._clock.now += 0.001
+    assert timer.end_step().observations == 1
+    # A clock that does not advance: refused at the block, and the step is dropped.
+    with pytest.raises(ValueError, match=r"timer measured 0.0 s"), timer.micro_batch([5]):
+        pass
+    assert timer.end_step() is None
+
+
+def test_import_seqbalance_does_not_import_torch():
+    code = "import sys, seqbalance; assert 'torch' not in sys.modules; print(seqbalance.StepTimer)"
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr

@@ -1,0 +1,270 @@
+"""install(cost=...) of seqbalance.integrations.verl and .openrlhf against stand-in packages:
+verl's calculate_workload replaced by the cost's int64 nanoseconds (or FLOPs) wherever verl
+holds it, OpenRLHF's partitioner partitioning the cost of the lengths, a saved cost read again
+when its file changes, SEQBALANCE_COST for Ray's argument-less hook, and uninstall() undoing it
+all. The real verl 0.9.1 and OpenRLHF 0.11.2 are in test_install_cost_real.py (integration)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+
+import numpy as np
+import pytest
+
+import seqbalance
+from seqbalance import ModelCost, TimeCost
+from seqbalance.integrations import openrlhf as sb_openrlhf
+from seqbalance.integrations import verl as sb_verl
+from seqbalance.integrations._patching import IntegrationError
+from tests.integrations._trainer_standins import StandIn, purge
+
+LENGTHS = [512, 4000, 100, 32_000, 7, 2048, 9000, 640]
+MODEL = ModelCost(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    vocab_size=100,
+)
+
+
+def time_cost(per_token=1e-8):
+    batches = [[100], [200, 300], [4000], [1000, 1000, 50], [8000], [30, 60, 90], [2500, 700]]
+    seconds = [
+        2e-3 + sum(3e-5 + per_token * L + 5e-13 * L * (L + 1) / 2 for L in b) for b in batches
+    ]
+    return TimeCost.fit(batches, seconds)
+
+
+def nanoseconds(cost, lengths):
+    return np.rint(cost(lengths) * 1e9).astype(np.int64)
+
+
+def save(cost, path):
+    """As a trainer's rank 0 should: a temporary file beside it, replaced in one step."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as file:
+        json.dump(cost.to_dict(), file)
+    os.replace(temporary, path)
+
+
+@pytest.fixture
+def verl(tmp_path, monkeypatch):
+    purge("verl")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
+    standin = StandIn(tmp_path, "verl")
+    yield standin
+    sb_verl.uninstall()
+    purge("verl")
+
+
+@pytest.fixture
+def openrlhf(tmp_path, monkeypatch):
+    purge("openrlhf")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
+    standin = StandIn(tmp_path, "openrlhf")
+    yield standin
+    sb_openrlhf.uninstall()
+    purge("openrlhf")
+
+
+# -- verl ----------------------------------------------------------------------------------------
+
+
+def test_a_time_cost_replaces_verls_workload_everywhere_verl_holds_it(verl, caplog):
+    cost = time_cost()
+    with caplog.at_level(logging.INFO, logger=sb_verl.__name__):
+        names = sb_verl.install(cost=cost)
+    assert names[-1] == "calculate_workload" and sb_verl.is_installed()
+    assert verl.module.calculate_workload is sb_verl.calculate_workload
+    assert verl.trainer.calculate_workload is sb_verl.calculate_workload  # imported by name
+    late = importlib.import_module("verl.trainer.late")
+    assert late.calculate_workload is sb_verl.calculate_workload
+    assert verl.outside.calculate_workload is verl.workload  # outside verl: left alone
+    assert any("calculate_workload" in r.getMessage() for r in caplog.records)
+    # Each sample's predicted seconds in int64 nanoseconds, no per-micro-batch term.
+    values = verl.module.calculate_workload(np.array(LENGTHS))
+    assert values.dtype == np.int64
+    assert values.tolist() == nanoseconds(cost, LENGTHS).tolist()
+    assert values.tolist() == [round(float(s) * 1e9) for s in cost(LENGTHS)]
+    # verl's callers balance by it: the driver's batch balancing and dynamic micro-batching.
+    expected = seqbalance.get_seqlen_balanced_partitions(nanoseconds(cost, LENGTHS), 2, True)
+    assert verl.trainer.balance_by_workload(np.array(LENGTHS), 2) == expected
+    micro = seqbalance.get_seqlen_balanced_partitions(nanoseconds(cost, LENGTHS), 3, False)
+    assert verl.module.rearrange_micro_batches(LENGTHS, 3) == micro
+    # Group balancing calls it one sample at a time (a one-element tensor in verl).
+    groups = verl.module.get_group_balanced_partitions(LENGTHS, [0, 0, 1, 1, 2, 2, 3, 3], 2)
+    weights = nanoseconds(cost, LENGTHS).reshape(4, 2).sum(axis=1)
+    chosen = seqbalance.get_seqlen_balanced_partitions(weights, 2, True)
+    assert groups == [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
+
+
+def test_a_model_cost_weighs_each_sample_by_its_flops(verl):
+    sb_verl.install(cost=MODEL)
+    values = verl.module.calculate_workload(np.array(LENGTHS))
+    assert values.dtype == np.int64 and values.tolist() == MODEL.flops(LENGTHS)
+
+
+def test_verls_inputs_shapes_and_float_lengths(verl):
+    cost = time_cost()
+    sb_verl.install(cost=cost)
+    workload = verl.module.calculate_workload
+    expected = nanoseconds(cost, LENGTHS)
+    # float32 lengths (the SFT trainer's torch.Tensor of sizes), lists, one sample, a grid.
+    assert workload(np.array(LENGTHS, dtype=np.float32)).tolist() == expected.tolist()
+    assert workload(LENGTHS).tolist() == expected.tolist()
+    assert int(workload(LENGTHS[3])) == expected[3]
+    grid = workload(np.array(LENGTHS).reshape(2, 4))
+    assert grid.shape == (2, 4) and grid.ravel().tolist() == expected.tolist()
+    with pytest.raises(ValueError, match=r"seqlen_list\[1\] = 2.5: a sequence length must be"):
+        workload(np.array([3.0, 2.5]))
+    with pytest.raises(ValueError, match=r"lengths\[1\] must be >= 0"):
+        workload(np.array([3, -2]))
+
+
+def test_a_saved_cost_is_read_again_when_its_file_changes(verl, tmp_path, caplog):
+    path = tmp_path / "time-cost.json"
+    first, second = time_cost(1e-8), time_cost(3e-8)
+    save(first, path)
+    sb_verl.install(cost=str(path))
+    workload = verl.module.calculate_workload
+    assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
+    save(second, path)
+    assert workload(LENGTHS).tolist() == nanoseconds(second, LENGTHS).tolist()
+    # A file half written (by a writer that does not replace it in one step): the last cost
+    # stays in use, one WARNING per version of the file; a complete one is read again.
+    with caplog.at_level(logging.WARNING):
+        path.write_text('{"kind": "seqbalance.TimeCost", "vers')
+        assert workload(LENGTHS).tolist() == nanoseconds(second, LENGTHS).tolist()
+        assert workload(LENGTHS).tolist() == nanoseconds(second, LENGTHS).tolist()
+    warnings = [r for r in caplog.records if "kept the last cost in use" in r.getMessage()]
+    assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
+    save(first, path)
+    assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
+    path.unlink()  # gone for a moment: the last cost
+    assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
+
+
+def test_the_environment_names_the_cost_for_rays_argument_less_hook(verl, tmp_path, monkeypatch):
+    path = tmp_path / "cost.json"
+    cost = time_cost(2e-8)
+    save(cost, path)
+    monkeypatch.setenv("SEQBALANCE_COST", str(path))
+    assert "calculate_workload" in sb_verl.install()
+    assert verl.module.calculate_workload(LENGTHS).tolist() == nanoseconds(cost, LENGTHS).tolist()
+    monkeypatch.setenv("SEQBALANCE_COST", str(tmp_path / "missing.json"))
+    with pytest.raises(FileNotFoundError, match=r"SEQBALANCE_COST = .*missing.json.: no such"):
+        sb_verl.install()
+
+
+def test_install_without_a_cost_puts_verls_workload_back_and_uninstall_undoes_all(verl):
+    sb_verl.install(cost=time_cost())
+    late = importlib.import_module("verl.trainer.late")
+    assert "calculate_workload" not in sb_verl.install()  # its arguments hold from now on
+    for module in (verl.module, verl.trainer, late):
+        assert module.calculate_workload is verl.workload
+    assert sb_verl.is_installed()
+    sb_verl.install(cost=MODEL)
+    assert set(sb_verl.uninstall()) == {*verl.originals, "calculate_workload"}
+    for module in (verl.module, verl.trainer, late):
+        assert module.calculate_workload is verl.workload
+        assert (
+            module.get_seqlen_balanced_partitions
+            is verl.originals["get_seqlen_balanced_partitions"]
+        )
+    assert not sb_verl.is_installed()
+    # A reference kept from before uninstall() answers as verl's own does.
+    assert sb_verl.calculate_workload(np.array([10])).tolist() == [24576 * 10 + 100]
+
+
+def test_is_installed_sees_verls_workload_put_back(verl):
+    sb_verl.install(cost=time_cost())
+    verl.module.calculate_workload = verl.workload
+    assert not sb_verl.is_installed()
+    sb_verl.install(cost=time_cost())
+    assert sb_verl.is_installed()
+
+
+@pytest.mark.parametrize(
+    ("cost", "error", "message"),
+    [
+        (5, TypeError, r"cost must be a TimeCost, a ModelCost or the path of a saved TimeCost"),
+        ("/no/such/time-cost.json", FileNotFoundError, r"cost = '/no/such/time-cost.json'"),
+    ],
+)
+def test_a_bad_cost_is_refused_before_anything_is_patched(verl, cost, error, message):
+    with pytest.raises(error, match=message):
+        sb_verl.install(cost=cost)
+    assert not sb_verl.is_installed()
+    assert verl.module.karmarkar_karp is verl.originals["karmarkar_karp"]
+    assert verl.module.calculate_workload is verl.workload
+
+
+def test_a_file_that_is_not_a_saved_cost_is_refused_by_name(verl, tmp_path):
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({"hidden_size": 4096}))
+    with pytest.raises(ValueError, match=r"cost = '.*model.json' is not a saved TimeCost: data"):
+        sb_verl.install(cost=path)
+    path.write_text("not json")
+    with pytest.raises(ValueError, match=r"cannot be read as a saved TimeCost"):
+        sb_verl.install(cost=path)
+    assert not sb_verl.is_installed()
+
+
+def test_a_verl_whose_workload_has_other_parameters_is_refused_whole(tmp_path, monkeypatch):
+    purge("verl")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    body = "def calculate_workload(seqlen_list, coeff=24576):\n    return seqlen_list\n"
+    standin = StandIn(tmp_path, "verl", {"calculate_workload": body})
+    try:
+        with pytest.raises(IntegrationError, match=r"calculate_workload\(seqlen_list, coeff="):
+            sb_verl.install(cost=time_cost())
+        assert standin.module.karmarkar_karp is standin.originals["karmarkar_karp"]
+        # Without a cost verl's workload is not touched, so this verl installs as before.
+        assert "calculate_workload" not in sb_verl.install()
+    finally:
+        sb_verl.uninstall()
+        purge("verl")
+
+
+# -- OpenRLHF ------------------------------------------------------------------------------------
+
+
+def test_openrlhf_partitions_the_cost_of_the_lengths(openrlhf, tmp_path):
+    cost = time_cost()
+    sb_openrlhf.install(cost=cost)
+    expected = seqbalance.get_seqlen_balanced_partitions(cost(LENGTHS), 3, False)
+    assert openrlhf.module.get_seqlen_balanced_partitions(LENGTHS, 3, False) == expected
+    assert openrlhf.trainer.get_seqlen_balanced_partitions(LENGTHS, 3, False) == expected
+    by_length = seqbalance.get_seqlen_balanced_partitions(LENGTHS, 3, False)
+    assert expected != by_length  # the cost changes the answer on this batch
+    # FLOPs of a ModelCost; a saved cost by path; none: the lengths again.
+    sb_openrlhf.install(cost=MODEL)
+    assert openrlhf.module.get_seqlen_balanced_partitions(LENGTHS, 2, True) == (
+        seqbalance.get_seqlen_balanced_partitions(MODEL.flops(LENGTHS), 2, True)
+    )
+    path = tmp_path / "cost.json"
+    save(cost, path)
+    sb_openrlhf.install(cost=path)
+    assert openrlhf.module.get_seqlen_balanced_partitions(LENGTHS, 3, False) == expected
+    sb_openrlhf.install()
+    assert openrlhf.module.get_seqlen_balanced_partitions(LENGTHS, 3, False) == by_length
+    sb_openrlhf.install(cost=cost)
+    sb_openrlhf.uninstall()
+    sb_openrlhf.install()
+    assert openrlhf.module.get_seqlen_balanced_partitions(LENGTHS, 3, False) == by_length
+
+
+def test_openrlhf_reads_the_environment(openrlhf, tmp_path, monkeypatch):
+    path = tmp_path / "cost.json"
+    cost = time_cost(4e-8)
+    save(cost, path)
+    monkeypatch.setenv("SEQBALANCE_COST", str(path))
+    sb_openrlhf.install()
+    expected = seqbalance.get_seqlen_balanced_partitions(cost(LENGTHS), 3, False)
+    assert openrlhf.module.get_seqlen_balanced_partitions(LENGTHS, 3, False) == expected

@@ -1,0 +1,141 @@
+"""install(cost=...) against the real verl 0.9.1 and OpenRLHF 0.11.2 (the integration job):
+verl's calculate_workload replaced in its module and in every trainer module that imported it
+by name, taking the int64 and float32 tensors verl passes; dynamic micro-batching balancing by
+the cost; OpenRLHF's replay buffer partitioning the cost of the lengths; uninstall() restoring
+all of it. The stand-ins in test_install_cost.py cover the same logic in the plain suite."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+
+torch = pytest.importorskip("torch", reason="torch is not installed (verl and OpenRLHF need it)")
+
+import seqbalance  # noqa: E402
+from seqbalance import ModelCost, TimeCost  # noqa: E402
+from seqbalance.integrations import openrlhf as sb_openrlhf  # noqa: E402
+from seqbalance.integrations import verl as sb_verl  # noqa: E402
+
+#: verl 0.9.1's modules that import calculate_workload by name.
+BY_NAME = (
+    "verl.trainer.ppo.ray_trainer",
+    "verl.trainer.ppo.v1.trainer_base",
+    "verl.trainer.sft_trainer_ray",
+)
+LENGTHS = [300, 17, 4096, 1024, 512, 77, 2048, 9, 30_000, 640, 5, 12_000]
+
+
+def time_cost(per_token=1e-8):
+    batches = [[100], [200, 300], [4000], [1000, 1000, 50], [8000], [30, 60, 90], [2500, 700]]
+    seconds = [
+        2e-3 + sum(3e-5 + per_token * n + 5e-13 * n * (n + 1) / 2 for n in b) for b in batches
+    ]
+    return TimeCost.fit(batches, seconds)
+
+
+def nanoseconds(cost, lengths):
+    return np.rint(cost(lengths) * 1e9).astype(np.int64).tolist()
+
+
+@pytest.fixture
+def verl_modules():
+    for dependency in ("transformers", "tensordict", "ray", "omegaconf"):
+        pytest.importorskip(dependency, reason=f"{dependency} is not installed (verl needs it)")
+    seqlen_balancing = pytest.importorskip("verl.utils.seqlen_balancing")
+    trainers = {}
+    for name in BY_NAME:
+        try:
+            trainers[name] = importlib.import_module(name)
+        except ImportError as exc:
+            pytest.skip(f"{name} needs more of verl's dependencies: {exc}")
+    original = seqlen_balancing.calculate_workload
+    yield seqlen_balancing, trainers, original
+    sb_verl.uninstall()
+    assert seqlen_balancing.calculate_workload is original
+    for module in trainers.values():
+        assert module.calculate_workload is original
+
+
+def test_verls_workload_is_the_cost_in_every_module_that_holds_it(verl_modules):
+    seqlen_balancing, trainers, original = verl_modules
+    cost = time_cost()
+    assert sb_verl.install(cost=cost)[-1] == "calculate_workload"
+    for module in (seqlen_balancing, *trainers.values()):
+        assert module.calculate_workload is sb_verl.calculate_workload, module.__name__
+    expected = nanoseconds(cost, LENGTHS)
+    # What ray_trainer passes (an int64 sum of the attention mask) and what the SFT trainer
+    # passes (torch.Tensor of sizes: float32), answered as tensors of int64 on their device.
+    for lengths in (torch.tensor(LENGTHS), torch.Tensor(LENGTHS), torch.tensor(LENGTHS).long()):
+        workload = seqlen_balancing.calculate_workload(lengths)
+        assert isinstance(workload, torch.Tensor) and workload.dtype == torch.int64
+        assert workload.device == lengths.device and workload.tolist() == expected
+    # The group balancing's one-sample tensors.
+    assert (
+        int(seqlen_balancing.calculate_workload(torch.tensor([LENGTHS[2]])).item()) == (expected[2])
+    )
+    sb_verl.install(cost=ModelCost(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=128, vocab_size=100))  # fmt: skip
+    assert seqlen_balancing.calculate_workload(torch.tensor(LENGTHS)).tolist() == (
+        sb_verl._SOURCE[0].current().flops(LENGTHS)
+    )
+
+
+def test_verls_dynamic_micro_batching_balances_by_the_cost(verl_modules):
+    seqlen_balancing, _, _ = verl_modules
+    from tensordict import TensorDict
+
+    width = max(LENGTHS)
+    mask = torch.zeros(len(LENGTHS), width, dtype=torch.int64)
+    for row, length in enumerate(LENGTHS):
+        mask[row, :length] = 1
+    batch = TensorDict({"input_ids": mask * 7, "attention_mask": mask}, batch_size=[len(LENGTHS)])
+    cost = time_cost(1e-9)  # attention dominates from ~2,000 tokens: another split than verl's
+    sb_verl.install(cost=cost)
+    _, indexes = seqlen_balancing.rearrange_micro_batches(batch, max_token_len=width)
+    # verl sorts the partitions by their workload; the sets are seqbalance's on nanoseconds.
+    expected = seqbalance.get_seqlen_balanced_partitions(
+        nanoseconds(cost, LENGTHS), len(indexes), equal_size=False
+    )
+    assert sorted(map(sorted, indexes)) == sorted(map(sorted, expected))
+    sb_verl.uninstall()
+    _, before = seqlen_balancing.rearrange_micro_batches(batch, max_token_len=width)
+    assert sorted(map(sorted, before)) != sorted(map(sorted, expected))  # the cost mattered
+
+
+def test_verls_workload_follows_a_saved_cost(verl_modules, tmp_path, monkeypatch):
+    seqlen_balancing, trainers, _ = verl_modules
+    path = tmp_path / "time-cost.json"
+    first, second = time_cost(1e-8), time_cost(4e-8)
+    path.write_text(json.dumps(first.to_dict()))
+    monkeypatch.setenv("SEQBALANCE_COST", str(path))
+    sb_verl.install()  # what Ray's worker_process_setup_hook calls
+    trainer = trainers["verl.trainer.ppo.ray_trainer"]
+    assert trainer.calculate_workload(torch.tensor(LENGTHS)).tolist() == nanoseconds(first, LENGTHS)
+    temporary = tmp_path / "next.json"
+    temporary.write_text(json.dumps(second.to_dict()))
+    os.replace(temporary, path)
+    assert trainer.calculate_workload(torch.tensor(LENGTHS)).tolist() == nanoseconds(
+        second, LENGTHS
+    )
+
+
+def test_openrlhfs_replay_buffer_partitions_the_cost():
+    pytest.importorskip("openrlhf.utils.seqlen_balancing")
+    # (experience_maker imports flash_attn, which the CPU integration job does not have.)
+    replay_buffer = pytest.importorskip("openrlhf.trainer.ppo_utils.replay_buffer")
+    original = replay_buffer.get_seqlen_balanced_partitions
+    cost = time_cost()
+    try:
+        sb_openrlhf.install(cost=cost)
+        expected = seqbalance.get_seqlen_balanced_partitions(cost(LENGTHS), 4, False)
+        assert replay_buffer.get_seqlen_balanced_partitions(LENGTHS, 4, False) == expected
+        assert expected != original(LENGTHS, 4, False)
+    finally:
+        sb_openrlhf.uninstall()
+    assert replay_buffer.get_seqlen_balanced_partitions is original
