@@ -58,7 +58,9 @@ def test_partition_max_token_len_keeps_working_with_a_one_line_notice():
     assert old.returncode == 0
     (notice,) = old.stderr.strip().splitlines()
     assert "seqbalance plan [FILE] --max-token-len N [--dp N]" in notice
-    new = _json("plan", "--dp", "4", "--max-token-len", "65536")
+    # The old route balances tokens, as it always did; plan's default is the library's
+    # (workload), and --cost tokens gives the old route's plan.
+    new = _json("plan", "--dp", "4", "--max-token-len", "65536", "--cost", "tokens")
     assert json.loads(old.stdout)["plan"] == new["plan"]
     two_step = run("partition", "-k", "4", "--max-token-len", "65536")
     assert two_step.returncode == 0 and "every rank runs" in two_step.stdout

@@ -137,7 +137,7 @@ def test_the_old_partition_route_reports_the_step_too(capsys):
     step = payload["predicted_step"]
     assert step["seconds"] == step["today_seconds"]
     lengths = synthetic_rl_batch()
-    assert step["seconds"] == simulate_step(payload["plan"], lengths, cost="workload").seconds
+    assert step["seconds"] == simulate_step(payload["plan"], lengths).seconds
 
 
 @pytest.mark.parametrize(

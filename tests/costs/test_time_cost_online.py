@@ -1,6 +1,6 @@
 """TimeCost online: what `update` accepts a fit could fit, recency weighting never splits by a
 guess, attention-free models fit their one length term, `fit_error["recent"]`, and the saved
-format (version 2, version 1 still read)."""
+format (version 2 and later; version 1 still read)."""
 
 from __future__ import annotations
 
@@ -316,7 +316,8 @@ def test_a_cost_saved_by_version_1_loads_and_predicts_as_it_did(name):
     assert cost(V1["probe"]).tolist() == V1["seconds"][name]
     assert "recent" not in cost.fit_error and cost.undetermined == ()
     again = cost.to_dict()
-    assert again["version"] == 2 and again["recent_errors"] == []
+    assert again["version"] == 3 and again["recent_errors"] == []
+    assert again["measured_range"] is None  # version 1 did not record it
     cost.update([500, 500], 0.01)
     assert TimeCost.from_dict(json.loads(json.dumps(cost.to_dict()))).fit_error == cost.fit_error
 
@@ -350,7 +351,7 @@ def test_a_cost_holding_an_undetermined_split_saves_and_updates_exactly():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=3), r"expected kind .* version 2 \(or an older one: 1\)"),
+        (lambda d: d.update(version=4), r"expected kind .* version 3 \(or an older one: 1, 2\)"),
         (lambda d: d.update(version=0), r"not a saved TimeCost"),
         (lambda d: d.pop("recent_errors"), r"data has no 'recent_errors'"),
         (lambda d: d.update(recent_errors=[0.1] * 101), r"holds 101 errors; .* at most 100"),

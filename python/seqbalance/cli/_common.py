@@ -161,19 +161,20 @@ class ModelFlops:
         return self.name
 
 
-def default_cost(args: argparse.Namespace) -> str:
+def default_cost(command: str) -> str:
     """What a verb balances when given no cost flag: the library's own default for the call it
-    runs, so the command and the call give the same answer. A plan (``plan``, or ``partition
-    --max-token-len``) runs the micro-batch planners, whose default is verl's workload; a plain
-    ``partition`` runs the drop-in partitioners, which weigh tokens (verl's lengths)."""
-    return "tokens" if getattr(args, "max_token_len", None) is None else "workload"
+    runs, so the command and the call give the same answer. ``plan`` runs the micro-batch
+    planners, whose default is verl's workload; ``partition`` runs the drop-in partitioners,
+    which weigh tokens (verl's lengths), and its older planning route (``--max-token-len``)
+    keeps the tokens it always balanced."""
+    return "workload" if command == "plan" else "tokens"
 
 
 def resolve_cost(args: argparse.Namespace) -> None:
     """``args.cost``: ``--cost`` (`default_cost` when not given), or `ModelFlops` for
     ``--model-config``, which excludes ``--cost``."""
     if args.model_config is None:
-        args.cost = default_cost(args) if args.cost is None else args.cost
+        args.cost = default_cost(args.command) if args.cost is None else args.cost
         return
     if args.cost is not None:
         raise InputError("pass either --cost or --model-config, not both")

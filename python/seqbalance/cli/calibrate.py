@@ -12,6 +12,9 @@ import argparse
 import json
 import math
 import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,8 +22,8 @@ import numpy as np
 
 from .._inputs import MAX_VALUE, as_float, show_number
 from ..costs.model import ModelCost
-from ..costs.time_cost import TimeCost
-from ._common import _format_seconds, _Parser
+from ..costs.time_cost import TimeCost, TimeCostWarning
+from ._common import _format_seconds, _Parser, say
 from ._messages import config_words
 from ._paths import InputError, check_is_file
 from .readers import (
@@ -38,6 +41,7 @@ __all__ = [
     "add_time_cost_flag",
     "load_time_cost",
     "resolve_time_cost",
+    "say_extrapolation",
     "time_by_plan",
     "time_by_rank",
     "time_lines",
@@ -165,7 +169,8 @@ def _run_calibrate(args: argparse.Namespace) -> int:
             "(4 coefficients + 2)"
         )
     try:
-        cost = TimeCost.fit(batches, seconds, model=model, half_life=args.half_life)
+        with _warnings_said(args.log):
+            cost = TimeCost.fit(batches, seconds, model=model, half_life=args.half_life)
     except ValueError as exc:
         raise InputError(f"{args.log}: {_log_words(str(exc), args.log)}") from None
     if args.out is not None:
@@ -249,9 +254,34 @@ def load_time_cost(file: str) -> TimeCost:
             "write one with seqbalance calibrate LOG --out FILE.json"
         )
     try:
-        return TimeCost.from_dict(data)
+        with _warnings_said(str(path)):
+            return TimeCost.from_dict(data)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path}: {_saved_words(str(exc))}") from None
+
+
+@contextmanager
+def _warnings_said(where: str) -> Iterator[None]:
+    """What a `TimeCost` warns of inside the block (a poor fit), as one ``warning:`` line each
+    on stderr once the block is done."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TimeCostWarning)
+        yield
+    for text in dict.fromkeys(str(w.message) for w in caught if w.category is TimeCostWarning):
+        say(f"warning: {where}: {text}")
+
+
+def say_extrapolation(cost: Any, lengths: np.ndarray, micro_batch_tokens: int = 0) -> None:
+    """A ``warning:`` line on stderr when a ``--time-cost`` split or plan predicts documents
+    longer, or micro-batches fuller, than the cost was measured on (the library's own warnings
+    are silenced in the command line, which says it here once, of the plan it made)."""
+    if not isinstance(cost, TimeCostNanoseconds) or lengths.size == 0:
+        return
+    message = cost.time_cost.extrapolation(
+        longest_document=int(lengths.max()), micro_batch_tokens=micro_batch_tokens
+    )
+    if message is not None:
+        say(f"warning: {cost.file}: {message}")
 
 
 def _looks_like_log(raw: bytes) -> bool:

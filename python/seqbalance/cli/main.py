@@ -16,11 +16,13 @@ import argparse
 import os
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
 from .._inputs import MAX_COUNT
+from ..costs.time_cost import TimeCostWarning
 from ._common import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -226,7 +228,7 @@ def add_cost_flags(parser: argparse.ArgumentParser) -> None:
         choices=("tokens", "workload"),
         default=None,
         help="what a sample weighs: its tokens or verl's workload, 24576 × s + s² for s tokens "
-        "(default: tokens for partition, workload for a plan, as the library calls have it)",
+        "(default: tokens for partition, workload for plan, as the library calls have it)",
     )
     parser.add_argument(
         "--model-config",
@@ -350,7 +352,11 @@ def _main(argv: Sequence[str] | None) -> int:
         if getattr(args, "resolve_cost", False):
             resolve_time_cost(args)
             resolve_cost(args)
-        return int(args.run(args))
+        with warnings.catch_warnings():
+            # A verb says what a time cost warns of itself, once, as a "warning:" line on
+            # stderr (stdout stays one JSON document under --json).
+            warnings.simplefilter("ignore", TimeCostWarning)
+            return int(args.run(args))
     except (InputError, ValueError, TypeError, OverflowError) as exc:
         # The library's own messages name the argument and the value, in its keywords: the
         # shell user set them with flags, so the message names those.

@@ -25,7 +25,7 @@ from ._common import (
     shown,
     waited_seconds,
 )
-from .calibrate import time_by_rank, time_lines
+from .calibrate import say_extrapolation, time_by_rank, time_lines
 from .plan import PLAN_NOTICE, _run_plan
 from .readers import InputError
 
@@ -201,6 +201,7 @@ def _run_partition(args: argparse.Namespace) -> int:
         else _refine_hint(lengths, weights, sizes, args.k, equal_size)
     )
     predicted = time_by_rank(args.cost, tokens, ids, args.k)
+    say_extrapolation(args.cost, tokens)
 
     reference_seconds = None
     same_result = None

@@ -33,13 +33,14 @@ from ._common import (
     shown,
     waited_seconds,
 )
-from .calibrate import TimeCostNanoseconds, time_by_plan, time_lines
+from .calibrate import TimeCostNanoseconds, say_extrapolation, time_by_plan, time_lines
 from .readers import InputError
 
 #: What ``partition --max-token-len`` says on stderr once its plan is printed.
 PLAN_NOTICE = (
     "seqbalance partition: note: planning has its own verb: "
-    "seqbalance plan [FILE] --max-token-len N [--dp N] (same flags; --dp, not -k, counts ranks)"
+    "seqbalance plan [FILE] --max-token-len N [--dp N] (same flags; --dp, not -k, counts ranks; "
+    "plan balances verl's workload unless given --cost tokens)"
 )
 
 
@@ -125,6 +126,7 @@ def _run_plan(
     columns = {name: values.tolist() for name, values in summary.items()}
     rows = [{name: columns[name][rank] for name in columns} for rank in range(n_ranks)]
     predicted = time_by_plan(args.cost, step.busy, summary["tokens"])
+    say_extrapolation(args.cost, lengths, int(np.max(summary["fullest_micro_batch"], initial=0)))
     today_step = step if today is None else predicted_step(args, lengths, today, model)
     step_json = {
         "seconds": step.seconds,

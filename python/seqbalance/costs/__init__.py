@@ -26,7 +26,7 @@ from .._inputs import check_pad_to_multiple_of
 from .model import ModelCost
 from .profiling import profile
 from .step_timer import StepTimer, StepTimes
-from .time_cost import TimeCost
+from .time_cost import TimeCost, TimeCostWarning
 from .workload import (
     COST_NAMES,
     Cost,
@@ -46,6 +46,7 @@ __all__ = [
     "StepTimer",
     "StepTimes",
     "TimeCost",
+    "TimeCostWarning",
     "TransformerCost",
     "calculate_workload",
     "check_pad_to_multiple_of",

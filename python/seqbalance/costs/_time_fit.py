@@ -61,6 +61,15 @@ def decay_of(half_life: float | None) -> float:
     return 1.0 if half_life is None else 0.5 ** (1.0 / half_life)
 
 
+def check_enough(count: int, name: str, what: str) -> None:
+    """At least ``N_COEF + 2`` measured ``what`` in ``name`` for a fit."""
+    if count < N_COEF + 2:
+        raise ValueError(
+            f"{name} has {count} measured {what}; fitting {N_COEF} coefficients needs at least "
+            f"{N_COEF + 2}"
+        )
+
+
 def check_lengths(values: Any, name: str) -> np.ndarray:
     """One micro-batch's document lengths: a non-empty 1-D int64 array of positive values."""
     if isinstance(values, (str, bytes, int, float, np.number, np.bool_)) or values is None:

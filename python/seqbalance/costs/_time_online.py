@@ -19,6 +19,7 @@ cost cannot stop learning what the observations still determine.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from ._time_fit import Features, add_rows, check_separated, decay_of, factor_rows, weighted_rms
 from ._time_solve import Analysis, analyse, solve_nonnegative, unseparated
+from ._time_trust import Reach
 
 #: How many of the latest predictions ``fit_error["recent"]`` takes the median of.
 RECENT = 100
@@ -45,6 +47,8 @@ class FitState:
             (``None`` after a fit, which determines every coefficient).
         solution: the solution, when known (a loaded cost's saved coefficients, as the fit
             solves them: `Features.fit_rows` coordinates).
+        reach: the longest document and micro-batch the observations hold (``None``: not
+            known, a cost saved before it was recorded).
     """
 
     __slots__ = (
@@ -56,6 +60,7 @@ class FitState:
         "factor",
         "features",
         "observations",
+        "reach",
         "recent",
         "weight_sum",
     )
@@ -71,6 +76,7 @@ class FitState:
         anchor: np.ndarray | None = None,
         solution: np.ndarray | None = None,
         analysis: Analysis | None = None,
+        reach: Reach | None = None,
     ) -> None:
         self.features = features
         self.decay = decay
@@ -82,6 +88,30 @@ class FitState:
         self._solution = solution
         self._analysis = analysis
         self._undetermined: tuple[str, ...] | None = None
+        self.reach = reach
+
+    def reaching(self, reach: Reach | None) -> FitState:
+        """This state, knowing that its observations also reach ``reach`` (the same object
+        when that changes nothing; an unknown reach stays unknown)."""
+        if self.reach is None or reach is None:
+            return self
+        widened = self.reach.widened(reach)
+        if widened == self.reach:
+            return self
+        grown = FitState(
+            self.features,
+            self.decay,
+            self.factor,
+            self.weight_sum,
+            self.observations,
+            self.recent,
+            self.anchor,
+            self._solution,
+            self._analysis,
+            widened,
+        )
+        grown._undetermined = self._undetermined
+        return grown
 
     def analysis(self) -> Analysis:
         """The factor's `Analysis` (cached)."""
@@ -180,6 +210,7 @@ class FitState:
             self.recent + tuple(errors),
             anchor=before,
             analysis=analysis,
+            reach=self.reach,
         )
 
     def _refuse_out_of_proportion(
@@ -211,6 +242,19 @@ class FitState:
             f"1e{2 * math.log10(max(float(ratio[worst]), 1.0)):.0f} times as much, and beside it "
             f"the others cannot tell apart {tied} (TimeCost.fit refuses it too). Nothing was "
             "changed; check that measurement"
+        )
+
+
+def log_undetermined(
+    logger: logging.Logger, held: tuple[str, ...], now: tuple[str, ...], half_life: float | None
+) -> None:
+    """Log once, when it starts, that the observations no longer tell ``now`` apart."""
+    if now and not held:
+        logger.warning(
+            "seqbalance.TimeCost: the observations, weighed with half_life %g, no longer tell "
+            "apart %s; their split is kept from when they last did (see TimeCost.undetermined)",
+            half_life,
+            ", ".join(now),
         )
 
 
@@ -251,11 +295,16 @@ def add_in_order(
 
 
 def fit_state(
-    features: Features, rows: np.ndarray, times: np.ndarray, half: float | None, name: str
+    features: Features,
+    rows: np.ndarray,
+    times: np.ndarray,
+    half: float | None,
+    name: str,
+    reach: Reach | None,
 ) -> tuple[FitState, dict[str, float]]:
-    """The state of a fit to checked micro-batches (their `Features.rows`) measured at
-    ``times``, and its errors (``median``, ``p90``, ``max``); refused as `TimeCost.fit`
-    refuses, naming ``name`` for the micro-batches."""
+    """The state of a fit to checked micro-batches (their `Features.rows`, reaching ``reach``)
+    measured at ``times``, and its errors (``median``, ``p90``, ``max``); refused as
+    `TimeCost.fit` refuses, naming ``name`` for the micro-batches."""
     fit_rows = features.fit_rows(rows)
     weights = decay_of(half) ** np.arange(len(times) - 1, -1, -1, dtype=np.float64)
     factor = factor_rows(fit_rows, times, weights)
@@ -265,7 +314,9 @@ def fit_state(
             "(lengths near 2**63 or times near 0)"
         )
     check_separated(fit_rows, times, factor, features, name)
-    state = FitState(features, decay_of(half), factor, float(weights.sum()), len(times))
+    state = FitState(
+        features, decay_of(half), factor, float(weights.sum()), len(times), reach=reach
+    )
     errors = np.abs(rows @ state.coefficients() / times - 1.0)
     last_fit = {
         "median": float(np.median(errors)),

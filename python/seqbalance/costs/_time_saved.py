@@ -12,7 +12,9 @@ older dicts its default.
 Versions: 1 (seqbalance 0.2 before synchronised updates); 2 adds ``recent_errors`` (the
 relative errors behind ``fit_error["recent"]``, oldest first) and ``undetermined`` (the
 coefficients the weighted observations no longer tell apart, whose ``coefficients`` then hold
-the values the cost kept; a ``factor`` that leaves others undetermined is refused).
+the values the cost kept; a ``factor`` that leaves others undetermined is refused); 3 adds
+``measured_range`` (the longest document and micro-batch observed, in tokens; ``null`` for a
+cost upgraded from an older version, which did not record them).
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from .._inputs import _describe, as_float, show_number
 from ._time_fit import Features, check_half_life, decay_of
 from ._time_online import RECENT, FitState
 from ._time_solve import N_COEF, analyse, column_norms, solve_nonnegative, unseparated
+from ._time_trust import Reach
 from .config import _FLAGS
 from .model import ModelCost
 
 #: The ``kind`` field of a saved `TimeCost`, and its format version.
-KIND, VERSION = "seqbalance.TimeCost", 2
+KIND, VERSION = "seqbalance.TimeCost", 3
 #: Lengths at which a saved model's FLOPs are recorded (inside and beyond usual windows).
 MODEL_PROBE = (1, 1000, 100_000, 1 << 22)
 #: Relative agreement required between the saved fields that restate each other (rounding
@@ -187,8 +190,45 @@ def _from_version_1(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "recent_errors": [], "undetermined": _FROM_FACTOR}
 
 
+def _from_version_2(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 2 did not record the lengths it was measured on: not known."""
+    return {**data, "version": 3, "measured_range": None}
+
+
 #: ``UPGRADES[v]`` turns a saved dict of version ``v`` into one of version ``v + 1``.
-UPGRADES = {1: _from_version_1}
+UPGRADES = {1: _from_version_1, 2: _from_version_2}
+
+
+#: The fields of ``data['measured_range']``.
+RANGE_FIELDS = ("longest_document", "longest_micro_batch")
+
+
+def _reach(data: Mapping[str, Any]) -> Reach | None:
+    """``data['measured_range']``: ``null``, or positive int token counts below 2**63, the
+    longest document no longer than the longest micro-batch."""
+    if "measured_range" not in data:
+        raise ValueError("data has no 'measured_range' (a saved TimeCost has one; null if unknown)")
+    value = data["measured_range"]
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != set(RANGE_FIELDS):
+        raise ValueError(
+            f"data['measured_range'] must be null or map exactly {', '.join(RANGE_FIELDS)} to "
+            f"token counts, got {_describe(value)}"
+        )
+    for field in RANGE_FIELDS:
+        count = value[field]
+        if type(count) is not int or not 0 < count < 2**63:
+            raise ValueError(
+                f"data['measured_range'][{field!r}] must be a positive int below 2**63, got "
+                f"{show_number(count) if isinstance(count, int) else _describe(count)}"
+            )
+    if value["longest_document"] > value["longest_micro_batch"]:
+        raise ValueError(
+            "data['measured_range']: the longest document is longer than the longest "
+            "micro-batch that held it"
+        )
+    return Reach(value["longest_document"], value["longest_micro_batch"])
 
 
 def saved_dict(
@@ -210,6 +250,9 @@ def saved_dict(
         "factor": state.factor.tolist(),
         "recent_errors": list(state.recent),
         "undetermined": list(state.undetermined()),
+        "measured_range": None
+        if state.reach is None
+        else dict(zip(RANGE_FIELDS, (state.reach.document, state.reach.micro_batch), strict=True)),
     }
 
 
@@ -335,6 +378,13 @@ def read_saved(data: Any) -> Saved:
     _check_undetermined(data, factor, features)
     solution = _solution(data, factor, features)
     state = FitState(
-        features, decay_of(half_life), factor, weight_sum, observations, recent, solution=solution
+        features,
+        decay_of(half_life),
+        factor,
+        weight_sum,
+        observations,
+        recent,
+        solution=solution,
+        reach=_reach(data),
     )
     return Saved(state, half_life, last)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._time_trust import poor_fit
 from .model import ModelCost
 
 
@@ -51,6 +52,16 @@ def describe(cost: Any) -> str:
             f"recent: median error {error['recent']:.2%} of the last {count} "
             f"prediction{'s' if count > 1 else ''} made before their measurement was added"
         )
+    reach = cost.measured_range
+    lines.append(
+        "measured range: not recorded (saved before it was)"
+        if reach is None
+        else f"measured on documents of up to {reach['longest_document']:,} tokens and "
+        f"micro-batches of up to {reach['longest_micro_batch']:,}; beyond them it extrapolates"
+    )
+    poor = poor_fit(error)
+    if poor:
+        lines.append(f"warning: {poor}")
     held = cost.undetermined
     if held:
         lines.append(

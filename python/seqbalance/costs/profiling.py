@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -13,8 +14,9 @@ import numpy as np
 
 from .._inputs import MAX_VALUE, _describe, as_float, show_number
 from ._time_fit import N_COEF, Features, check_micro_batches, factor_rows, unseparated
+from ._time_trust import poor_fit
 from .model import ModelCost
-from .time_cost import TimeCost
+from .time_cost import TimeCost, TimeCostWarning
 
 __all__ = ["default_grid", "profile"]
 
@@ -167,7 +169,16 @@ def profile(
     for position, batch in enumerate(grid):
         seconds.append(_time_one(run, batch, repeats, warmup, clock))
         _progress(position + 1, len(grid), batch, seconds[-1])
-    return TimeCost.fit(grid, seconds, model=model)
+    with warnings.catch_warnings():
+        # Said once below, on stderr beside the progress and as a warning from this call.
+        warnings.simplefilter("ignore", TimeCostWarning)
+        cost = TimeCost.fit(grid, seconds, model=model)
+    poor = poor_fit(cost.fit_error)
+    if poor is not None:
+        sys.stderr.write(f"warning: seqbalance.profile: {poor}\n")
+        sys.stderr.flush()
+        warnings.warn(poor, TimeCostWarning, stacklevel=2)
+    return cost
 
 
 def _check_separates(grid: list[list[int]], model: ModelCost | None, name: str) -> None:

@@ -16,8 +16,8 @@ import numpy as np
 
 from .._inputs import as_int64_array
 from ._time_fit import (
-    N_COEF,
     Features,
+    check_enough,
     check_half_life,
     check_lengths,
     check_micro_batches,
@@ -26,13 +26,14 @@ from ._time_fit import (
     check_seconds,
     crossover,
 )
-from ._time_online import FitState, add_in_order, fit_state
+from ._time_online import FitState, add_in_order, fit_state, log_undetermined
 from ._time_saved import read_saved, saved_dict
 from ._time_sync import Members, add_synchronized, attribute_and_fit, check_unit, check_units
 from ._time_text import describe
+from ._time_trust import Reach, TimeCostWarning, beyond, check_attention_apart, poor_fit, warn
 from .model import ModelCost
 
-__all__ = ["TimeCost"]
+__all__ = ["TimeCost", "TimeCostWarning"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class TimeCost:
         )
 
     @classmethod
-    def _new(cls, state: FitState, half_life: float | None, last_fit: dict[str, float]) -> TimeCost:
+    def _new(cls, state: FitState, last_fit: dict[str, float], half_life: float | None) -> TimeCost:
         self = object.__new__(cls)
         self._state = state
         self._half_life = half_life
@@ -137,21 +138,13 @@ class TimeCost:
         half = check_half_life(half_life)
         batches = check_micro_batches(micro_batches)
         times = check_seconds(seconds, len(batches))
-        if len(batches) < N_COEF + 2:
-            raise ValueError(
-                f"micro_batches has {len(batches)} measured micro-batches; fitting {N_COEF} "
-                f"coefficients needs at least {N_COEF + 2}"
-            )
+        check_enough(len(batches), "micro_batches", "micro-batches")
         features = Features(model)
-        return cls._fit(features, features.rows(batches), times, half, "micro_batches")
-
-    @classmethod
-    def _fit(
-        cls, features: Features, rows: np.ndarray, times: np.ndarray, half: float | None, name: str
-    ) -> TimeCost:
-        """The fit of checked micro-batches (their `Features.rows`) measured at ``times``."""
-        state, last_fit = fit_state(features, rows, times, half, name)
-        return cls._new(state, half, last_fit)
+        rows, reach = features.rows(batches), Reach.of(batches)
+        cost = cls._new(*fit_state(features, rows, times, half, "micro_batches", reach), half)
+        check_attention_apart(features, batches, times, cost._state.coefficients(), "micro_batches")
+        warn(poor_fit(cost.fit_error))
+        return cost
 
     @classmethod
     def fit_synchronized(
@@ -163,15 +156,11 @@ class TimeCost:
         half_life: float | None = None,
     ) -> TimeCost:
         """Fit to synchronised measurements: micro-batches that ran in lockstep on several
-        ranks and were timed together, so each time is the slowest member's.
+        ranks and were timed together, so each time is the slowest member's (FSDP, ZeRO-3).
 
-        Each time is attributed to one member of its unit: first the member with the most
-        tokens (ties: the lowest rank); then, fitted on those, to the member the fitted cost
-        predicts slowest (ties: the lowest rank); and again, until an attribution repeats one
-        before it or 20 rounds have run. The answer is the last fit, on the members it
-        attributed. Under FSDP, FSDP2 and ZeRO-3 every rank measures the same time for
-        micro-batch ``k``, the slowest rank's: a fit of each rank's own lengths to it learns
-        the wrong model.
+        Each time goes to one member of its unit: the one with the most tokens, then, refitted,
+        the one the fit predicts slowest (ties: the lowest rank), until an attribution repeats
+        or 20 rounds have run; the answer is the last fit.
 
         Args:
             units: a sequence of units, each a sequence over ranks of the document lengths that
@@ -199,18 +188,18 @@ class TimeCost:
         half = check_half_life(half_life)
         checked = check_units(units)
         times = check_seconds(seconds, len(checked), of="units")
-        if len(checked) < N_COEF + 2:
-            raise ValueError(
-                f"units has {len(checked)} measured units; fitting {N_COEF} coefficients needs "
-                f"at least {N_COEF + 2}"
-            )
+        check_enough(len(checked), "units", "units")
         features = Features(model)
+        reach = Reach.of(member for unit in checked for member in unit)
 
         def fit(rows: np.ndarray) -> tuple[TimeCost, np.ndarray]:
-            cost = cls._fit(features, rows, times, half, "units (as attributed)")
+            fitted = fit_state(features, rows, times, half, "units (as attributed)", reach)
+            cost = cls._new(*fitted, half)
             return cost, cost._state.coefficients()
 
-        return attribute_and_fit(Members(checked, features), fit)
+        cost: TimeCost = attribute_and_fit(Members(checked, features), fit)
+        warn(poor_fit(cost.fit_error))
+        return cost
 
     def update(self, micro_batch: Any, seconds: Any) -> TimeCost:
         """Refit with one more measured micro-batch; returns ``self``.
@@ -231,11 +220,9 @@ class TimeCost:
         """
         batch = check_lengths(micro_batch, "micro_batch")
         time = check_second(seconds)
-        self._set(
-            add_in_order(
-                self._state, self._features.row(batch)[None, :], np.array([time]), "micro_batch"
-            )
-        )
+        row = self._features.row(batch)[None, :]
+        state = add_in_order(self._state, row, np.array([time]), "micro_batch")
+        self._set(state.reaching(Reach.of([batch])))
         return self
 
     def update_many(self, micro_batches: Any, seconds: Any) -> TimeCost:
@@ -249,17 +236,17 @@ class TimeCost:
         times = check_seconds(seconds, len(batches))
         if batches:
             rows = self._features.rows(batches)
-            self._set(add_in_order(self._state, rows, times, "micro_batches", "seconds[{}]"))
+            state = add_in_order(self._state, rows, times, "micro_batches", "seconds[{}]")
+            self._set(state.reaching(Reach.of(batches)))
         return self
 
     def update_synchronized(self, micro_batches: Any, seconds: Any) -> TimeCost:
         """Refit with one synchronised measurement; returns ``self``.
 
-        ``micro_batches`` is one micro-batch per rank (each a sequence of document lengths; an
-        empty one: that rank was idle) that ran in lockstep, and ``seconds`` the time they took
-        together: the slowest member's. It is attributed to the member the current cost
-        predicts slowest (ties: the lowest rank) and added as `update` would add that member.
-        A bad measurement is refused and changes nothing.
+        ``micro_batches``: one micro-batch per rank (empty: that rank was idle) that ran in
+        lockstep; ``seconds``: the time they took together, the slowest member's, attributed to
+        the member the cost predicts slowest (ties: the lowest rank) and added as `update` adds
+        one. A bad measurement is refused and changes nothing.
 
         Raises:
             ValueError, TypeError: as `update`, or every member empty (naming
@@ -273,7 +260,8 @@ class TimeCost:
         """
         unit = check_unit(micro_batches, "micro_batches")
         time = check_second(seconds)
-        self._set(add_synchronized(self._state, [unit], np.array([time]), "micro_batches{}"))
+        state = add_synchronized(self._state, [unit], np.array([time]), "micro_batches{}")
+        self._set(state.reaching(Reach.of(unit)))
         return self
 
     def update_synchronized_many(self, units: Any, seconds: Any) -> TimeCost:
@@ -283,20 +271,13 @@ class TimeCost:
         checked = check_units(units)
         times = check_seconds(seconds, len(checked), of="units")
         if checked:
-            self._set(add_synchronized(self._state, checked, times, "units[{}]", "seconds[{}]"))
+            state = add_synchronized(self._state, checked, times, "units[{}]", "seconds[{}]")
+            self._set(state.reaching(Reach.of(member for unit in checked for member in unit)))
         return self
 
     def _set(self, state: FitState) -> None:
         held, self._state = self._state.undetermined(), state
-        now = state.undetermined()
-        if now and not held:
-            logger.warning(
-                "seqbalance.TimeCost: the observations, weighed with half_life %g, no longer "
-                "tell apart %s; their split is kept from when they last did (see "
-                "TimeCost.undetermined)",
-                self._half_life,
-                ", ".join(now),
-            )
+        log_undetermined(logger, held, state.undetermined(), self._half_life)
 
     # -- use --------------------------------------------------------------------------------
 
@@ -312,6 +293,8 @@ class TimeCost:
                 below ``2**63`` (the message names the position).
         """
         values = as_int64_array(lengths, "lengths")
+        if values.size:
+            warn(beyond(self._state.reach, document=int(values.max())))
         _, document, first, second = self._state.coefficients().tolist()
         term1, term2 = self._features.length_terms(values)
         seconds = term1 * first
@@ -337,6 +320,9 @@ class TimeCost:
         batches = check_micro_batches(micro_batches)
         if not batches:
             return np.zeros(0, dtype=np.float64)
+        reach = Reach.of(batches)
+        if reach is not None:
+            warn(beyond(self._state.reach, reach.document, reach.micro_batch))
         return self._features.rows(batches) @ self._state.coefficients()
 
     @property
@@ -366,16 +352,29 @@ class TimeCost:
     @property
     def undetermined(self) -> tuple[str, ...]:
         """The coefficients that the observations, as the half-life weighs them, no longer tell
-        apart (``()`` when they determine every one, as after any fit).
-
-        Recency weighting can forget the micro-batches that told two coefficients apart (every
-        recent micro-batch a single document: ``micro_batch`` and ``document``; every one
-        packing the same tokens: ``micro_batch`` and the length terms). Their combination that
-        the recent observations do not see then stays what it was when they last did, instead
-        of being split by a guess; what they still see keeps following them. A WARNING is
-        logged when it first happens; `describe` says so.
-        """
+        apart (``()`` when they determine every one, as after any fit). Recency weighting can
+        forget the micro-batches that told them apart (every recent one a single document, say):
+        their combination then stays what it was when they last did, instead of being split by a
+        guess; what they still see keeps following them. Logged once, when it starts."""
         return self._state.undetermined()
+
+    @property
+    def measured_range(self) -> dict[str, int] | None:
+        """``longest_document``, ``longest_micro_batch``: the most tokens observed in one, past
+        which predictions extrapolate (`extrapolation`); ``None`` if saved without them."""
+        reach = self._state.reach
+        if reach is None:
+            return None
+        return {"longest_document": reach.document, "longest_micro_batch": reach.micro_batch}
+
+    def extrapolation(
+        self, *, longest_document: int = 0, micro_batch_tokens: int = 0
+    ) -> str | None:
+        """What predicting a document of ``longest_document`` tokens, or micro-batches of up
+        to ``micro_batch_tokens``, takes past `measured_range`, in words; ``None`` when both are
+        within it (or the range is not known). Calling the cost, `predict` and the micro-batch
+        planners warn with these words (`seqbalance.TimeCostWarning`)."""
+        return beyond(self._state.reach, longest_document, micro_batch_tokens)
 
     @property
     def model(self) -> ModelCost | None:
@@ -443,7 +442,9 @@ class TimeCost:
             TypeError: ``data`` is not a mapping.
         """
         saved = read_saved(data)
-        return cls._new(saved.state, saved.half_life, saved.last_fit)
+        cost = cls._new(saved.state, saved.last_fit, saved.half_life)
+        warn(poor_fit(cost.fit_error))
+        return cost
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TimeCost.from_dict, (self.to_dict(),))

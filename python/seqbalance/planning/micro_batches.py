@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from .._inputs import (
     check_per_item,
     check_refine,
 )
+from ..costs.time_cost import TimeCost, TimeCostWarning
 from ..costs.workload import (
     check_total,
     group_sums,
@@ -131,6 +133,13 @@ def _prepare(
             f"{padding}, more than max_token_len ({cap})"
         )
     limits = group_limits(max_sequences, footprint, keys, padded, starts, sizes, cap)
+    if isinstance(cost, TimeCost):
+        # The plan's micro-batches may hold up to this many tokens: past what the cost was
+        # measured on, its predictions of them extrapolate.
+        largest = min(cap, int(tokens.sum(dtype=np.float64)))
+        message = cost.extrapolation(micro_batch_tokens=largest)
+        if message is not None:
+            warnings.warn(message, TimeCostWarning, stacklevel=3)
     sample_weights = sample_costs(cost, padded)
     if single:
         if sample_weights.dtype.kind != "f":
