@@ -355,20 +355,11 @@ mod tests {
             scrambled in any::<bool>(),
         ) {
             let (world_size, cap, n) = shape;
-            let degrees: Vec<u32> = (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect();
-            let top = *degrees.last().unwrap() as u64 * cap;
-            let lengths = crate::cp::tests::mostly_short(seed, n, cap, top);
             // Costs that follow the length, or not (then loads and tokens disagree on the order).
-            let costs: Vec<f64> = lengths
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| if scrambled { ((i * 7919) % 13) as f64 } else { l as f64 + quadratic * (l as f64).powi(2) })
-                .collect();
-            let comm: Vec<f64> = lengths
-                .iter()
-                .flat_map(|&l| degrees.iter().map(move |&c| kappa * l as f64 * (c - 1) as f64 / c as f64))
-                .collect();
-            let problem = Problem { lengths: &lengths, costs: &costs, comm: &comm, degrees: &degrees, world_size, cap };
+            let owned = crate::cp::tests::Owned::drawn(
+                world_size, cap, n, seed, quadratic, kappa, scrambled.then_some(13), None,
+            );
+            let problem = owned.problem();
             for reading in READINGS {
                 let fast = greedy(&problem, reading, &Interrupt::NEVER).unwrap();
                 let plain = greedy_plain(&problem, reading, &Interrupt::NEVER).unwrap();

@@ -547,26 +547,11 @@ mod tests {
             judged in any::<bool>(),
         ) {
             let (world_size, cap, n) = shape;
-            let degrees: Vec<u32> = match any_sizes {
-                Some(sizes) => {
-                    let kept: Vec<u32> = sizes.into_iter().filter(|&c| c <= world_size).collect();
-                    if kept.is_empty() { vec![world_size] } else { kept }
-                }
-                None => (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect(),
-            };
-            let top = *degrees.last().unwrap() as u64 * cap;
-            let lengths = crate::cp::tests::mostly_short(seed, n, cap, top);
             // A cost that does not grow with the length: works then do not fall along the order.
-            let costs: Vec<f64> = lengths
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| if scrambled { ((i * 7919) % 97) as f64 * 3.0 } else { l as f64 + quadratic * (l as f64).powi(2) })
-                .collect();
-            let comm: Vec<f64> = lengths
-                .iter()
-                .flat_map(|&l| degrees.iter().map(move |&c| kappa * l as f64 * (c - 1) as f64 / c as f64))
-                .collect();
-            let problem = Problem { lengths: &lengths, costs: &costs, comm: &comm, degrees: &degrees, world_size, cap };
+            let owned = crate::cp::tests::Owned::drawn(
+                world_size, cap, n, seed, quadratic, kappa, scrambled.then_some(97), any_sizes,
+            );
+            let problem = owned.problem();
             let workload = if judged { Workload::Judged } else { Workload::Shipped };
             let fast = megatron(&problem, workload, &Interrupt::NEVER).unwrap();
             let plain = megatron_plain(&problem, workload);

@@ -728,30 +728,15 @@ mod tests {
             any_sizes in prop::option::of(prop::collection::btree_set(1u32..=64, 1..5)),
         ) {
             let (world_size, cap, n) = shape;
-            // Powers of two dividing the world, or any sizes up to it (not powers of two).
-            let degrees: Vec<u32> = match any_sizes {
-                Some(sizes) => {
-                    let kept: Vec<u32> = sizes.into_iter().filter(|&c| c <= world_size).collect();
-                    if kept.is_empty() { vec![world_size] } else { kept }
-                }
-                None => (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect(),
-            };
-            let top = *degrees.last().unwrap() as u64 * cap;
-            let lengths = crate::cp::tests::mostly_short(seed, n, cap, top);
-            // A cost that does not grow with the length (shares then do not fall along the order).
-            let costs: Vec<f64> = lengths
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| if scrambled { ((i * 7919) % 97) as f64 * 3.0 } else { l as f64 + quadratic * (l as f64).powi(2) })
-                .collect();
-            let comm: Vec<f64> = lengths
-                .iter()
-                .flat_map(|&l| degrees.iter().map(move |&c| kappa * l as f64 * (c - 1) as f64 / c as f64))
-                .collect();
-            let problem = Problem { lengths: &lengths, costs: &costs, comm: &comm, degrees: &degrees, world_size, cap };
+            // Powers of two dividing the world, or any sizes up to it (not powers of two); a
+            // cost that does not grow with the length (shares then do not fall along the order).
+            let owned = crate::cp::tests::Owned::drawn(
+                world_size, cap, n, seed, quadratic, kappa, scrambled.then_some(97), any_sizes,
+            );
+            let problem = owned.problem();
             let (lowest, highest) = target_range(&problem);
             let tau = lowest + tau_share * (highest - lowest);
-            let least = least.min(degrees.len() - 1);
+            let least = least.min(owned.degrees.len() - 1);
             let fast = plan_for(&problem, tau, least, f64::INFINITY, one_size, &Interrupt::NEVER).unwrap();
             let plain = plan_for_plain(&problem, tau, least, f64::INFINITY, one_size, &Interrupt::NEVER).unwrap();
             if one_size {

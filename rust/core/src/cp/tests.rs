@@ -3,16 +3,60 @@ use proptest::prelude::*;
 
 /// A problem's owned arrays: costs `a·L + b·L²`, comm `κ·L·(c − 1)/c`.
 #[derive(Debug)]
-struct Owned {
+pub(super) struct Owned {
     lengths: Vec<u64>,
     costs: Vec<f64>,
     comm: Vec<f64>,
-    degrees: Vec<u32>,
+    pub(super) degrees: Vec<u32>,
     world_size: u32,
     cap: u64,
 }
 
 impl Owned {
+    /// What the proptests of the greedy, the search and Megatron's scheduler plan: degrees the
+    /// powers of two dividing `world_size` (or the `sizes` up to it, any of them), `n`
+    /// [`mostly_short`] lengths, costs `L + quadratic·L²` or, with `scrambled = Some(m)`, ones
+    /// that do not follow the length (`(i · 7919) % m`, times 3 when `m` is above 13), and comm
+    /// `κ·L·(c − 1)/c`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn drawn(
+        world_size: u32,
+        cap: u64,
+        n: usize,
+        seed: u64,
+        quadratic: f64,
+        kappa: f64,
+        scrambled: Option<usize>,
+        sizes: Option<std::collections::BTreeSet<u32>>,
+    ) -> Owned {
+        let degrees: Vec<u32> = match sizes {
+            Some(sizes) => {
+                let kept: Vec<u32> = sizes.into_iter().filter(|&c| c <= world_size).collect();
+                if kept.is_empty() {
+                    vec![world_size]
+                } else {
+                    kept
+                }
+            }
+            None => (0..8).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect(),
+        };
+        let top = *degrees.last().expect("at least one degree") as u64 * cap;
+        let lengths = mostly_short(seed, n, cap, top);
+        let costs = lengths
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| match scrambled {
+                Some(m) => ((i * 7919) % m) as f64 * if m > 13 { 3.0 } else { 1.0 },
+                None => l as f64 + quadratic * (l as f64).powi(2),
+            })
+            .collect();
+        let comm = lengths
+            .iter()
+            .flat_map(|&l| degrees.iter().map(move |&c| kappa * l as f64 * (c - 1) as f64 / c as f64))
+            .collect();
+        Owned { lengths, costs, comm, degrees, world_size, cap }
+    }
+
     fn new(lengths: Vec<u64>, world_size: u32, cap: u64, quadratic: f64, kappa: f64) -> Owned {
         let degrees: Vec<u32> = (0..32).map(|p| 1u32 << p).take_while(|&c| world_size % c == 0).collect();
         let costs = lengths.iter().map(|&l| l as f64 + quadratic * (l as f64).powi(2)).collect();
@@ -23,7 +67,7 @@ impl Owned {
         Owned { lengths, costs, comm, degrees, world_size, cap }
     }
 
-    fn problem(&self) -> Problem<'_> {
+    pub(super) fn problem(&self) -> Problem<'_> {
         Problem {
             lengths: &self.lengths,
             costs: &self.costs,
