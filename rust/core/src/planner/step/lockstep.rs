@@ -48,15 +48,7 @@ pub(super) fn search<C: PlanCost>(
     // Bisect between the best count and its neighbours on the ladder while the budget lasts.
     while cx.budget.left() > 0 {
         let Some((best, _, _)) = &search.best else { break };
-        let best = *best;
-        let below = search.tried.iter().copied().filter(|&c| c < best).max();
-        let above = search.tried.iter().copied().filter(|&c| c > best).min();
-        let next =
-            [below.and_then(|b| cx.counts.middle(b, best)), above.and_then(|a| cx.counts.middle(best, a))]
-                .into_iter()
-                .flatten()
-                .find(|c| !search.tried.contains(c));
-        let Some(count) = next else { break };
+        let Some(count) = cx.counts.next_beside(*best, &search.tried) else { break };
         search.try_count(count, interrupt)?;
         progress(search.tried.len(), search.best_step());
     }

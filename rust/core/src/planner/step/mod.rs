@@ -217,6 +217,17 @@ impl Counts {
         let steps = (high - low) / self.multiple;
         (steps >= 2).then(|| low + steps / 2 * self.multiple)
     }
+
+    /// The next count to try beside the `best` one: the middle between it and its nearest tried
+    /// neighbour below, else above, that no search has tried yet (`None`: nothing left there).
+    pub(super) fn next_beside(&self, best: usize, tried: &[usize]) -> Option<usize> {
+        let below = tried.iter().copied().filter(|&c| c < best).max();
+        let above = tried.iter().copied().filter(|&c| c > best).min();
+        [below.and_then(|b| self.middle(b, best)), above.and_then(|a| self.middle(best, a))]
+            .into_iter()
+            .flatten()
+            .find(|c| !tried.contains(c))
+    }
 }
 
 /// Plan for the step: today's plan (see the module's documentation) and, when the search finds

@@ -133,14 +133,7 @@ pub(super) fn search<C: PlanCost>(
     }
     while cx.budget.left() > 0 {
         let Some(best) = search.top.first().map(|at| at.count) else { break };
-        let below = search.tried.iter().copied().filter(|&c| c < best).max();
-        let above = search.tried.iter().copied().filter(|&c| c > best).min();
-        let next =
-            [below.and_then(|b| cx.counts.middle(b, best)), above.and_then(|a| cx.counts.middle(best, a))]
-                .into_iter()
-                .flatten()
-                .find(|c| !search.tried.contains(c));
-        let Some(count) = next else { break };
+        let Some(count) = cx.counts.next_beside(best, &search.tried) else { break };
         search.scan(count, interrupt)?;
         progress(search.tried.len(), search.best_step());
     }
