@@ -57,7 +57,7 @@ from seqbalance.planning.context_parallel import comm_costs, cp_degrees
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.planning import cp_oracle as oracle  # noqa: E402
 
-from workloads import best_of  # noqa: E402
+from workloads import at_least_one, best_of  # noqa: E402
 
 #: Seconds per token of the linear part, and per squared token of attention.
 LINEAR = 6 * 7.5e9 / 560e12
@@ -196,17 +196,6 @@ def test_every_family_plans_validly():
         compare(lengths, world_size, cap, kappa(50e9), rounds=0)
     for world_size, cap, _ in MODERATE:
         compare(batch(world_size, cap, 96, 0, moderate=True), world_size, cap, kappa(50e9), 0)
-
-
-def at_least_one(text: str) -> int:
-    """An argparse type: an int >= 1 (no batch, or no timed round, leaves nothing to report)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -39,7 +39,7 @@ from seqbalance import _native, plan_dp_micro_batches, simulate_step
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.planning.step_oracle import spec_time_cost  # noqa: E402
 
-from workloads import best_of  # noqa: E402
+from workloads import at_least_one, best_of  # noqa: E402
 
 COST = spec_time_cost()
 MODES = {
@@ -133,17 +133,6 @@ def test_every_mode_plans_validly_and_never_above_today():
         for name, mode in MODES.items():
             each, cap = (lock_each, lock_cap) if name == "lockstep" else (pipe_each, pipe_cap)
             checked(lengths_of(kind, each * 8, 0), 8, cap, mode)
-
-
-def at_least_one(text: str) -> int:
-    """An argparse type: an int >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,8 +1,9 @@
 """Inputs shared by the benchmarks and the report (deterministic, RL-like sequence lengths), and
-the benchmark scripts' timer."""
+the benchmark scripts' timer and argument types."""
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 
@@ -36,3 +37,15 @@ def best_of(function: Callable[[], object], rounds: int, clock=time.perf_counter
         function()
         times.append(clock() - start)
     return min(times)
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type for the scripts' counts (seeds, rounds): an int >= 1 (none would leave
+    nothing to report)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
+    return value
