@@ -267,10 +267,16 @@ def test_predicting_past_the_range_warns_and_within_it_does_not():
         warnings.simplefilter("error")
         cost([1, 4096])
         cost.predict([[2048, 2048]])
-    with pytest.warns(TimeCostWarning, match=r"documents of up to 16,384 tokens \(the longest"):
+    with pytest.warns(TimeCostWarning, match=r"documents longer than .* \(4,096 tokens\)"):
         cost([100, 16_384])
-    with pytest.warns(TimeCostWarning, match=r"micro-batches of up to 8,192 tokens"):
+    with pytest.warns(TimeCostWarning, match=r"micro-batches fuller than .* \(4,096 tokens\)"):
         cost.predict([[4096, 4096]])
+    # One text per measured range: a loop predicting past it is warned once, not every step.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for length in range(5000, 5100):
+            cost([length])
+    assert len(caught) == 1
 
 
 def test_planning_micro_batches_past_the_range_warns():
@@ -279,7 +285,7 @@ def test_planning_micro_batches_past_the_range_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         plan_micro_batches(lengths, 4096, cost=cost)
-    with pytest.warns(TimeCostWarning, match=r"micro-batches of up to 16,384 tokens"):
+    with pytest.warns(TimeCostWarning, match=r"micro-batches fuller than the fullest"):
         plan_micro_batches(lengths, 16_384, cost=cost)
 
 
@@ -299,8 +305,9 @@ def test_the_command_line_says_it_extrapolates_on_stderr(tmp_path):
         assert done.returncode == 0, done.stderr
         json.loads(done.stdout)
         (line,) = [x for x in done.stderr.splitlines() if x.startswith("warning: ")]
-        assert "extrapolates" in line and "documents of up to 9,000 tokens" in line
-        assert ("micro-batches of up to" in line) is (verb[0] == "plan")
+        assert "extrapolates" in line and "(here: documents of up to 9,000 tokens" in line
+        assert ("micro-batches fuller than" in line) is (verb[0] == "plan")
+        assert (", micro-batches of up to " in line) is (verb[0] == "plan")
 
 
 def test_a_saved_range_is_checked_by_name():

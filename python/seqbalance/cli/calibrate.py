@@ -277,11 +277,15 @@ def say_extrapolation(cost: Any, lengths: np.ndarray, micro_batch_tokens: int = 
     are silenced in the command line, which says it here once, of the plan it made)."""
     if not isinstance(cost, TimeCostNanoseconds) or lengths.size == 0:
         return
+    longest = int(lengths.max())
     message = cost.time_cost.extrapolation(
-        longest_document=int(lengths.max()), micro_batch_tokens=micro_batch_tokens
+        longest_document=longest, micro_batch_tokens=micro_batch_tokens
     )
     if message is not None:
-        say(f"warning: {cost.file}: {message}")
+        fullest = f", micro-batches of up to {micro_batch_tokens:,}" if micro_batch_tokens else ""
+        say(
+            f"warning: {cost.file}: {message} (here: documents of up to {longest:,} tokens{fullest})"
+        )
 
 
 def _looks_like_log(raw: bytes) -> bool:

@@ -94,26 +94,31 @@ class Reach:
 
 
 def beyond(reach: Reach | None, document: int = 0, micro_batch: int = 0) -> str | None:
-    """What predicting a ``document``-token document, or micro-batches of up to ``micro_batch``
-    tokens, takes past ``reach``, as the words of a warning; ``None`` when nothing does (or the
-    reach is not known: a cost saved before it was recorded)."""
+    """The words of a warning when predicting a ``document``-token document, or micro-batches of
+    up to ``micro_batch`` tokens, goes past ``reach``; ``None`` when nothing does (or the reach
+    is not known: a cost saved before it was recorded).
+
+    The words name what was measured, not what was asked for, so a training loop that keeps
+    predicting past the range is warned once per range (Python shows a warning once per place
+    and text), not once per step.
+    """
     if reach is None:
         return None
     past = []
     if document > reach.document:
         past.append(
-            f"documents of up to {document:,} tokens (the longest measured: {reach.document:,})"
+            f"documents longer than the longest it was measured on ({reach.document:,} tokens)"
         )
     if micro_batch > reach.micro_batch:
         past.append(
-            f"micro-batches of up to {micro_batch:,} tokens (the most measured in one: "
-            f"{reach.micro_batch:,})"
+            f"micro-batches fuller than the fullest it was measured on ({reach.micro_batch:,} "
+            "tokens)"
         )
     if not past:
         return None
     return (
-        f"the TimeCost extrapolates: it predicts {' and '.join(past)}, beyond what it was fitted "
-        "on; measure micro-batches that long (seqbalance.profile's max_length) to trust it there"
+        f"the TimeCost extrapolates: it predicts {' and '.join(past)}; measure micro-batches "
+        "that long (seqbalance.profile's max_length) to trust it there"
     )
 
 
