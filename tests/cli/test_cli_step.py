@@ -163,6 +163,8 @@ def test_the_old_partition_route_reports_the_step_too(capsys):
             ["--pipeline-stages", "4", "--max-micro-batches", "1"],
             ["--max-micro-batches 1 is below the", "pass at least"],
         ),
+        # The default mode too: it plans today's count, so a maximum below it is refused.
+        (["--max-micro-batches", "1"], ["--max-micro-batches 1 is below the", "pass at least"]),
     ],
 )
 def test_bad_step_flags_end_with_one_line_naming_the_flag(args, fragments):

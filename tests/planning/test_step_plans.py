@@ -259,6 +259,27 @@ def test_refusals_name_their_arguments(arguments, words):
     assert words in str(error.value)
 
 
+def test_a_maximum_below_todays_count_is_refused_in_the_default_mode_too():
+    # The default mode plans today's count; a maximum below it was silently ignored (six
+    # samples of 300 over 2 ranks under a cap of 500 need 2 micro-batches a rank, and the
+    # answer held 2 whatever the maximum), so a caller who meant to bound the count got more.
+    lengths = [300, 200, 100, 400, 50, 250]
+    for keywords in ({}, {"min_num_micro_batches": 3}):
+        today = len(plan_dp_micro_batches(lengths, 2, 500, cost="tokens", **keywords)[0])
+        with pytest.raises(ValueError) as error:
+            plan_dp_micro_batches(
+                lengths, 2, 500, cost="tokens", max_num_micro_batches=today - 1, **keywords
+            )
+        assert f"max_num_micro_batches = {today - 1} is below the {today} micro-batches" in str(
+            error.value
+        )
+        # At or above today's count the default mode answers as without it.
+        for largest in (today, today + 5):
+            assert plan_dp_micro_batches(
+                lengths, 2, 500, cost="tokens", max_num_micro_batches=largest, **keywords
+            ) == plan_dp_micro_batches(lengths, 2, 500, cost="tokens", **keywords)
+
+
 def test_type_errors_and_todays_errors_stay_as_they_were():
     with pytest.raises(TypeError, match="max_num_micro_batches must be an int"):
         plan_dp_micro_batches([1, 2], 1, 5, sync="micro_batch", max_num_micro_batches=2.0)

@@ -221,8 +221,9 @@ def plan_dp_micro_batches(
         pipeline_stages: ``P``, an int >= 1: each rank a 1F1B pipeline of ``P`` stages
             (only with ``sync="step"``).
         forward_share: the forward's share of a micro-batch's time in a pipeline, in (0, 1).
-        max_num_micro_batches: the largest count the step modes may choose (at least the
-            count the default plan needs), or None.
+        max_num_micro_batches: the largest count the step modes may choose, or None; in
+            every mode at least the count the default plan needs (the default mode plans
+            exactly that count, and refuses a maximum below it).
         as_ids: return ``(rank_ids, micro_batch_ids, num_micro_batches)`` instead of lists:
             the rank and the micro-batch (its place in the rank's order) of every sample as
             int64 arrays, and the common count, so empty micro-batches survive (as
@@ -384,6 +385,12 @@ def plan_dp_with_today(
             (sync, stages, share, cost),
         )
     kept, count, plan = _plan_ranks(problem, filled, ranks_count, minimum, order, as_ids)
+    if largest is not None and largest < count:
+        # The step planner's refusal, in its words: this mode plans exactly today's count.
+        raise ValueError(
+            f"max_num_micro_batches = {largest} is below the {count} micro-batches today's plan "
+            f"needs; pass at least {count}, or None"
+        )
     logger.debug(
         "planned %d groups over %d ranks x %d micro-batches (%s rank split)",
         problem.n_groups,
