@@ -185,6 +185,26 @@ def test_bad_plans_are_refused_by_name(plan, kind, words):
     assert words in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("plan", "words"),
+    [
+        # The count and the ranks size the step's arrays: bounded before anything is allocated
+        # (they were a bare OverflowError and a 7 TiB allocation).
+        ((np.array([0, 0]), np.array([0, 1]), 2**70), "plan[2] (the micro-batch count) must be"),
+        ((np.array([0, 0]), np.array([0, 1]), 10**12), "<= 2**24 (16777216), got 1000000000000"),
+        ((np.array([0, 0]), np.array([0, 1]), np.uint64(2**63)), "got 9223372036854775808"),
+        ((np.array([0, 10**12]), np.array([0, 1]), 2), "plan[0] (rank_ids) holds rank 10000000"),
+        ((np.array([0, 2**24]), np.array([0, 1]), 2), "at most 2**24 ranks"),
+    ],
+)
+def test_an_ids_triple_too_large_to_simulate_is_refused_by_name(plan, words):
+    with pytest.raises(ValueError) as error:
+        simulate_step(plan, [1, 2])
+    assert words in str(error.value)
+    # At the bounds themselves it is simulated (empty ranks and micro-batches take 0).
+    assert simulate_step((np.array([0, 0]), np.array([0, 1]), 2**10), [1, 2]).seconds == 3.0
+
+
 def test_lockstep_needs_the_same_count_on_every_rank():
     with pytest.raises(ValueError, match=r"rank 1 has 1, rank 0 has 2"):
         simulate_step([[[0], [1]], [[2]]], [1, 2, 3], sync="micro_batch")

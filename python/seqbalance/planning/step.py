@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
-from .._inputs import _describe, as_int64_array, check_step_model
+from .._inputs import MAX_COUNT, _describe, as_int64_array, check_step_model
 from ..costs.time_cost import TimeCost
 from ..costs.workload import sample_costs
 from .micro_batches import _Problem, _request, logger
@@ -137,7 +137,8 @@ def simulate_step(
         ValueError: a bad ``sync``, ``pipeline_stages`` or ``forward_share`` (named), a
             pipeline with ``sync="micro_batch"`` (naming both), a plan with no rank, an
             index outside ``lengths`` or given twice, ranks with different numbers of
-            micro-batches under ``sync="micro_batch"``.
+            micro-batches under ``sync="micro_batch"``, an ``as_ids`` triple whose count or
+            highest rank id is above ``2**24``.
         TypeError: a plan that is neither lists of lists of ints nor the ids triple; bad
             lengths or cost (as the planners raise).
 
@@ -235,6 +236,11 @@ def _id_cells(plan: tuple[Any, Any, Any], n: int) -> tuple[np.ndarray, np.ndarra
         )
     if count < 0:
         raise ValueError(f"plan[2] (the micro-batch count) must be >= 0, got {count}")
+    # The count and the ranks size the step's arrays (ranks x count cells): bounded up front.
+    if count > MAX_COUNT:
+        raise ValueError(
+            f"plan[2] (the micro-batch count) must be <= 2**24 ({MAX_COUNT}), got {count}"
+        )
     placed = rank_ids >= 0
     if not np.array_equal(placed, micro_batch_ids >= 0):
         raise ValueError("plan: a sample has a rank id but no micro-batch id, or the reverse")
@@ -249,6 +255,11 @@ def _id_cells(plan: tuple[Any, Any, Any], n: int) -> tuple[np.ndarray, np.ndarra
     if not placed.any():
         raise ValueError("plan has no rank: every rank id is -1")
     ranks = int(rank_ids.max()) + 1
+    if ranks > MAX_COUNT:
+        raise ValueError(
+            f"plan[0] (rank_ids) holds rank {ranks - 1}: a plan has at most 2**24 ranks "
+            f"({MAX_COUNT})"
+        )
     samples = np.flatnonzero(placed)
     cells = rank_ids[samples] * count + micro_batch_ids[samples]
     return samples, cells, np.full(ranks, count, dtype=np.int64)
