@@ -185,7 +185,7 @@ fn pipeline_makespans_py<'py>(
         }
         let work = times.len().saturating_mul(stages);
         let (result, raised) = interruptible(py, work >= 1 << 14, |interrupt| {
-            let mut pipeline = Pipeline::new(stages, forward_share)?;
+            let mut pipeline = Pipeline::new(stages, forward_share, interrupt)?;
             let mut spans = alloc::with_capacity(counts.len(), "the makespans")?;
             let mut start = 0;
             for &count in &counts {

@@ -357,12 +357,14 @@ def test_ctrl_c_stops_a_long_step_search_promptly():
 def test_too_little_memory_for_a_pipeline_is_a_memory_error_and_the_next_call_works():
     child = helpers.run_child(
         """
-        times, counts = np.ones(4), np.array([4])
-        _native._pipeline_makespans(times, counts, 2, 0.5)
+        _native._pipeline_makespans(np.ones(4), np.array([4]), 2, 0.5)
+        # 2**26 micro-batches (one float of real memory, broadcast): their times and end
+        # times take 2.5 GB, beyond the limit and the allocator's reserved gigabyte.
+        times, counts = np.broadcast_to(np.float64(1.0), (2**26,)), np.array([2**26])
         limit = address_space() + 100 * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
         try:
-            _native._pipeline_makespans(times, counts, 2**24, 0.5)
+            _native._pipeline_makespans(times, counts, 2, 0.5)
         except MemoryError as error:
             print("MemoryError:", error)
         else:
@@ -376,3 +378,48 @@ def test_too_little_memory_for_a_pipeline_is_a_memory_error_and_the_next_call_wo
     assert first.startswith("MemoryError: seqbalance ran out of memory: could not allocate")
     assert second == "5.333333333333334"
     assert "PanicException" not in child.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS on Linux")
+def test_a_pipeline_needs_memory_for_its_stages_and_micro_batches_not_their_product():
+    # 4,000 micro-batches through 2**14 stages: end times kept per stage took
+    # 2 x 2**14 x 4,000 x 16 bytes (2 GB; a terabyte at 2**24 stages, which an overcommitting
+    # host grants and then kills the process for). One per micro-batch fits in 256 MB.
+    child = helpers.run_child(
+        """
+        m, stages = 4000, 2**14
+        plan = [[[k] for k in range(m)]]
+        limit_memory(256)
+        step = seqbalance.simulate_step(plan, [6] * m, pipeline_stages=stages, forward_share=0.25)
+        print(step.seconds)
+        """,
+        prelude=CHILD,
+    )
+    assert child.returncode == 0, child.stderr
+    # Equal micro-batches: (m + P - 1) slots of (F + B) = 6 / P each.
+    assert float(child.stdout) == pytest.approx((4000 + 2**14 - 1) * 6 / 2**14, rel=1e-12)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGINT on Linux")
+def test_ctrl_c_stops_a_pipeline_of_very_many_stages_while_its_stages_are_set_up():
+    # 2**24 stages: most of a gigabyte of stage state, filled in 0.7 to 2.5 s here before the
+    # first operation ran, with no interrupt check (Ctrl-C answered 1.85 s late).
+    latency, _, rest = helpers.interrupt_child(
+        CHILD
+        + textwrap.dedent(
+            """
+            plan = [[[k] for k in range(2000)]]
+            print("started", flush=True)
+            try:
+                seqbalance.simulate_step(plan, [5] * 2000, pipeline_stages=2**24)
+                print("finished", flush=True)
+            except KeyboardInterrupt:
+                print("interrupted", time.monotonic(), flush=True)
+            print(seqbalance.simulate_step([[[0], [1]]], [3, 4], pipeline_stages=2).seconds)
+            """
+        ),
+        delay=0.1,
+        timeout=300,
+    )
+    assert latency < 1.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    assert rest == ["5.333333333333334"]

@@ -331,7 +331,7 @@ pub(super) fn step_of(times: &[Vec<f64>], step: &StepOptions, interrupt: &Interr
         (Sync::MicroBatch, _) => Ok(model::lockstep(times)),
         (Sync::Step, 1) => Ok(times.iter().map(|rank| rank.iter().sum::<f64>()).fold(0.0, f64::max)),
         (Sync::Step, stages) => {
-            let mut pipeline = Pipeline::new(stages, step.forward_share)?;
+            let mut pipeline = Pipeline::new(stages, step.forward_share, interrupt)?;
             let mut slowest = 0.0f64;
             for rank in times {
                 slowest = slowest.max(pipeline.makespan(rank, interrupt)?);

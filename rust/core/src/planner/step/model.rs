@@ -18,7 +18,6 @@
 
 use super::super::Result;
 use crate::alloc;
-use crate::error::CoreError;
 use crate::interrupt::Interrupt;
 
 /// `Σ_k max_r t(r, k)` over ranks of equal length (`times[r][k]`); 0 for no ranks.
@@ -51,12 +50,15 @@ fn op(s: usize, i: usize, stages: usize, m: usize) -> Op {
 /// The 1F1B simulator, with its buffers kept from one pipeline to the next (the step planner
 /// simulates thousands of candidate orders).
 ///
-/// End times live in a ring per stage and direction: a stage never runs more than `P + 1`
-/// forwards (or backwards) ahead of the neighbour that waits for them (it runs at most
-/// `P − s − 1` forwards before its first backward, which waits for the next stage, and its
-/// forwards past those wait for its own backwards), so `P + 2` slots hold every end time still
-/// to be read. Each slot remembers which micro-batch it holds and a read checks it, so a wrong
-/// bound would be an internal error, never a wrong time.
+/// One end time per micro-batch and direction is all the schedule needs, `O(P + m)` memory
+/// (a table per stage, or a ring per stage of the `P + 2` end times a stage may run ahead of
+/// its neighbour, is `O(P · min(m, P))`: a terabyte at `P = 2^24` with a few thousand
+/// micro-batches, which an overcommitting host grants and then kills the process for). Each
+/// end time is read once, by the one operation that overwrites it: the forward of `k` on stage
+/// `s` reads the forward of `k` on `s − 1` and replaces it; the last stage's backward of `k`
+/// reads its own forward of `k`, which nothing replaces; the backward of `k` on `s` reads the
+/// backward of `k` on `s + 1` and replaces it. Each slot remembers the stage that wrote it and
+/// a read checks it, so a wrong reasoning here would be an internal error, never a wrong time.
 pub struct Pipeline {
     stages: usize,
     forward_share: f64,
@@ -65,31 +67,30 @@ pub struct Pipeline {
     backwards: Vec<usize>,
     free: Vec<f64>,
     next: Vec<usize>,
-    /// Rings of `(micro-batch, end time)`, `stages * ring` each.
+    /// Per micro-batch: `(stage, end time)` of its latest forward and of its latest backward.
     forward_ends: Vec<(usize, f64)>,
     backward_ends: Vec<(usize, f64)>,
-    ring: usize,
     /// Stages that may advance.
     pending: Vec<usize>,
     queued: Vec<bool>,
 }
 
 impl Pipeline {
-    /// A simulator of `stages` (>= 1) stages with this forward share (in (0, 1)).
-    pub fn new(stages: usize, forward_share: f64) -> Result<Self> {
+    /// A simulator of `stages` (>= 1) stages with this forward share (in (0, 1)). Its stages'
+    /// state is filled with interrupt checks: at `2^24` stages it is most of a gigabyte.
+    pub fn new(stages: usize, forward_share: f64, interrupt: &Interrupt) -> Result<Self> {
         let what = "the pipeline's stages";
         Ok(Pipeline {
             stages,
             forward_share,
-            forwards: alloc::filled(stages, 0, what)?,
-            backwards: alloc::filled(stages, 0, what)?,
-            free: alloc::filled(stages, 0.0, what)?,
-            next: alloc::filled(stages, 0, what)?,
+            forwards: alloc::filled_checked(stages, 0, what, interrupt)?,
+            backwards: alloc::filled_checked(stages, 0, what, interrupt)?,
+            free: alloc::filled_checked(stages, 0.0, what, interrupt)?,
+            next: alloc::filled_checked(stages, 0, what, interrupt)?,
             forward_ends: Vec::new(),
             backward_ends: Vec::new(),
-            ring: 0,
             pending: alloc::with_capacity(stages, what)?,
-            queued: alloc::filled(stages, false, what)?,
+            queued: alloc::filled_checked(stages, false, what, interrupt)?,
         })
     }
 
@@ -105,18 +106,15 @@ impl Pipeline {
         if m == 0 {
             return Ok(0.0);
         }
-        let ring = m.min(p + 2);
-        if self.ring != ring || self.forward_ends.len() != p * ring {
-            let size = p
-                .checked_mul(ring)
-                .ok_or(CoreError::OutOfMemory { what: "the pipeline's end times", bytes: usize::MAX })?;
-            self.forward_ends = alloc::filled(size, (usize::MAX, 0.0), "the pipeline's end times")?;
-            self.backward_ends = alloc::filled(size, (usize::MAX, 0.0), "the pipeline's end times")?;
-            self.ring = ring;
+        for ends in [&mut self.forward_ends, &mut self.backward_ends] {
+            ends.clear();
+            alloc::room_for(ends, m, "the pipeline's end times")?;
+            ends.resize(m, (usize::MAX, 0.0));
         }
         let p_float = p as f64;
         let backward_share = 1.0 - self.forward_share;
         for s in 0..p {
+            interrupt.every(s + 1)?;
             self.forwards[s] = 0;
             self.backwards[s] = 0;
             self.free[s] = 0.0;
@@ -133,10 +131,12 @@ impl Pipeline {
                 let operation = op(s, self.next[s], p, m);
                 let ready = match operation {
                     Op::Forward(_) if s == 0 => Some(0.0),
-                    Op::Forward(k) => (self.forwards[s - 1] > k).then(|| self.read_forward(s - 1, k)),
+                    Op::Forward(k) => (self.forwards[s - 1] > k).then(|| read(&self.forward_ends, k, s - 1)),
                     // The last stage's backward follows its own forward of the same micro-batch.
-                    Op::Backward(k) if s == p - 1 => Some(self.read_forward(s, k)),
-                    Op::Backward(k) => (self.backwards[s + 1] > k).then(|| self.read_backward(s + 1, k)),
+                    Op::Backward(k) if s == p - 1 => Some(read(&self.forward_ends, k, s)),
+                    Op::Backward(k) => {
+                        (self.backwards[s + 1] > k).then(|| read(&self.backward_ends, k, s + 1))
+                    }
                 };
                 let Some(ready) = ready else { break };
                 let start = self.free[s].max(ready);
@@ -145,7 +145,7 @@ impl Pipeline {
                 match operation {
                     Op::Forward(k) => {
                         let end = start + self.forward_share * times[k] / p_float;
-                        self.forward_ends[s * ring + k % ring] = (k, end);
+                        self.forward_ends[k] = (s, end);
                         self.forwards[s] += 1;
                         self.free[s] = end;
                         if s + 1 < p {
@@ -154,7 +154,7 @@ impl Pipeline {
                     }
                     Op::Backward(k) => {
                         let end = start + backward_share * times[k] / p_float;
-                        self.backward_ends[s * ring + k % ring] = (k, end);
+                        self.backward_ends[k] = (s, end);
                         self.backwards[s] += 1;
                         self.free[s] = end;
                         if s > 0 {
@@ -175,18 +175,13 @@ impl Pipeline {
             self.pending.push(s);
         }
     }
+}
 
-    fn read_forward(&self, s: usize, k: usize) -> f64 {
-        let (held, end) = self.forward_ends[s * self.ring + k % self.ring];
-        assert_eq!(held, k, "a forward's end time was overwritten before it was read");
-        end
-    }
-
-    fn read_backward(&self, s: usize, k: usize) -> f64 {
-        let (held, end) = self.backward_ends[s * self.ring + k % self.ring];
-        assert_eq!(held, k, "a backward's end time was overwritten before it was read");
-        end
-    }
+/// The end time micro-batch `k`'s slot holds, which stage `s` wrote.
+fn read(ends: &[(usize, f64)], k: usize, s: usize) -> f64 {
+    let (stage, end) = ends[k];
+    assert_eq!(stage, s, "an end time was replaced before it was read");
+    end
 }
 
 #[cfg(test)]
@@ -194,7 +189,7 @@ mod tests {
     use super::*;
 
     fn makespan(times: &[f64], stages: usize, share: f64) -> f64 {
-        Pipeline::new(stages, share).unwrap().makespan(times, &Interrupt::NEVER).unwrap()
+        Pipeline::new(stages, share, &Interrupt::NEVER).unwrap().makespan(times, &Interrupt::NEVER).unwrap()
     }
 
     #[test]
@@ -236,7 +231,7 @@ mod tests {
     }
 
     /// The schedule run by sweeping the stages until every operation has run, end times in
-    /// full `P × m` tables: no rings, no work queue.
+    /// full `P × m` tables: no shared slots, no work queue.
     fn swept(times: &[f64], p: usize, share: f64) -> f64 {
         let m = times.len();
         let (mut forward, mut backward) = (vec![vec![f64::NAN; m]; p], vec![vec![f64::NAN; m]; p]);
@@ -271,15 +266,15 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The rings never drop an end time still to be read: any times, stages and counts give
-        /// the full tables' makespan exactly.
+        /// One end time per micro-batch never loses one still to be read: any times, stages and
+        /// counts give the full tables' makespan exactly.
         #[test]
-        fn rings_agree_with_full_tables(
+        fn per_micro_batch_end_times_agree_with_full_tables(
             times in proptest::collection::vec(0.0f64..10.0, 0..40),
             p in 1usize..12,
             share in 0.05f64..0.95,
         ) {
-            let mut pipeline = Pipeline::new(p, share).unwrap();
+            let mut pipeline = Pipeline::new(p, share, &Interrupt::NEVER).unwrap();
             let got = pipeline.makespan(&times, &Interrupt::NEVER).unwrap();
             proptest::prop_assert_eq!(got, swept(&times, p, share));
             // The buffers kept from this pipeline serve the next one.

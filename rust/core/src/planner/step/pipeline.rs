@@ -120,7 +120,7 @@ pub(super) fn search<C: PlanCost>(
         cx,
         planners,
         members,
-        pipeline: Pipeline::new(cx.step.stages, cx.step.forward_share)?,
+        pipeline: Pipeline::new(cx.step.stages, cx.step.forward_share, interrupt)?,
         top: Vec::new(),
         tried: Vec::new(),
     };
