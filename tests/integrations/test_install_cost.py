@@ -104,6 +104,34 @@ def test_a_time_cost_replaces_verls_workload_everywhere_verl_holds_it(verl, capl
     assert groups == [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
 
 
+def test_group_balancing_of_integer_lengths_weighs_the_cost(verl):
+    # Adversarial finding: verl's trainer hands get_group_balanced_partitions a list of ints
+    # (attention_mask.sum(-1).tolist()), which ran natively on verl's 24576 * L + L**2 while
+    # every other balancing call weighed the installed cost.
+    batches = [[100], [200, 300], [4000], [1000, 1000, 50], [8000], [30, 60, 90], [30_000]]
+    cost = TimeCost.fit(batches, [1e-3 + sum(1e-7 * L + 5e-10 * L * L for L in b) for b in batches])
+    lengths = [11825, 25722, 16629, 1008, 22946, 21889, 25397, 5270, 2679, 25895, 664, 16244]
+    uids = [i // 2 for i in range(12)]
+    verls = verl.module.get_group_balanced_partitions
+    by_workload = verls(lengths, uids, 2)
+    sb_verl.install(cost=cost)
+    weights = nanoseconds(cost, lengths).reshape(6, 2).sum(axis=1)
+    chosen = seqbalance.get_seqlen_balanced_partitions(weights, 2, True)
+    expected = [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
+    assert expected != by_workload  # the cost decides another split here
+    for given in (lengths, np.array(lengths), tuple(lengths)):
+        assert verl.module.get_group_balanced_partitions(given, uids, 2) == expected
+    # verl's own function, balancing through the installed workload, agrees.
+    assert verls(lengths, uids, 2) == expected
+    sb_verl.install(cost=MODEL)
+    flops = np.array(MODEL.flops(lengths)).reshape(6, 2).sum(axis=1)
+    chosen = seqbalance.get_seqlen_balanced_partitions(flops, 2, True)
+    expected = [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
+    assert verl.module.get_group_balanced_partitions(lengths, uids, 2) == expected
+    sb_verl.install()  # without a cost: verl's workload again
+    assert verl.module.get_group_balanced_partitions(lengths, uids, 2) == by_workload
+
+
 def test_a_model_cost_weighs_each_sample_by_its_flops(verl):
     sb_verl.install(cost=MODEL)
     values = verl.module.calculate_workload(np.array(LENGTHS))
