@@ -360,6 +360,14 @@ def test_a_cost_holding_an_undetermined_split_saves_and_updates_exactly():
             r"recent_errors'\]\[0\] must be finite and >= 0",
         ),
         (lambda d: d.update(recent_errors=["x"]), r"recent_errors'\]\[0\] must be a number"),
+        (  # an int beyond float64 was a bare OverflowError
+            lambda d: d.update(recent_errors=[10**400]),
+            r"recent_errors'\]\[0\] must be finite and >= 0, got an integer of 401 digits",
+        ),
+        (
+            lambda d: d.update(recent_errors=[-(10**400)]),
+            r"recent_errors'\]\[0\] must be finite and >= 0, got a negative integer of 401",
+        ),
         (lambda d: d.update(undetermined=[1]), r"undetermined'\] must list coefficient names"),
         (lambda d: d.pop("undetermined"), r"data has no 'undetermined'"),
     ],
