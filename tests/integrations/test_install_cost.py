@@ -10,6 +10,7 @@ import importlib
 import json
 import logging
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -176,6 +177,42 @@ def test_a_saved_cost_is_read_again_when_its_file_changes(verl, tmp_path, caplog
     assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
     path.unlink()  # gone for a moment: the last cost
     assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
+
+
+def test_a_saved_cost_that_fits_poorly_warns_when_it_turns_poor_not_at_every_reload(verl, tmp_path):
+    # Adversarial finding: every reload of a poor cost warned again (its recent error, in the
+    # words, changes at every save): one TimeCostWarning per save, in every process.
+    path = tmp_path / "time-cost.json"
+    cost = time_cost()
+    save(cost, path)
+    stamp = [path.stat().st_mtime_ns]
+
+    def saved():
+        save(cost, path)
+        stamp[0] += 10**9  # every save a second apart, as a trainer's are
+        os.utime(path, ns=(stamp[0], stamp[0]))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        sb_verl.install(cost=path)
+        workload = verl.module.calculate_workload
+        rng = np.random.default_rng(0)
+        verdicts = []
+        for drift in [1.0] * 3 + [1.6] * 8 + [1.0] * 40 + [1.6] * 8:
+            batch = [int(v) for v in rng.integers(100, 8000, 3)]
+            for noise in rng.uniform(0.97, 1.03, 20):
+                cost.update(batch, drift * noise * float(cost.predict([batch])[0]))
+            saved()
+            workload(LENGTHS)
+            verdicts.append("recent predictions off" in cost.describe())
+    poor = [w for w in caught if issubclass(w.category, seqbalance.TimeCostWarning)]
+    poor = [w for w in poor if "a poor fit" in str(w.message)]
+    turned = sum(
+        now and not before for before, now in zip([False, *verdicts[:-1]], verdicts, strict=True)
+    )
+    assert turned == 2, verdicts
+    assert len(poor) == turned, [str(w.message)[:60] for w in poor]
+    assert all("recent predictions off" in str(w.message) for w in poor)
 
 
 def test_the_environment_names_the_cost_for_rays_argument_less_hook(verl, tmp_path, monkeypatch):
