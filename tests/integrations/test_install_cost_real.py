@@ -75,10 +75,12 @@ def test_verls_workload_is_the_cost_in_every_module_that_holds_it(verl_modules):
         workload = seqlen_balancing.calculate_workload(lengths)
         assert isinstance(workload, torch.Tensor) and workload.dtype == torch.int64
         assert workload.device == lengths.device and workload.tolist() == expected
-    # The group balancing's one-sample tensors.
+    # The group balancing's one-sample tensors; a 0-d one keeps its shape, as verl's does.
     assert (
         int(seqlen_balancing.calculate_workload(torch.tensor([LENGTHS[2]])).item()) == (expected[2])
     )
+    scalar = seqlen_balancing.calculate_workload(torch.tensor(LENGTHS[2]))
+    assert scalar.shape == () and int(scalar) == expected[2]
     sb_verl.install(cost=ModelCost(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                    intermediate_size=128, vocab_size=100))  # fmt: skip
     assert seqlen_balancing.calculate_workload(torch.tensor(LENGTHS)).tolist() == (

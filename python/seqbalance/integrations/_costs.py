@@ -193,5 +193,6 @@ def as_trainer_tensor(values: np.ndarray, shape: tuple[int, ...], device: Any) -
     result = values.reshape(shape)
     if torch is None:
         return result
-    tensor = torch.from_numpy(np.ascontiguousarray(result))
+    # ascontiguousarray makes a 0-d array 1-d: shaped again.
+    tensor = torch.from_numpy(np.ascontiguousarray(result).reshape(shape))
     return tensor if device is None else tensor.to(device)
