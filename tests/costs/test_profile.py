@@ -16,6 +16,7 @@ import seqbalance as sb
 from seqbalance import ModelCost, TimeCost, profile
 from seqbalance.costs._time_fit import Features, factor_rows, unseparated
 from seqbalance.costs.profiling import MIN_MAX_LENGTH, default_grid
+from tests.costs.test_time_cost_online import ATTENTION_FREE
 
 TRUE = (2e-3, 4e-5, 1e-8, 3e-13)
 
@@ -113,6 +114,29 @@ def test_a_grid_the_fit_would_refuse_is_refused_before_anything_runs():
     calls = []
     with pytest.raises(ValueError, match=r"the default grid \(pass lengths=\) cannot tell apart"):
         profile(calls.append, max_length=1 << 20, model=sliding, timer=iter(range(10**6)).__next__)
+    assert calls == []
+
+
+@pytest.mark.parametrize("family", sorted(ATTENTION_FREE))
+def test_an_attention_free_model_is_profiled_on_its_one_length_term(family):
+    # Adversarial finding: the check before anything runs looked at both FLOPs columns of an
+    # attention-free model (proportional by nature) and refused every grid, the fault that
+    # TimeCost.fit had been cured of.
+    model = ModelCost.from_config(ATTENTION_FREE[family])
+    clock = [0.0]
+
+    def run(lengths):
+        clock[0] += 1e-3 + sum(2e-5 + 1e-12 * f for f in model.flops(lengths))
+
+    cost = profile(run, max_length=4096, timer=lambda: clock[0], model=model)
+    c = cost.coefficients
+    assert c["linear"] == c["attention"] == pytest.approx(1e-12, rel=1e-6)
+    assert c["micro_batch"] == pytest.approx(1e-3, rel=1e-6)
+    # What it cannot separate, it still refuses before anything runs: single documents only.
+    calls = []
+    with pytest.raises(ValueError, match=r"lengths cannot tell apart the coefficients micro_b"):
+        profile(calls.append, max_length=4096, lengths=[[100 * (i + 1)] for i in range(8)],
+                model=model, timer=iter(range(10**6)).__next__)  # fmt: skip
     assert calls == []
 
 

@@ -5,6 +5,7 @@ thing, several gloo processes, is in test_step_timer_gloo.py (integration)."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -250,6 +251,41 @@ def test_step_sync_makes_every_micro_batch_but_each_ranks_last_an_observation(di
     assert costs[0].coefficients == pytest.approx(reference.coefficients, rel=1e-9)
     for step in results:
         assert step == StepTimes(pytest.approx(max(busy)), pytest.approx(predicted), 5)
+
+
+@pytest.mark.parametrize("sync", ["micro_batch", "step"])
+@pytest.mark.parametrize(
+    ("reading", "error"), [(float("nan"), ValueError), ("soon", TypeError), (None, KeyError)]
+)
+def test_a_clock_that_fails_after_the_block_drops_the_step(monkeypatch, sync, reading, error):
+    # Adversarial finding: a reading after the block that failed (or a clock that raised) left
+    # that micro-batch out and applied the rest: a step half-applied, or under lockstep the
+    # ranks refused for "different numbers of micro-batches" instead of the step dropped.
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+    cost = start_cost()
+    before = cost.to_dict()
+    clock = Clock()
+    fail = [False]
+
+    def timer():
+        if fail[0]:
+            if reading is None:
+                raise KeyError("the clock broke")
+            return reading
+        return clock()
+
+    step_timer = StepTimer(cost, sync=sync, timer=timer)
+    for slot, lengths in enumerate(PLAN[0]):
+        with pytest.raises(error) if slot == 1 else contextlib.nullcontext():
+            with step_timer.micro_batch(lengths):
+                clock.now += took(lengths)
+                fail[0] = slot == 1
+        fail[0] = False
+    assert step_timer.end_step() is None
+    assert cost.to_dict() == before
+    with step_timer.micro_batch(PLAN[0][0]):  # the next step is whole again
+        clock.now += took(PLAN[0][0])
+    assert step_timer.end_step() is not None
 
 
 def test_without_torch_distributed_the_rank_is_alone(monkeypatch):

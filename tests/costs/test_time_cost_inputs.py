@@ -141,3 +141,33 @@ def test_numpy_times_beyond_float64_cannot_occur_but_object_arrays_are_read():
     seconds = np.array([10**400, *SECONDS[1:]], dtype=object)
     with pytest.raises(ValueError, match=r"seconds\[0\] = an integer of 401 digits"):
         TimeCost.fit(BATCHES, seconds)
+
+
+def test_a_micro_batch_of_more_tokens_than_int64_holds_is_refused_by_name():
+    # Adversarial finding: the measured range summed a micro-batch in int64, so four documents
+    # of 2**61 tokens wrapped around: longest_micro_batch read 550 (the others'), the warning
+    # past the range was silent, and the saved cost would not load ("the longest document is
+    # longer than the longest micro-batch that held it").
+    batches = [[100], [200], [300], [400], [100, 100], [500, 50]]
+    seconds = [1e-3 + 1e-5 * sum(b) + 1e-12 * sum(n * n for n in b) for b in batches]
+    cost = TimeCost.fit(batches, seconds)
+    before = cost.to_dict()
+    wide = [2**61] * 4  # 2**63 tokens
+    message = r"\[6\] holds 9,223,372,036,854,775,808 tokens: more than one micro-batch can \("
+    with pytest.raises(ValueError, match="micro_batches" + message):
+        TimeCost.fit([*batches, wide], [*seconds, 1.0])
+    with pytest.raises(ValueError, match=r"micro_batch holds 9,223,372,036,854,775,808 tokens"):
+        cost.update(wide, 1.0)
+    with pytest.raises(ValueError, match=r"micro_batches\[1\] holds 9,223,"):
+        cost.update_many([[5], wide], [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"micro_batches\[0\] holds 9,223,"):
+        cost.predict([wide])
+    with pytest.raises(ValueError, match=r"units\[0\]\[1\] holds 9,223,"):
+        cost.update_synchronized_many([[[5], wide]], [1.0])
+    assert cost.to_dict() == before
+    # One token fewer is a micro-batch (however absurd), and its cost saves and loads.
+    cost.update([2**61] * 3 + [2**61 - 1], 1e-3 + 1e-5 * 2**63 + 1e-12 * 2**124)
+    assert cost.measured_range == {"longest_document": 2**61, "longest_micro_batch": 2**63 - 1}
+    assert TimeCost.from_dict(json.loads(json.dumps(cost.to_dict()))).measured_range == (
+        cost.measured_range
+    )

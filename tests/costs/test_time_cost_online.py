@@ -12,11 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from seqbalance import ModelCost, TimeCost
+from seqbalance.costs._time_online import OUT_OF_PROPORTION
 
+DATA = Path(__file__).parent / "data"
 TRUTH = (2e-3, 3e-5, 1e-8, 5e-13)  # per micro-batch, per document, per token, per pair
 
 
@@ -124,6 +126,39 @@ def test_update_refuses_a_time_fit_refuses(absurd, half_life):
     with pytest.raises(ValueError, match=rf"seconds\[3\] = {absurd!r}"):
         cost.update_many(more, times)
     assert cost.to_dict() == before
+
+
+def test_a_time_near_its_prediction_is_never_refused_as_out_of_proportion():
+    # Adversarial finding (40 runs of 400 noisy updates, half-lives 1 to 500): a cost whose
+    # factor the next observation leaves barely undetermined (half_life=1, single documents)
+    # refused a time 0.72x its prediction as "out of all proportion ... weigh it about 1e0
+    # times as much": rounding at the threshold decided, and StepTimer's step raised with it.
+    saved = json.loads((DATA / "time_cost_near_undetermined.json").read_text())
+    cost = TimeCost.from_dict(saved["cost"])
+    assert cost.predict([saved["lengths"]])[0] == pytest.approx(0.003216, rel=1e-3)
+    cost.update(saved["lengths"], saved["seconds"])
+    assert cost.observations == saved["cost"]["observations"] + 1
+    # Far out of proportion, the same micro-batch is refused, and nothing changes.
+    again = TimeCost.from_dict(saved["cost"])
+    with pytest.raises(ValueError, match=r"out of all proportion"):
+        again.update(saved["lengths"], saved["seconds"] * 1e-6)
+    assert again.to_dict() == saved["cost"]
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    half_life=st.sampled_from([1.0, 2.0, 5.0]),
+    off=st.lists(st.floats(1 / OUT_OF_PROPORTION, 1.0), min_size=1, max_size=60),
+)
+# Found by this property: a time exactly 100x shorter than predicted, refused by rounding.
+@example(seed=0, half_life=1.0, off=[1.0] * 6 + [0.125, 0.015625, 0.01])
+def test_times_within_proportion_of_the_prediction_are_accepted(seed, half_life, off):
+    rng = np.random.default_rng(seed)
+    batches = design(rng, 12)
+    cost = TimeCost.fit(batches, noisy(rng, batches), half_life=half_life)
+    for factor in off:
+        single = [int(rng.integers(100, 30_000))]
+        cost.update(single, float(cost.predict([single])[0]) * factor)  # never refused
 
 
 @pytest.mark.parametrize("factor", [0.5, 1e-3, 1e-6])
@@ -360,6 +395,14 @@ def test_a_cost_holding_an_undetermined_split_saves_and_updates_exactly():
             r"recent_errors'\]\[0\] must be finite and >= 0",
         ),
         (lambda d: d.update(recent_errors=["x"]), r"recent_errors'\]\[0\] must be a number"),
+        (  # an int beyond float64 was a bare OverflowError
+            lambda d: d.update(recent_errors=[10**400]),
+            r"recent_errors'\]\[0\] must be finite and >= 0, got an integer of 401 digits",
+        ),
+        (
+            lambda d: d.update(recent_errors=[-(10**400)]),
+            r"recent_errors'\]\[0\] must be finite and >= 0, got a negative integer of 401",
+        ),
         (lambda d: d.update(undetermined=[1]), r"undetermined'\] must list coefficient names"),
         (lambda d: d.pop("undetermined"), r"data has no 'undetermined'"),
     ],

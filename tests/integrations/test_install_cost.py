@@ -10,6 +10,7 @@ import importlib
 import json
 import logging
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -104,6 +105,34 @@ def test_a_time_cost_replaces_verls_workload_everywhere_verl_holds_it(verl, capl
     assert groups == [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
 
 
+def test_group_balancing_of_integer_lengths_weighs_the_cost(verl):
+    # Adversarial finding: verl's trainer hands get_group_balanced_partitions a list of ints
+    # (attention_mask.sum(-1).tolist()), which ran natively on verl's 24576 * L + L**2 while
+    # every other balancing call weighed the installed cost.
+    batches = [[100], [200, 300], [4000], [1000, 1000, 50], [8000], [30, 60, 90], [30_000]]
+    cost = TimeCost.fit(batches, [1e-3 + sum(1e-7 * L + 5e-10 * L * L for L in b) for b in batches])
+    lengths = [11825, 25722, 16629, 1008, 22946, 21889, 25397, 5270, 2679, 25895, 664, 16244]
+    uids = [i // 2 for i in range(12)]
+    verls = verl.module.get_group_balanced_partitions
+    by_workload = verls(lengths, uids, 2)
+    sb_verl.install(cost=cost)
+    weights = nanoseconds(cost, lengths).reshape(6, 2).sum(axis=1)
+    chosen = seqbalance.get_seqlen_balanced_partitions(weights, 2, True)
+    expected = [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
+    assert expected != by_workload  # the cost decides another split here
+    for given in (lengths, np.array(lengths), tuple(lengths)):
+        assert verl.module.get_group_balanced_partitions(given, uids, 2) == expected
+    # verl's own function, balancing through the installed workload, agrees.
+    assert verls(lengths, uids, 2) == expected
+    sb_verl.install(cost=MODEL)
+    flops = np.array(MODEL.flops(lengths)).reshape(6, 2).sum(axis=1)
+    chosen = seqbalance.get_seqlen_balanced_partitions(flops, 2, True)
+    expected = [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
+    assert verl.module.get_group_balanced_partitions(lengths, uids, 2) == expected
+    sb_verl.install()  # without a cost: verl's workload again
+    assert verl.module.get_group_balanced_partitions(lengths, uids, 2) == by_workload
+
+
 def test_a_model_cost_weighs_each_sample_by_its_flops(verl):
     sb_verl.install(cost=MODEL)
     values = verl.module.calculate_workload(np.array(LENGTHS))
@@ -148,6 +177,42 @@ def test_a_saved_cost_is_read_again_when_its_file_changes(verl, tmp_path, caplog
     assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
     path.unlink()  # gone for a moment: the last cost
     assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
+
+
+def test_a_saved_cost_that_fits_poorly_warns_when_it_turns_poor_not_at_every_reload(verl, tmp_path):
+    # Adversarial finding: every reload of a poor cost warned again (its recent error, in the
+    # words, changes at every save): one TimeCostWarning per save, in every process.
+    path = tmp_path / "time-cost.json"
+    cost = time_cost()
+    save(cost, path)
+    stamp = [path.stat().st_mtime_ns]
+
+    def saved():
+        save(cost, path)
+        stamp[0] += 10**9  # every save a second apart, as a trainer's are
+        os.utime(path, ns=(stamp[0], stamp[0]))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        sb_verl.install(cost=path)
+        workload = verl.module.calculate_workload
+        rng = np.random.default_rng(0)
+        verdicts = []
+        for drift in [1.0] * 3 + [1.6] * 8 + [1.0] * 40 + [1.6] * 8:
+            batch = [int(v) for v in rng.integers(100, 8000, 3)]
+            for noise in rng.uniform(0.97, 1.03, 20):
+                cost.update(batch, drift * noise * float(cost.predict([batch])[0]))
+            saved()
+            workload(LENGTHS)
+            verdicts.append("recent predictions off" in cost.describe())
+    poor = [w for w in caught if issubclass(w.category, seqbalance.TimeCostWarning)]
+    poor = [w for w in poor if "a poor fit" in str(w.message)]
+    turned = sum(
+        now and not before for before, now in zip([False, *verdicts[:-1]], verdicts, strict=True)
+    )
+    assert turned == 2, verdicts
+    assert len(poor) == turned, [str(w.message)[:60] for w in poor]
+    assert all("recent predictions off" in str(w.message) for w in poor)
 
 
 def test_the_environment_names_the_cost_for_rays_argument_less_hook(verl, tmp_path, monkeypatch):

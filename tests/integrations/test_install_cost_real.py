@@ -75,10 +75,12 @@ def test_verls_workload_is_the_cost_in_every_module_that_holds_it(verl_modules):
         workload = seqlen_balancing.calculate_workload(lengths)
         assert isinstance(workload, torch.Tensor) and workload.dtype == torch.int64
         assert workload.device == lengths.device and workload.tolist() == expected
-    # The group balancing's one-sample tensors.
+    # The group balancing's one-sample tensors; a 0-d one keeps its shape, as verl's does.
     assert (
         int(seqlen_balancing.calculate_workload(torch.tensor([LENGTHS[2]])).item()) == (expected[2])
     )
+    scalar = seqlen_balancing.calculate_workload(torch.tensor(LENGTHS[2]))
+    assert scalar.shape == () and int(scalar) == expected[2]
     sb_verl.install(cost=ModelCost(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                    intermediate_size=128, vocab_size=100))  # fmt: skip
     assert seqlen_balancing.calculate_workload(torch.tensor(LENGTHS)).tolist() == (
@@ -106,6 +108,25 @@ def test_verls_dynamic_micro_batching_balances_by_the_cost(verl_modules):
     sb_verl.uninstall()
     _, before = seqlen_balancing.rearrange_micro_batches(batch, max_token_len=width)
     assert sorted(map(sorted, before)) != sorted(map(sorted, expected))  # the cost mattered
+
+
+def test_verls_group_balancing_of_the_trainers_int_lists_weighs_the_cost(verl_modules):
+    # ray_trainer's PrefixGrouper path hands it attention_mask.sum(-1).tolist(): Python ints.
+    seqlen_balancing, _, _ = verl_modules
+    verls = seqlen_balancing.get_group_balanced_partitions
+    batches = [[100], [200, 300], [4000], [1000, 1000, 50], [8000], [30, 60, 90], [30_000]]
+    cost = TimeCost.fit(batches, [1e-3 + sum(1e-7 * n + 5e-10 * n * n for n in b) for b in batches])
+    lengths = [11825, 25722, 16629, 1008, 22946, 21889, 25397, 5270, 2679, 25895, 664, 16244]
+    uids = [i // 2 for i in range(12)]
+    sb_verl.install(cost=cost)
+    replaced = seqlen_balancing.get_group_balanced_partitions
+    assert replaced is not verls
+    # verl's own function, weighing through the installed calculate_workload, is the reference.
+    expected = verls(lengths, uids, 2)
+    assert replaced(torch.tensor(lengths).tolist(), uids, 2) == expected
+    weights = np.array(nanoseconds(cost, lengths)).reshape(6, 2).sum(axis=1)
+    chosen = seqbalance.get_seqlen_balanced_partitions(weights, 2, True)
+    assert expected == [sorted(i for g in part for i in (2 * g, 2 * g + 1)) for part in chosen]
 
 
 def test_verls_workload_follows_a_saved_cost(verl_modules, tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._inputs import _describe, as_float, as_int64_array, show_number
+from .._inputs import MAX_VALUE, _describe, as_float, as_int64_array, show_number
 from ._time_solve import ALL_ACTIVE, N_COEF, column_norms, unseparated
 from .model import ModelCost
 
@@ -80,7 +80,20 @@ def check_lengths(values: Any, name: str) -> np.ndarray:
     if not lengths.all():
         position = int(np.flatnonzero(lengths == 0)[0])
         raise ValueError(f"{name}[{position}] = 0: a document length must be positive")
+    check_tokens(lengths, name)
     return lengths
+
+
+def check_tokens(lengths: np.ndarray, name: str) -> None:
+    """A micro-batch's tokens fit in int64, as its measured range (`Reach`) and every sum of
+    its lengths are held."""
+    # A float64 sum errs by far less than its margin below 2**62; only then is it redone exactly.
+    if lengths.size > 1 and float(lengths.sum(dtype=np.float64)) >= 2.0**62:
+        total = sum(lengths.tolist())
+        if total > MAX_VALUE:
+            raise ValueError(
+                f"{name} holds {total:,} tokens: more than one micro-batch can (2**63 - 1)"
+            )
 
 
 def check_micro_batches(micro_batches: Any, name: str = "micro_batches") -> list[np.ndarray]:

@@ -10,9 +10,10 @@ What an addition accepts, a fit on the same observations accepts, with one diffe
 recency weighting forces. A time out of all proportion (``1e-20`` s beside milliseconds)
 drowns every other row of a relative-error fit, so `TimeCost.fit` refuses it; `FitState.add`
 refuses it too, telling it from recency by what the same micro-batch would do at the time the
-cost predicts for it. When the weighted observations themselves no longer tell coefficients
-apart (a half-life that forgot the micro-batches which did), the state keeps, along each
-combination they no longer see, the value its last solution had, and says which coefficients
+cost predicts for it, and only when it is more than `OUT_OF_PROPORTION` times shorter than
+that. When the weighted observations themselves no longer tell coefficients apart (a
+half-life that forgot the micro-batches which did), the state keeps, along each combination
+they no longer see, the value its last solution had, and says which coefficients
 (`FitState.undetermined`): a fit on those observations alone would refuse them, but a trainer's
 cost cannot stop learning what the observations still determine.
 """
@@ -31,6 +32,11 @@ from ._time_trust import Reach
 
 #: How many of the latest predictions ``fit_error["recent"]`` takes the median of.
 RECENT = 100
+#: A time is out of all proportion only more than this many times shorter than the cost predicts (its
+#: row then weighs at least the square of it, 10**4, more in the relative-error fit). Nearer,
+#: whether the factor it leaves counts as undetermined is decided by rounding at the
+#: threshold (``_time_solve.SEPARATED``): a time 0.72x its prediction was refused so under half_life=1.
+OUT_OF_PROPORTION = 100.0
 
 
 class FitState:
@@ -233,6 +239,10 @@ class FitState:
         with np.errstate(divide="ignore", over="ignore"):
             ratio = np.where(usable, fair / times, 1.0)
         worst = int(np.argmax(ratio))
+        # A time exactly OUT_OF_PROPORTION times shorter is within it: the prediction here and
+        # the one a caller scaled may differ in the last bits, so the bound has a hair of room.
+        if not ratio[worst] > OUT_OF_PROPORTION * (1 + 1e-9):
+            return  # within proportion: the recency weighting, held as undetermined
         features = self.features
         tied = ", ".join(unseparated(factor, features.names, features.active, analysis))
         raise ValueError(

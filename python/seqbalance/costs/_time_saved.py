@@ -175,8 +175,11 @@ def _recent(data: Mapping[str, Any], observations: int) -> tuple[float, ...]:
     for i, value in enumerate(values):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"data['recent_errors'][{i}] must be a number, got {_describe(value)}")
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"data['recent_errors'][{i}] must be finite and >= 0, got {value!r}")
+        # as_float: an int beyond float64 reads as an infinity, refused here by name.
+        if not (math.isfinite(as_float(value)) and value >= 0):
+            raise ValueError(
+                f"data['recent_errors'][{i}] must be finite and >= 0, got {show_number(value)}"
+            )
     return tuple(float(value) for value in values)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._inputs import _describe, as_int64_array
-from ._time_fit import Features
+from ._time_fit import Features, check_tokens
 from ._time_online import FitState, constant, relative_error
 
 #: The most rounds of attribute-and-fit `TimeCost.fit_synchronized` runs.
@@ -33,6 +33,7 @@ def check_member(values: Any, name: str) -> np.ndarray:
     if lengths.size and not lengths.all():
         position = int(np.flatnonzero(lengths == 0)[0])
         raise ValueError(f"{name}[{position}] = 0: a document length must be positive")
+    check_tokens(lengths, name)
     return lengths
 
 

@@ -187,7 +187,9 @@ def _check_separates(grid: list[list[int]], model: ModelCost | None, name: str) 
     features = Features(model)
     arrays = [np.array(batch, dtype=np.int64) for batch in grid]
     ones = np.ones(len(grid))
-    tied = unseparated(factor_rows(features.rows(arrays), ones, ones), features.names)
+    # The rows and columns the fit solves (an attention-free model's one length term).
+    rows = features.fit_rows(features.rows(arrays))
+    tied = unseparated(factor_rows(rows, ones, ones), features.names, features.active)
     if tied:
         raise ValueError(
             f"{name} cannot tell apart the coefficients {', '.join(tied)}: time micro-batches "

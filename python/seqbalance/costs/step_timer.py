@@ -127,8 +127,8 @@ class StepTimer:
 
         ``lengths`` are the document lengths packed in it (an empty sequence: this rank ran
         none this slot). CUDA is synchronised before each reading of the clock when torch has
-        initialised it. A block that raises marks the step: `end_step` then drops it on every
-        rank.
+        initialised it. A block that raises, or a clock that fails around it, marks the step:
+        `end_step` then drops it on every rank.
 
         Raises:
             TypeError, ValueError: ``lengths`` that are not positive integers (named).
@@ -142,13 +142,14 @@ class StepTimer:
         try:
             _synchronize()
             start = _reading(self._clock)
-            try:
-                yield
-            except BaseException:
-                self._failed = True
-                raise
+            yield
             _synchronize()
             seconds = _reading(self._clock) - start
+        except BaseException:
+            # The block, the clock or CUDA failed: this micro-batch has no time, so the step
+            # cannot be applied whole. Marked, so that every rank drops it.
+            self._failed = True
+            raise
         finally:
             self._inside = False
         if not seconds > 0:

@@ -91,10 +91,6 @@ class TimeCost:
         self._last_fit = last_fit
         return self
 
-    @property
-    def _features(self) -> Features:
-        return self._state.features
-
     # -- fitting --------------------------------------------------------------------------------
 
     @classmethod
@@ -220,7 +216,7 @@ class TimeCost:
         """
         batch = check_lengths(micro_batch, "micro_batch")
         time = check_second(seconds)
-        row = self._features.row(batch)[None, :]
+        row = self._state.features.row(batch)[None, :]
         state = add_in_order(self._state, row, np.array([time]), "micro_batch")
         self._set(state.reaching(Reach.of([batch])))
         return self
@@ -235,7 +231,7 @@ class TimeCost:
         batches = check_micro_batches(micro_batches)
         times = check_seconds(seconds, len(batches))
         if batches:
-            rows = self._features.rows(batches)
+            rows = self._state.features.rows(batches)
             state = add_in_order(self._state, rows, times, "micro_batches", "seconds[{}]")
             self._set(state.reaching(Reach.of(batches)))
         return self
@@ -296,7 +292,7 @@ class TimeCost:
         if values.size:
             warn(beyond(self._state.reach, document=int(values.max())))
         _, document, first, second = self._state.coefficients().tolist()
-        term1, term2 = self._features.length_terms(values)
+        term1, term2 = self._state.features.length_terms(values)
         seconds = term1 * first
         seconds += term2 * second
         seconds += document
@@ -323,7 +319,7 @@ class TimeCost:
         reach = Reach.of(batches)
         if reach is not None:
             warn(beyond(self._state.reach, reach.document, reach.micro_batch))
-        return self._features.rows(batches) @ self._state.coefficients()
+        return self._state.features.rows(batches) @ self._state.coefficients()
 
     @property
     def coefficients(self) -> dict[str, float]:
@@ -333,16 +329,15 @@ class TimeCost:
         with an attention-free model, Mamba say, the same number: one efficiency for every
         FLOP, since its scans grow with the length as its projections do)."""
         values = self._state.coefficients().tolist()
-        return dict(zip(self._features.names, values, strict=True))
+        return dict(zip(self._state.features.names, values, strict=True))
 
     @property
     def fit_error(self) -> dict[str, float]:
         """Relative errors ``|predicted / measured - 1|``: ``median``, ``p90`` and ``max`` over
-        the micro-batches of the last `fit`, ``rms`` over every observation so far (updates
-        included), weighted as the fit weighs them, and, once an update has added one,
-        ``recent``: the median over the last 100 predictions made before their observation
-        was added (by `update`, `update_many` or the synchronised forms), so a cost that stops
-        matching the run shows it."""
+        the micro-batches of the last `fit`, ``rms`` over every observation so far, weighted as
+        the fit weighs them, and, once an update has added one, ``recent``: the median over the
+        last 100 predictions made before their observation was added (by `update`,
+        `update_many` or the synchronised forms), so a cost that stops matching the run shows it."""
         error = {**self._last_fit, "rms": self._state.rms()}
         recent = self._state.recent_error()
         if recent is not None:
@@ -351,11 +346,10 @@ class TimeCost:
 
     @property
     def undetermined(self) -> tuple[str, ...]:
-        """The coefficients that the observations, as the half-life weighs them, no longer tell
-        apart (``()`` when they determine every one, as after any fit). Recency weighting can
-        forget the micro-batches that told them apart (every recent one a single document, say):
-        their combination then stays what it was when they last did, instead of being split by a
-        guess; what they still see keeps following them. Logged once, when it starts."""
+        """The coefficients the observations, as the half-life weighs them, no longer tell apart
+        (``()`` after any fit): when recency forgot the micro-batches that did (every recent one
+        a single document, say), their combination stays what it was then, never split by a
+        guess, and what they still see keeps following them. Logged once, when it starts."""
         return self._state.undetermined()
 
     @property
@@ -379,7 +373,7 @@ class TimeCost:
     @property
     def model(self) -> ModelCost | None:
         """The `ModelCost` whose FLOPs are the features, or ``None``."""
-        return self._features.model
+        return self._state.features.model
 
     @property
     def half_life(self) -> float | None:
@@ -396,10 +390,10 @@ class TimeCost:
         its linear term (``b * pairs(L) >= a * L``, or ``beta * attention_flops >= alpha *
         linear_flops``); ``None`` when it never does (no attention coefficient, a model
         whose attention per token is bounded below that, or an attention-free model)."""
-        if self._features.single:
+        if self._state.features.single:
             return None
         _, _, first, second = self._state.coefficients().tolist()
-        return crossover(self._features, first, second)
+        return crossover(self._state.features, first, second)
 
     def describe(self) -> str:
         """A few readable lines: the coefficients, the fit error (``recent`` once updates
@@ -431,7 +425,8 @@ class TimeCost:
 
     @classmethod
     def from_dict(cls, data: Any) -> TimeCost:
-        """The `TimeCost` that `to_dict` saved (this release's format, or an older one).
+        """The `TimeCost` that `to_dict` saved (this release's format, or an older one); a
+        poor fit warns (`TimeCostWarning`), as `fit` does.
 
         Raises:
             ValueError: a missing or malformed field, named in the message (``model``'s own
@@ -441,10 +436,15 @@ class TimeCost:
                 ``model`` whose FLOPs are not the saved ``model_flops``).
             TypeError: ``data`` is not a mapping.
         """
-        saved = read_saved(data)
-        cost = cls._new(saved.state, saved.last_fit, saved.half_life)
+        cost = cls._load(data)
         warn(poor_fit(cost.fit_error))
         return cost
+
+    @classmethod
+    def _load(cls, data: Any) -> TimeCost:
+        """`from_dict` without its warning of a poor fit, for a caller that says it once."""
+        saved = read_saved(data)
+        return cls._new(saved.state, saved.last_fit, saved.half_life)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TimeCost.from_dict, (self.to_dict(),))

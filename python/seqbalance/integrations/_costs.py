@@ -9,7 +9,8 @@ trainer whose rank 0 saves its `seqbalance.StepTimer`'s cost every few steps fee
 process that balances: replace the file in one step (write a temporary file beside it, then
 ``os.replace``). A file that cannot be read as a cost (half written by a writer that does not
 replace it in one step, say) leaves the last cost in use, with one WARNING per version of the
-file.
+file. A poor fit (`seqbalance.TimeCostWarning`) is warned of when the cost is first read, and
+after that only when a reload turns it poor, not at every save.
 
 Nothing here imports torch: a tensor comes from a trainer that imported it.
 """
@@ -21,12 +22,14 @@ import logging
 import os
 import sys
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
 
 from .._inputs import _describe
-from ..costs import ModelCost, TimeCost
+from ..costs import ModelCost, TimeCost, TimeCostWarning
+from ..costs._time_trust import poor_fit
 
 __all__ = ["ENVIRONMENT", "CostSource", "resolve"]
 
@@ -36,8 +39,9 @@ ENVIRONMENT = "SEQBALANCE_COST"
 logger = logging.getLogger("seqbalance.integrations")
 
 
-def load_time_cost(path: str, name: str) -> TimeCost:
-    """The `TimeCost` saved at ``path``; errors name ``name`` (the argument or variable)."""
+def load_time_cost(path: str, name: str, *, quiet: bool = False) -> TimeCost:
+    """The `TimeCost` saved at ``path``; errors name ``name`` (the argument or variable).
+    ``quiet``: without `TimeCost.from_dict`'s warning of a poor fit (the caller says it)."""
     try:
         with open(path, encoding="utf-8") as file:
             data = json.load(file)
@@ -46,7 +50,7 @@ def load_time_cost(path: str, name: str) -> TimeCost:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{name} = {path!r} cannot be read as a saved TimeCost: {exc}") from None
     try:
-        return TimeCost.from_dict(data)
+        return TimeCost._load(data) if quiet else TimeCost.from_dict(data)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} = {path!r} is not a saved TimeCost: {exc}") from None
 
@@ -73,6 +77,8 @@ class CostSource:
         else:
             self._seen = _signature(path)
             self._cost = load_time_cost(path, "cost")
+        #: Whether the cost in use is a poor fit: a reload warns only when it turns poor.
+        self._poor = isinstance(self._cost, TimeCost) and poor_fit(self._cost.fit_error) is not None
 
     def current(self) -> TimeCost | ModelCost:
         """The cost to use now (a changed file is read first)."""
@@ -84,13 +90,19 @@ class CostSource:
         with self._lock:
             if seen != self._seen:
                 try:
-                    self._cost = load_time_cost(self.path, "cost")
+                    cost = load_time_cost(self.path, "cost", quiet=True)
                 except (OSError, ValueError) as exc:
                     if self._warned != seen:
                         self._warned = seen
                         logger.warning("seqbalance: kept the last cost in use: %s", exc)
                     return self._cost
-                self._seen = seen
+                self._cost, self._seen = cost, seen
+                # A trainer saves every few steps, and a poor fit's words (its recent error)
+                # change with each save: said when it turns poor, not at every reload.
+                poor = poor_fit(cost.fit_error)
+                if poor is not None and not self._poor:
+                    warnings.warn(f"cost = {self.path!r}: {poor}", TimeCostWarning, stacklevel=3)
+                self._poor = poor is not None
         return self._cost
 
     def weights(self, lengths: Any) -> np.ndarray:
@@ -181,5 +193,6 @@ def as_trainer_tensor(values: np.ndarray, shape: tuple[int, ...], device: Any) -
     result = values.reshape(shape)
     if torch is None:
         return result
-    tensor = torch.from_numpy(np.ascontiguousarray(result))
+    # ascontiguousarray makes a 0-d array 1-d: shaped again.
+    tensor = torch.from_numpy(np.ascontiguousarray(result).reshape(shape))
     return tensor if device is None else tensor.to(device)

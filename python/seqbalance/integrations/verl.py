@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 
 from .. import partition as _partition
-from .._inputs import check_refine
+from .._inputs import as_int64_array, check_refine
 from ..costs import ModelCost, TimeCost
 from ..planning import groups as _groups
 from ._costs import CostSource, as_trainer_tensor, lengths_of, resolve
@@ -103,15 +103,22 @@ def get_group_balanced_partitions(
     """verl's ``get_group_balanced_partitions`` on seqbalance (installed by `install`).
 
     Integer lengths go to `seqbalance.group_balanced_partitions`: verl's answer, without a
-    torch call per sample. Other lengths (floats, tensors) go to verl's original, whose workloads
-    are computed in torch's arithmetic for the tensor's dtype.
+    torch call per sample; with ``install(cost=...)`` each sample weighs what the installed
+    ``calculate_workload`` gives it (the cost's int64 nanoseconds or FLOPs), as verl's own
+    function would. Other lengths (floats, tensors) go to verl's original, whose workloads
+    are computed in torch's arithmetic for the tensor's dtype (through the installed
+    ``calculate_workload`` when there is a cost).
     """
     if not _integer_lengths(seqlen_list):
         original = _PATCH.originals.get("get_group_balanced_partitions")
         if original is not None:
             return original(seqlen_list, uid_list, k_partitions)
+    source = _SOURCE[0]
+    weights: Any = "workload"
+    if source is not None:
+        weights = source.nanoseconds(as_int64_array(seqlen_list, "seqlen_list"))
     return _groups.group_balanced_partitions(
-        seqlen_list, uid_list, k_partitions, refine=_PATCH.refine
+        seqlen_list, uid_list, k_partitions, cost=weights, refine=_PATCH.refine
     )
 
 
