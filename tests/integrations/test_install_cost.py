@@ -52,26 +52,25 @@ def save(cost, path):
     os.replace(temporary, path)
 
 
-@pytest.fixture
-def verl(tmp_path, monkeypatch):
-    purge("verl")
+def standin_of(name, integration, tmp_path, monkeypatch):
+    """A stand-in trainer package importable as `name`, no cost named by the environment; the
+    integration uninstalled and the package forgotten afterwards."""
+    purge(name)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("SEQBALANCE_COST", raising=False)
-    standin = StandIn(tmp_path, "verl")
-    yield standin
-    sb_verl.uninstall()
-    purge("verl")
+    yield StandIn(tmp_path, name)
+    integration.uninstall()
+    purge(name)
+
+
+@pytest.fixture
+def verl(tmp_path, monkeypatch):
+    yield from standin_of("verl", sb_verl, tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def openrlhf(tmp_path, monkeypatch):
-    purge("openrlhf")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
-    standin = StandIn(tmp_path, "openrlhf")
-    yield standin
-    sb_openrlhf.uninstall()
-    purge("openrlhf")
+    yield from standin_of("openrlhf", sb_openrlhf, tmp_path, monkeypatch)
 
 
 # -- verl ----------------------------------------------------------------------------------------

@@ -139,20 +139,32 @@ def test_ranks_that_agree_on_a_count_each_run_exactly_that_count(problem, n_rank
         assert keeps(plan, rank(c, lengths), rank(c, keys), max_sequences, padded, cap)
 
 
-@settings(max_examples=150, deadline=None)
-@given(problems(max_n=16), st.integers(1, 3), st.sampled_from([1, 2]))
-def test_the_dp_plan_keeps_every_limit_on_every_rank(problem, dp_size, group):
+def grouped(problem, dp_size, group):
+    """A drawn problem cut to whole groups of `group` (keys shared within a group), or None
+    where no plan can exist: too few groups for the ranks, a group over `max_sequences` or,
+    whole, over the cap."""
     lengths, cap, max_sequences, padded, keys, multiple, minimum, costs = problem
     n = len(lengths) - len(lengths) % group
     if n < dp_size * group or (max_sequences is not None and max_sequences < group):
-        return
+        return None
     lengths, costs = lengths[:n], costs[:n]
     if keys is not None:
         keys = [keys[i - i % group] for i in range(n)]
     if padded and group * max(lengths) > cap:
-        return
+        return None
     if not padded and max(sum(lengths[i : i + group]) for i in range(0, n, group)) > cap:
+        return None
+    return lengths, cap, max_sequences, padded, keys, multiple, minimum, costs
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems(max_n=16), st.integers(1, 3), st.sampled_from([1, 2]))
+def test_the_dp_plan_keeps_every_limit_on_every_rank(problem, dp_size, group):
+    cut = grouped(problem, dp_size, group)
+    if cut is None:
         return
+    lengths, cap, max_sequences, padded, keys, multiple, minimum, costs = cut
+    n = len(lengths)
     limits = _limits(max_sequences, padded, keys)
     arguments = {
         "cost": _cost_argument(costs),

@@ -19,7 +19,7 @@ from tests import helpers
 from tests.planning import step_oracle
 from tests.planning.shape_oracle import keeps
 from tests.planning.test_dp_micro_batches import check_guarantees, dp_cases
-from tests.planning.test_shape_limits import _cost_argument, _limits, problems
+from tests.planning.test_shape_limits import _cost_argument, _limits, grouped, problems
 
 TIME_COST = step_oracle.spec_time_cost()
 
@@ -123,17 +123,11 @@ def test_the_default_mode_is_todays_plan_answer_for_answer(case):
 @settings(max_examples=200, deadline=None)
 @given(problems(max_n=16), st.integers(1, 3), st.sampled_from([1, 2]), modes())
 def test_every_mode_keeps_the_shape_limits(problem, dp_size, group, mode):
-    lengths, cap, max_sequences, padded, keys, multiple, minimum, costs = problem
-    n = len(lengths) - len(lengths) % group
-    if n < dp_size * group or (max_sequences is not None and max_sequences < group):
+    cut = grouped(problem, dp_size, group)
+    if cut is None:
         return
-    lengths, costs = lengths[:n], costs[:n]
-    if keys is not None:
-        keys = [keys[i - i % group] for i in range(n)]
-    if padded and group * max(lengths) > cap:
-        return
-    if not padded and max(sum(lengths[i : i + group]) for i in range(0, n, group)) > cap:
-        return
+    lengths, cap, max_sequences, padded, keys, multiple, minimum, costs = cut
+    n = len(lengths)
     arguments = {
         "cost": _cost_argument(costs),
         "min_num_micro_batches": minimum,
