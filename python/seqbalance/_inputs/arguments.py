@@ -50,7 +50,13 @@ EqualSize = bool | Literal["nearly"]
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
+    """``value`` for an error message: its ``repr`` cut to 60 characters and its type. An int
+    beyond float64 is shown by its size (`show_number`: ``repr`` refuses ints past 4,300
+    digits), and a value whose ``repr`` fails by its type alone."""
+    try:
+        text = show_number(value) if isinstance(value, int) else repr(value)
+    except Exception:  # a repr that raises (a huge int inside a container, a broken __repr__)
+        text = "a value that cannot be shown"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"
@@ -170,7 +176,7 @@ def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
     else:
         raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
     if k < 1:
-        raise ValueError(f"{name} must be >= 1, got {k}")
+        raise ValueError(f"{name} must be >= 1, got {show_number(k)}")
     return k
 
 
@@ -202,7 +208,7 @@ def check_max_sequences(max_sequences: Any) -> int | None:
 def check_count_bound(count: int, name: str) -> int:
     """Return ``count`` (an already-checked int), or raise ``ValueError`` when above ``2**24``."""
     if count > MAX_COUNT:
-        raise ValueError(f"{name} must be <= 2**24 ({MAX_COUNT}), got {count}")
+        raise ValueError(f"{name} must be <= 2**24 ({MAX_COUNT}), got {show_number(count)}")
     return count
 
 
@@ -303,7 +309,9 @@ def check_min_count(min_num_micro_batches: Any) -> int:
     ):
         if min_num_micro_batches == 0:
             return 0
-        raise ValueError(f"min_num_micro_batches must be >= 0, got {int(min_num_micro_batches)}")
+        raise ValueError(
+            f"min_num_micro_batches must be >= 0, got {show_number(int(min_num_micro_batches))}"
+        )
     return check_count(min_num_micro_batches, "min_num_micro_batches")
 
 
@@ -381,7 +389,7 @@ def check_step_model(sync: Any, pipeline_stages: Any, forward_share: Any) -> tup
         raise ValueError(f"pipeline_stages must be an int >= 1, got {_describe(pipeline_stages)}")
     stages = int(pipeline_stages)
     if not 1 <= stages <= MAX_COUNT:
-        raise ValueError(f"pipeline_stages must be an int in 1..2**24, got {stages}")
+        raise ValueError(f"pipeline_stages must be an int in 1..2**24, got {show_number(stages)}")
     share = _finite_share(forward_share)
     if stages > 1 and sync == "micro_batch":
         raise ValueError(
@@ -399,7 +407,11 @@ def _finite_share(forward_share: Any) -> float:
         raise ValueError(
             f"forward_share must be a number in (0, 1), got {_describe(forward_share)}"
         )
-    share = float(forward_share)
+    # as_float: an int beyond float64 reads as an infinity, refused below by name (float()
+    # would raise a bare OverflowError).
+    share = as_float(forward_share)
     if not (0.0 < share < 1.0):
-        raise ValueError(f"forward_share must be a finite number in (0, 1), got {forward_share!r}")
+        raise ValueError(
+            f"forward_share must be a finite number in (0, 1), got {show_number(forward_share)}"
+        )
     return share

@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from .._arrays import host_array, item_scalar
-from .arguments import _describe
+from .arguments import _describe, show_number
 
 #: How a partitioner adds weights: ``"exact"`` (integers, exact sums), ``"double"`` (float64)
 #: or ``"single"`` (float32), each exactly as the reference computes with such values.
@@ -66,9 +66,9 @@ def read_length(item: Any, label: str) -> int:
     except TypeError:
         raise TypeError(f"{label} must be an integer, got {_describe(item)}") from None
     if value < 0:
-        raise ValueError(f"{label} must be >= 0, got {value}")
+        raise ValueError(f"{label} must be >= 0, got {show_number(value)}")
     if value > MAX_VALUE:
-        raise OverflowError(f"{label} must be <= 2**63 - 1, got {value}")
+        raise OverflowError(f"{label} must be <= 2**63 - 1, got {show_number(value)}")
     return value
 
 
@@ -211,9 +211,9 @@ def _weight_kind(position: int, item: Any, name: str) -> tuple[str, Any]:
             f"{name}[{position}] must be an int or a float, got {_describe(item)}"
         ) from None
     if number < 0:
-        raise ValueError(f"{name}[{position}] must be >= 0, got {number}")
+        raise ValueError(f"{name}[{position}] must be >= 0, got {show_number(number)}")
     if number > MAX_VALUE:
-        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {number}")
+        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {show_number(number)}")
     return "exact", number
 
 

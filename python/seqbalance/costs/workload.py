@@ -30,6 +30,7 @@ from .._inputs import (
     check_k_partitions,
     normalize_lengths,
     normalize_weights,
+    show_number,
 )
 from ._time_saved import KIND
 
@@ -134,8 +135,8 @@ def pad_lengths(lengths: np.ndarray, multiple: int) -> np.ndarray:
         longest = int(lengths[position])
         if -(-longest // multiple) * multiple > MAX_VALUE:
             raise OverflowError(
-                f"lengths[{position}] = {longest} padded to a multiple of {multiple} "
-                "is above 2**63 - 1"
+                f"lengths[{position}] = {longest} padded to a multiple of "
+                f"{show_number(multiple)} is above 2**63 - 1"
             )
     if multiple > MAX_VALUE:
         # Only zeros remain (anything else was refused above): they stay zero.

@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 
 from .. import _native
-from .._inputs import Lengths, _describe, as_int64_array, check_count, check_k_partitions
+from .._inputs import (
+    Lengths,
+    _describe,
+    as_float,
+    as_int64_array,
+    check_count,
+    check_k_partitions,
+    show_number,
+)
 from ..costs.workload import sample_costs
 
 __all__ = [
@@ -84,7 +92,7 @@ def cp_degrees(world_size: int, cp_sizes: Any = None) -> list[int]:
         value = check_k_partitions(size, f"cp_sizes[{position}]")
         if value > world_size:
             raise ValueError(
-                f"cp_sizes[{position}] must be in 1..world_size={world_size}, got {value}"
+                f"cp_sizes[{position}] must be in 1..world_size={world_size}, got {show_number(value)}"
             )
         degrees.add(value)
     return sorted(degrees)
@@ -98,10 +106,7 @@ def _as_float(value: Any, name: str) -> float:
     """``value`` (a real number, not a bool) as a finite float >= 0, or a named error."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, _REAL):
         raise TypeError(f"{name} must be a number (int or float), got {_describe(value)}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
+    number = as_float(value)
     if not (math.isfinite(number) and number >= 0):
         raise ValueError(f"{name} must be finite and >= 0, got {_describe(value)}")
     return number
@@ -154,7 +159,7 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
     if not np.isfinite(table).all():
         position = int(np.flatnonzero(~np.isfinite(table).all(axis=1))[0])
         raise OverflowError(
-            f"comm={comm!r} gives comm(L, c) past the largest float64 for "
+            f"comm={show_number(comm)} gives comm(L, c) past the largest float64 for "
             f"lengths[{position}] = {int(lengths[position])}; scale the cost and comm down"
         )
     return table
