@@ -60,6 +60,51 @@ def test_lockstep_agrees_with_the_slowest_of_every_slot(case, cost):
     check(got, step_oracle.step_of(plan, lengths, cost, "micro_batch", 1, 0.5), len(plan))
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    plans(),
+    COSTS,
+    st.sampled_from([1, 2, 8, 128, 1000]),
+    st.sampled_from([{}, {"pipeline_stages": 3}, {"sync": "micro_batch"}]),
+)
+def test_padding_prices_every_length_rounded_up_as_the_planners_round_it(case, cost, pad, model):
+    plan, lengths = case
+    if model.get("sync") == "micro_batch" and len({len(rank) for rank in plan}) > 1:
+        plan = [rank[: min(len(r) for r in plan)] for rank in plan]
+    padded = [-(-s // pad) * pad for s in lengths]
+    got = simulate_step(plan, lengths, cost=cost, pad_to_multiple_of=pad, **model)
+    want = step_oracle.step_of(
+        plan,
+        padded,
+        cost,
+        model.get("sync", "step"),
+        model.get("pipeline_stages", 1),
+        1 / 3,
+    )
+    check(got, want, len(plan))
+    # Explicit weights are used as given, as the planners use them: padding changes nothing.
+    weights = [float(s % 7) for s in lengths]
+    assert (
+        simulate_step(plan, lengths, cost=weights, pad_to_multiple_of=pad, **model).seconds
+        == simulate_step(plan, lengths, cost=weights, **model).seconds
+    )
+
+
+@pytest.mark.parametrize(
+    ("pad", "error", "words"),
+    [
+        (0, ValueError, "pad_to_multiple_of must be >= 1, got 0"),
+        (2.0, TypeError, "pad_to_multiple_of must be an int"),
+        (True, TypeError, "pad_to_multiple_of must be an int"),
+        (2**63, OverflowError, "lengths[0] = 5 padded to a multiple of 9223372036854775808"),
+    ],
+)
+def test_a_bad_padding_is_refused_by_name(pad, error, words):
+    with pytest.raises(error) as caught:
+        simulate_step([[[0]]], [5], pad_to_multiple_of=pad)
+    assert words in str(caught.value)
+
+
 def check(got: StepTime, want: dict, ranks: int) -> None:
     # The library sums a micro-batch's documents as TimeCost.__call__ gives them; the oracle
     # asks TimeCost.predict: the same model, rounded in another order.

@@ -16,9 +16,15 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
-from .._inputs import MAX_COUNT, _describe, as_int64_array, check_step_model
+from .._inputs import (
+    MAX_COUNT,
+    _describe,
+    as_int64_array,
+    check_pad_to_multiple_of,
+    check_step_model,
+)
 from ..costs.time_cost import TimeCost
-from ..costs.workload import sample_costs
+from ..costs.workload import pad_lengths, sample_costs
 from .micro_batches import _Problem, _request, logger
 
 __all__ = [
@@ -97,6 +103,7 @@ def simulate_step(
     sync: str = "step",
     pipeline_stages: int = 1,
     forward_share: float = 1 / 3,
+    pad_to_multiple_of: int = 1,
 ) -> StepTime:
     """The step a plan makes in the step model: where ranks wait, and for how long.
 
@@ -104,7 +111,10 @@ def simulate_step(
     ``micro_batch`` term plus its documents' ``cost(lengths)``; a sample of length 0 is no
     document, and a micro-batch of none takes 0); with any other cost (``"tokens"``,
     ``"workload"``, weights, a callable, a `ModelCost`), the sum of its samples' costs. An empty
-    micro-batch takes 0.
+    micro-batch takes 0. With ``pad_to_multiple_of=m`` every length is first rounded up to a
+    multiple of ``m``, as the planners round it (``"tokens"``, ``"workload"``, a callable and a
+    `TimeCost` see the padded lengths; explicit per-sample weights are used as given), so a plan
+    of ``plan_dp_micro_batches(..., pad_to_multiple_of=m)`` is priced as its planner priced it.
 
     - ``sync="step"`` (DDP with ``no_sync``, Megatron's DDP): step = ``max_r Σ_k t(r, k)``.
     - ``sync="micro_batch"`` (FSDP, FSDP2, ZeRO-3): step = ``Σ_k max_r t(r, k)``; every rank
@@ -128,13 +138,16 @@ def simulate_step(
         sync: ``"step"`` or ``"micro_batch"``.
         pipeline_stages: ``P``, an int >= 1 (more than 1 only with ``sync="step"``).
         forward_share: the forward's share of a micro-batch's time, in (0, 1).
+        pad_to_multiple_of: round every length up to a multiple of this (an int >= 1) before
+            pricing it, as the planner given the same value does.
 
     Returns:
         A `StepTime`: ``seconds``, ``busy``, ``waiting``, ``bubble``, ``lower_bound`` and
         each rank's micro-batch ``times``.
 
     Raises:
-        ValueError: a bad ``sync``, ``pipeline_stages`` or ``forward_share`` (named), a
+        ValueError: a bad ``sync``, ``pipeline_stages``, ``forward_share`` or
+            ``pad_to_multiple_of`` (named), a
             pipeline with ``sync="micro_batch"`` (naming both), a plan with no rank, an
             index outside ``lengths`` or given twice, ranks with different numbers of
             micro-batches under ``sync="micro_batch"``, an ``as_ids`` triple whose count or
@@ -149,9 +162,13 @@ def simulate_step(
         >>> step = simulate_step(plan, [300, 100, 200, 250, 200], sync="micro_batch")
         >>> step.seconds, step.busy.tolist(), round(step.bubble, 4)
         (600.0, [600.0, 450.0], 0.125)
+        >>> simulate_step(plan, [300, 100, 200, 250, 200], pad_to_multiple_of=128).seconds
+        768.0
     """
     sync, stages, share = check_step_model(sync, pipeline_stages, forward_share)
-    values = as_int64_array(lengths, "lengths")
+    pad = check_pad_to_multiple_of(pad_to_multiple_of)
+    # The planners' padding rule (and its OverflowError naming a length past 2**63 - 1).
+    values = pad_lengths(as_int64_array(lengths, "lengths"), pad)
     samples, cells, counts = _cells(plan, values.size)
     if sync == "micro_batch" and counts.size and counts.min() != counts.max():
         raise ValueError(
