@@ -186,6 +186,7 @@ def compare(lengths: np.ndarray, world_size: int, cap: int, comm: float, rounds:
     for floor in ("greedy", *MEGATRON):
         assert results["seqbalance"]["ratio"] <= results[floor]["ratio"], floor
     assert results["one size"]["ratio"] <= results["fixed"]["ratio"]
+    assert results["seqbalance"]["ratio"] <= results["one size"]["ratio"]
     results["fixed"]["cp"] = fixed_degree
     return results
 

@@ -191,7 +191,10 @@ def plan_context_parallel(
     time and is never slower than six floors given the same cost and comm: the published greedy
     in its four readings, and the scheduler Megatron-LM ships now (``next_hdp_group_packing_aware``)
     balancing its own ``L² / c`` and balancing this cost and comm; the fastest floor's plan is
-    returned when the search does not beat it. With ``one_cp_size_per_step=True`` every step's
+    returned when the search does not beat it. Nor is it slower than its own
+    ``one_cp_size_per_step=True`` plan, a candidate kept when strictly faster (its search
+    widens a whole step at once, a move the free search does not make; planning takes about
+    twice as long for it). With ``one_cp_size_per_step=True`` every step's
     groups share one degree (chosen per step), for trainers that split a micro-batch with one
     CP size (verl's ``dynamic_cp_split_batch``); the floor is then one fixed degree for every
     sequence (the smallest that fits them all) placed by the published greedy. The answer is

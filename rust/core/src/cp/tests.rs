@@ -186,6 +186,14 @@ proptest! {
         let again = plan(&problem, Method::OneSizePerStep, &Interrupt::NEVER).unwrap();
         prop_assert_eq!(again.steps, single.steps);
     }
+
+    #[test]
+    fn the_free_plan_is_never_slower_than_its_own_one_size_per_step_plan(owned in arb_problem()) {
+        let problem = owned.problem();
+        let free = plan(&problem, Method::Best, &Interrupt::NEVER).unwrap();
+        let single = plan(&problem, Method::OneSizePerStep, &Interrupt::NEVER).unwrap();
+        prop_assert!(free.time <= single.time, "free {} above one size per step {}", free.time, single.time);
+    }
 }
 
 /// How often the planner's loops ask about Ctrl-C (every 4096 steps of work, and once per step
