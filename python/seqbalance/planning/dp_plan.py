@@ -190,7 +190,9 @@ def plan_dp_micro_batches(
     `TimeCost` with a positive ``micro_batch`` term); with any other cost more micro-batches
     look free, so the count stays the one above unless ``max_num_micro_batches`` is given.
     Today's plan is always a candidate: the answer's step is never above it in the model (a new
-    plan is kept only when it is below by more than float rounding, ``1e-8`` relative). Every
+    plan is kept only when it is below by more than float rounding, ``1e-8`` relative), the
+    model of padded lengths when ``pad_to_multiple_of > 1`` (`simulate_step` given the same
+    ``pad_to_multiple_of`` prices a plan as the planner did). Every
     guarantee above holds in every mode; in these modes the plan chooses the order itself (an
     explicit ``order`` is refused), lockstep slots come heaviest first, pipeline micro-batches
     in the searched order, empty micro-batches last.
