@@ -27,7 +27,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._inputs import _describe
-from ._time_sync import check_member
+from ._time_online import add_in_order
+from ._time_sync import Members, add_synchronized, check_member
+from ._time_trust import Reach, beyond, warn
 from .profiling import _reading, _synchronize
 from .time_cost import TimeCost
 
@@ -37,6 +39,13 @@ logger = logging.getLogger(__name__)
 
 #: The ``sync`` modes: where the engine's ranks wait for each other.
 SYNC_MODES = ("micro_batch", "step")
+
+#: A record's ``failed`` when a block (or CUDA around it) raised; a clock's failure is its words.
+RAISED = "raised"
+
+#: Micro-batches whose float64 token sum reaches this take the checked path item by item
+#: (`check_tokens` redoes such sums exactly).
+_EXACT_SUMS = 2.0**62
 
 
 class StepTimes(NamedTuple):
@@ -106,9 +115,10 @@ class StepTimer:
         self._sync = sync
         self._group = group
         self._clock = clock
-        self._lengths: list[list[int]] = []
+        self._lengths: list[np.ndarray] = []
         self._seconds: list[float] = []
-        self._failed = False
+        #: Why this step cannot be applied: ``None``, ``RAISED``, or the clock's failure.
+        self._failed: str | None = None
         self._inside = False
 
     @property
@@ -127,40 +137,60 @@ class StepTimer:
 
         ``lengths`` are the document lengths packed in it (an empty sequence: this rank ran
         none this slot). CUDA is synchronised before each reading of the clock when torch has
-        initialised it. A block that raises, or a clock that fails around it, marks the step:
-        `end_step` then drops it on every rank.
+        initialised it. A block that raises marks the step, and so does a clock that fails
+        around it (raises, reads no finite number, or does not advance): `end_step` then drops
+        the step on every rank. The block's exception goes on to the caller; a clock's failure
+        does not (it is logged once a step), so this rank goes on into the collectives its
+        peers wait in, and leaves the step as they do.
 
         Raises:
             TypeError, ValueError: ``lengths`` that are not positive integers (named).
             RuntimeError: a block opened inside another.
-            ValueError: the clock did not advance over the block.
         """
-        checked = check_member(lengths, "lengths").tolist()
+        checked = check_member(lengths, "lengths")
         if self._inside:
             raise RuntimeError("StepTimer.micro_batch: blocks do not nest (one micro-batch each)")
         self._inside = True
+        clock_failed: str | None = None
+        seconds = 0.0
         try:
             _synchronize()
-            start = _reading(self._clock)
+            start, clock_failed = self._read()
             yield
             _synchronize()
-            seconds = _reading(self._clock) - start
+            if clock_failed is None:
+                end, clock_failed = self._read()
+                seconds = end - start
         except BaseException:
-            # The block, the clock or CUDA failed: this micro-batch has no time, so the step
-            # cannot be applied whole. Marked, so that every rank drops it.
-            self._failed = True
+            # The block or CUDA failed: this micro-batch has no time, so the step cannot be
+            # applied whole. Marked, so that every rank drops it.
+            self._failed = RAISED
             raise
         finally:
             self._inside = False
-        if not seconds > 0:
-            self._failed = True
-            raise ValueError(
-                f"the timer measured {seconds!r} s for a micro-batch of {len(checked)} "
+        if clock_failed is None and not seconds > 0:
+            clock_failed = (
+                f"the timer measured {seconds!r} s for a micro-batch of {checked.size} "
                 "documents; it must advance over one (timer= reads seconds, like "
-                "time.perf_counter). The step will be dropped"
+                "time.perf_counter)"
             )
+        if clock_failed is not None:
+            if self._failed is None:
+                logger.warning(
+                    "seqbalance.StepTimer: %s; this step will be dropped on every rank",
+                    clock_failed,
+                )
+                self._failed = clock_failed
+            return
         self._lengths.append(checked)
         self._seconds.append(seconds)
+
+    def _read(self) -> tuple[float, str | None]:
+        """One reading of the clock, or the words of its failure (an interrupt goes on)."""
+        try:
+            return _reading(self._clock), None
+        except Exception as exc:  # noqa: BLE001 - a broken clock must not leave the step
+            return 0.0, f"the timer failed: {type(exc).__name__}: {exc}"
 
     def end_step(self) -> StepTimes | None:
         """Close the step: gather every rank's micro-batches and times (one
@@ -168,8 +198,9 @@ class StepTimer:
         return the step's measured and predicted seconds. Every rank calls it, once a step.
 
         Every rank that started from the same cost ends the step holding the same
-        coefficients. A step in which any rank's block raised is dropped on every rank (nothing
-        applied): it returns ``None``.
+        coefficients. A step in which any rank's block raised, or its clock failed, is dropped
+        on every rank (nothing applied): it returns ``None``. The gathered lengths are checked
+        and priced in bulk (NumPy over all of them at once, no Python per micro-batch).
 
         Raises:
             ValueError: under ``sync="micro_batch"``, ranks that ran different numbers of
@@ -179,20 +210,45 @@ class StepTimer:
         """
         if self._inside:
             raise RuntimeError("StepTimer.end_step: called inside a micro_batch block")
-        record = {"lengths": self._lengths, "seconds": self._seconds, "failed": self._failed}
-        self._lengths, self._seconds, self._failed = [], [], False
+        record = {
+            "lengths": (
+                np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int64)
+            ),
+            "sizes": np.array([batch.size for batch in self._lengths], dtype=np.int64),
+            "seconds": np.array(self._seconds, dtype=np.float64),
+            "failed": self._failed,
+        }
+        self._lengths, self._seconds, self._failed = [], [], None
         records = self._gather(record)
         if any(item["failed"] for item in records):
-            failed = [rank for rank, item in enumerate(records) if item["failed"]]
+            self._log_dropped(records)
+            return None
+        step = _Gathered(records)
+        if self._sync == "micro_batch":
+            return self._apply_lockstep(step)
+        return self._apply_per_rank(step)
+
+    @staticmethod
+    def _log_dropped(records: list[dict[str, Any]]) -> None:
+        raised = [rank for rank, item in enumerate(records) if item["failed"] == RAISED]
+        clocks = [
+            (rank, item["failed"])
+            for rank, item in enumerate(records)
+            if item["failed"] and item["failed"] != RAISED
+        ]
+        if raised:
             logger.warning(
                 "seqbalance.StepTimer: a micro-batch block raised on rank(s) %s; the step was "
                 "dropped on every rank",
-                ", ".join(map(str, failed)),
+                ", ".join(map(str, raised)),
             )
-            return None
-        if self._sync == "micro_batch":
-            return self._apply_lockstep(records)
-        return self._apply_per_rank(records)
+        if clocks:
+            logger.warning(
+                "seqbalance.StepTimer: the clock failed on rank(s) %s (rank %d: %s); the step "
+                "was dropped on every rank",
+                ", ".join(str(rank) for rank, _ in clocks),
+                *clocks[0],
+            )
 
     def _gather(self, record: dict[str, Any]) -> list[dict[str, Any]]:
         """Every rank's record, in rank order (this rank's alone without torch.distributed)."""
@@ -203,16 +259,8 @@ class StepTimer:
         dist.all_gather_object(gathered, record, group=self._group)
         return gathered
 
-    def _predictions(self, records: list[dict[str, Any]]) -> list[list[float]]:
-        """The cost's seconds for every rank's every micro-batch (0 for an empty one)."""
-        batches = [lengths for item in records for lengths in item["lengths"] if lengths]
-        seconds = iter(self._cost.predict(batches).tolist())
-        return [
-            [next(seconds) if lengths else 0.0 for lengths in item["lengths"]] for item in records
-        ]
-
-    def _apply_lockstep(self, records: list[dict[str, Any]]) -> StepTimes:
-        counts = [len(item["seconds"]) for item in records]
+    def _apply_lockstep(self, step: _Gathered) -> StepTimes:
+        counts = step.counts.tolist()
         if len(set(counts)) > 1:
             shown = ", ".join(f"rank {rank}: {count}" for rank, count in enumerate(counts))
             raise ValueError(
@@ -221,30 +269,195 @@ class StepTimer:
                 "the same number on every rank. For an engine whose ranks wait once per step "
                 "use sync='step'. Nothing was applied"
             )
-        predicted = np.array(self._predictions(records)).reshape(len(records), -1)
-        times = np.array([item["seconds"] for item in records]).reshape(len(records), -1)
+        if not step.clean:
+            return _apply_lockstep_items(self._cost, step.items())
+        ranks = len(counts)
+        predicted = self._predictions(step).reshape(ranks, -1)
+        times = step.seconds.reshape(ranks, -1)
         slot_times = times.max(axis=0)
-        units, seconds = [], []
-        for slot, time_taken in enumerate(slot_times.tolist()):
-            unit = [item["lengths"][slot] for item in records]
-            if any(unit):  # a slot every rank sat out says nothing about documents
-                units.append(unit)
-                seconds.append(time_taken)
-        self._cost.update_synchronized_many(units, seconds)
-        return StepTimes(float(slot_times.sum()), float(predicted.max(axis=0).sum()), len(units))
-
-    def _apply_per_rank(self, records: list[dict[str, Any]]) -> StepTimes:
-        predicted = self._predictions(records)
-        batches, seconds = [], []
-        for slot in range(max((len(item["seconds"]) for item in records), default=0)):
-            for item in records:
-                # A rank's last micro-batch holds its wait for the others: no observation.
-                if slot < len(item["seconds"]) - 1 and item["lengths"][slot]:
-                    batches.append(item["lengths"][slot])
-                    seconds.append(item["seconds"][slot])
-        self._cost.update_many(batches, seconds)
+        # Units in slot order, members in rank order; a slot every rank sat out says nothing.
+        full = (step.sizes > 0).reshape(ranks, -1)
+        order = np.flatnonzero(full.T)  # slot * ranks + rank, of each non-empty member
+        member_rank, slot = order % ranks, order // ranks
+        members = step.segments(member_rank * full.shape[1] + slot)
+        per_slot = full.sum(axis=0)
+        used = per_slot > 0
+        if used.any():
+            state = self._cost._state
+            rows = state.features.rows_of_flat(*members)
+            unit_times = slot_times[used]
+            state = add_synchronized(
+                state,
+                Members.of_rows(rows, member_rank, per_slot[used]),
+                unit_times,
+                "units[{}]",
+                "seconds[{}]",
+            )
+            self._cost._set(state.reaching(_reach(*members)))
         return StepTimes(
-            max((sum(item["seconds"]) for item in records), default=0.0),
-            max((sum(rank) for rank in predicted), default=0.0),
-            len(batches),
+            float(slot_times.sum()), float(predicted.max(axis=0).sum()), int(used.sum())
         )
+
+    def _apply_per_rank(self, step: _Gathered) -> StepTimes:
+        if not step.clean:
+            return _apply_per_rank_items(self._cost, step.items())
+        predicted = self._predictions(step)
+        # A rank's last micro-batch holds its wait for the others: no observation. The others
+        # in slot order, then rank order.
+        observed = np.flatnonzero(~step.last & (step.sizes > 0))
+        observed = observed[np.lexsort((step.rank[observed], step.slot[observed]))]
+        if observed.size:
+            state = self._cost._state
+            batches = step.segments(observed)
+            rows = state.features.rows_of_flat(*batches)
+            state = add_in_order(
+                state, rows, step.seconds[observed], "micro_batches", "seconds[{}]"
+            )
+            self._cost._set(state.reaching(_reach(*batches)))
+        return StepTimes(
+            step.largest_rank_sum(step.seconds),
+            step.largest_rank_sum(predicted),
+            int(observed.size),
+        )
+
+    def _predictions(self, step: _Gathered) -> np.ndarray:
+        """The cost's seconds for every rank's every micro-batch (0 for an empty one), in rank
+        order then slot order, as `TimeCost.predict` gives them."""
+        full = step.sizes > 0
+        predicted = np.zeros(full.size, dtype=np.float64)
+        if full.any():
+            state = self._cost._state
+            batches = step.segments(np.flatnonzero(full))
+            reach = _reach(*batches)
+            assert reach is not None
+            warn(beyond(state.reach, reach.document, reach.micro_batch))
+            predicted[full] = state.features.rows_of_flat(*batches) @ state.coefficients()
+        return predicted
+
+
+def _reach(flat: np.ndarray, sizes: np.ndarray) -> Reach | None:
+    """`Reach.of` the micro-batches laid end to end in ``flat`` (``sizes`` positive)."""
+    if not sizes.size:
+        return None
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    return Reach(int(flat.max()), int(np.add.reduceat(flat, starts).max()))
+
+
+class _Gathered:
+    """Every rank's record of a step, laid end to end: the lengths of every micro-batch of
+    rank 0, then rank 1, ...; ``sizes``, ``seconds``, ``rank`` and ``slot`` per micro-batch."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        lengths, sizes, seconds = [], [], []
+        for rank, item in enumerate(records):
+            flat = np.asarray(item["lengths"])
+            size = np.asarray(item["sizes"])
+            took = np.asarray(item["seconds"])
+            if (
+                flat.ndim != 1
+                or size.ndim != 1
+                or took.shape != size.shape
+                or flat.dtype.kind not in "iu"
+                or size.dtype.kind not in "iu"
+                or took.dtype.kind != "f"
+                or int(size.sum()) != flat.size
+                or (size.size and int(size.min()) < 0)
+            ):
+                raise ValueError(
+                    f"StepTimer.end_step: rank {rank}'s record is not one this StepTimer "
+                    "makes (every rank must run the same seqbalance); nothing was applied"
+                )
+            lengths.append(flat.astype(np.int64, copy=False))
+            sizes.append(size.astype(np.int64, copy=False))
+            seconds.append(took.astype(np.float64, copy=False))
+        self.flat = np.concatenate(lengths)
+        self.sizes = np.concatenate(sizes)
+        self.seconds = np.concatenate(seconds)
+        self.counts = np.array([size.size for size in sizes], dtype=np.int64)
+        self.rank = np.repeat(np.arange(len(records)), self.counts)
+        firsts = np.concatenate(([0], np.cumsum(self.counts)[:-1])).astype(np.int64)
+        self.slot = np.arange(self.sizes.size) - np.repeat(firsts, self.counts)
+        self.last = self.slot == np.repeat(self.counts - 1, self.counts)
+        self.offsets = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
+        full = self.sizes > 0
+        with np.errstate(over="ignore"):
+            totals = np.add.reduceat(self.flat.astype(np.float64), self.offsets[full])
+        #: Whether the bulk path gives what the checked path would: lengths positive, times
+        #: positive and finite, token sums far from int64's end. Otherwise `items`.
+        self.clean = bool(
+            (not self.flat.size or int(self.flat.min()) > 0)
+            and np.isfinite(self.seconds).all()
+            and (self.seconds > 0).all()
+            and (not totals.size or float(totals.max()) < _EXACT_SUMS)
+        )
+
+    def segments(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The micro-batches ``chosen`` (positions in rank order, each non-empty) laid end to
+        end in that order, and their sizes."""
+        sizes = self.sizes[chosen]
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        shift = np.repeat(self.offsets[chosen] - starts, sizes)
+        return self.flat[np.arange(int(sizes.sum())) + shift], sizes
+
+    def largest_rank_sum(self, values: np.ndarray) -> float:
+        """The largest over ranks of the sum of a rank's ``values`` (one per micro-batch),
+        summed in slot order as Python's ``sum`` does; 0 without micro-batches."""
+        if not values.size:
+            return 0.0
+        table = np.zeros((self.counts.size, int(self.counts.max())), dtype=np.float64)
+        table[self.rank, self.slot] = values
+        return float(np.cumsum(table, axis=1)[:, -1].max())
+
+    def items(self) -> list[dict[str, Any]]:
+        """The records as lists (micro-batches of lengths, times), for the checked path."""
+        batches = np.split(self.flat, np.cumsum(self.sizes)[:-1]) if self.sizes.size else []
+        records = []
+        for rank in range(self.counts.size):
+            mine = np.flatnonzero(self.rank == rank)
+            records.append(
+                {
+                    "lengths": [batches[i].tolist() for i in mine.tolist()],
+                    "seconds": self.seconds[mine].tolist(),
+                }
+            )
+        return records
+
+
+def _item_predictions(cost: TimeCost, records: list[dict[str, Any]]) -> list[list[float]]:
+    """The cost's seconds for every rank's every micro-batch (0 for an empty one)."""
+    batches = [lengths for item in records for lengths in item["lengths"] if lengths]
+    seconds = iter(cost.predict(batches).tolist())
+    return [[next(seconds) if lengths else 0.0 for lengths in item["lengths"]] for item in records]
+
+
+def _apply_lockstep_items(cost: TimeCost, records: list[dict[str, Any]]) -> StepTimes:
+    """`StepTimer._apply_lockstep` item by item, through the cost's checks (a step the bulk
+    path cannot take as it is: its refusals are the cost's own)."""
+    predicted = np.array(_item_predictions(cost, records)).reshape(len(records), -1)
+    times = np.array([item["seconds"] for item in records]).reshape(len(records), -1)
+    slot_times = times.max(axis=0)
+    units, seconds = [], []
+    for slot, time_taken in enumerate(slot_times.tolist()):
+        unit = [item["lengths"][slot] for item in records]
+        if any(unit):
+            units.append(unit)
+            seconds.append(time_taken)
+    cost.update_synchronized_many(units, seconds)
+    return StepTimes(float(slot_times.sum()), float(predicted.max(axis=0).sum()), len(units))
+
+
+def _apply_per_rank_items(cost: TimeCost, records: list[dict[str, Any]]) -> StepTimes:
+    """`StepTimer._apply_per_rank` item by item, through the cost's checks."""
+    predicted = _item_predictions(cost, records)
+    batches, seconds = [], []
+    for slot in range(max((len(item["seconds"]) for item in records), default=0)):
+        for item in records:
+            if slot < len(item["seconds"]) - 1 and item["lengths"][slot]:
+                batches.append(item["lengths"][slot])
+                seconds.append(item["seconds"][slot])
+    cost.update_many(batches, seconds)
+    return StepTimes(
+        max((sum(item["seconds"]) for item in records), default=0.0),
+        max((sum(rank) for rank in predicted), default=0.0),
+        len(batches),
+    )
