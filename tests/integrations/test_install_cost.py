@@ -280,6 +280,99 @@ def test_a_file_that_is_not_a_saved_cost_is_refused_by_name(verl, tmp_path):
     assert not sb_verl.is_installed()
 
 
+def nested(depth):
+    """A JSON document of ``depth`` nested arrays, deeper than Python's decoder recurses."""
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_a_cost_file_nested_too_deeply_is_refused_at_install_naming_the_path(
+    verl, tmp_path, monkeypatch, where
+):
+    # Adversarial finding: a bare RecursionError from install(cost=path).
+    path = tmp_path / "deep.json"
+    path.write_text(nested(200_000))
+    name = "cost" if where == "argument" else "SEQBALANCE_COST"
+    with pytest.raises(ValueError, match=rf"{name} = '.*deep.json' cannot be read as a saved "
+                       r"TimeCost: JSON nested too deeply"):  # fmt: skip
+        if where == "argument":
+            sb_verl.install(cost=path)
+        else:
+            monkeypatch.setenv("SEQBALANCE_COST", str(path))
+            sb_verl.install()
+    assert not sb_verl.is_installed()
+
+
+def test_a_followed_file_that_turns_into_a_nested_bomb_keeps_the_last_cost(verl, tmp_path, caplog):
+    # Adversarial finding: the RecursionError came out of the trainer's balancing call.
+    path = tmp_path / "time-cost.json"
+    cost = time_cost(2e-8)
+    save(cost, path)
+    sb_verl.install(cost=path)
+    workload = verl.module.calculate_workload
+    temporary = tmp_path / "next.json"
+    temporary.write_text(nested(200_000))
+    os.replace(temporary, path)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert workload(LENGTHS).tolist() == nanoseconds(cost, LENGTHS).tolist()
+    kept = [r.getMessage() for r in caplog.records if "kept the last cost" in r.getMessage()]
+    assert len(kept) == 1 and "deep" in kept[0] and str(path) in kept[0]
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_a_relative_cost_path_follows_the_same_file_after_a_change_of_directory(
+    verl, tmp_path, monkeypatch, where
+):
+    # Adversarial finding: install(cost="time-cost.json"), then Hydra's chdir into its job
+    # directory: the path named a missing file there, and rank 0's saves were never read.
+    run, job = tmp_path / "run", tmp_path / "outputs" / "job"
+    run.mkdir()
+    job.mkdir(parents=True)
+    first, second = time_cost(1e-8), time_cost(3e-8)
+    save(first, run / "time-cost.json")
+    monkeypatch.chdir(run)
+    if where == "argument":
+        sb_verl.install(cost="time-cost.json")
+    else:
+        monkeypatch.setenv("SEQBALANCE_COST", "time-cost.json")
+        sb_verl.install()
+    monkeypatch.chdir(job)
+    save(second, run / "time-cost.json")
+    workload = verl.module.calculate_workload
+    assert workload(LENGTHS).tolist() == nanoseconds(second, LENGTHS).tolist()
+
+
+def test_a_followed_file_that_stays_missing_is_warned_of_once(verl, tmp_path, monkeypatch, caplog):
+    from seqbalance.integrations import _costs
+
+    now = [1000.0]
+    monkeypatch.setattr(_costs, "_clock", lambda: now[0])
+    path = tmp_path / "time-cost.json"
+    first, second = time_cost(1e-8), time_cost(3e-8)
+    save(first, path)
+    sb_verl.install(cost=path)
+    workload = verl.module.calculate_workload
+
+    def missing():
+        return [r.getMessage() for r in caplog.records if "has been missing" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING):
+        path.unlink()
+        for step in range(6):  # gone for a moment: quiet, then warned of once
+            now[0] += _costs.MISSING_GRACE / 4
+            assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
+            assert len(missing()) == (step >= 4)  # first seen missing at step 0
+        assert str(path) in missing()[0] and "the last cost read stays in use" in missing()[0]
+        save(second, path)  # back: read, and a later absence is a new one
+        assert workload(LENGTHS).tolist() == nanoseconds(second, LENGTHS).tolist()
+        path.unlink()
+        workload(LENGTHS)
+        now[0] += _costs.MISSING_GRACE
+        workload(LENGTHS)
+    assert len(missing()) == 2
+
+
 def test_a_verl_whose_workload_has_other_parameters_is_refused_whole(tmp_path, monkeypatch):
     purge("verl")
     monkeypatch.syspath_prepend(str(tmp_path))
