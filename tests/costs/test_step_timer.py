@@ -569,3 +569,35 @@ def bulk_against_oracle(fake, sync, plan, times, half_life):
         return
     assert timer.end_step() == expected
     assert cost.to_dict() == reference.to_dict()
+
+
+@pytest.mark.parametrize("sync", ["micro_batch", "step"])
+def test_what_the_bulk_path_cannot_take_goes_through_the_costs_own_checks(monkeypatch, sync):
+    # Token sums near int64's end (beyond exact float64 sums), and records no honest rank
+    # sends (a length of 0, an infinite time): the cost's own checks, item by item, decide.
+    fake = Capture()
+    monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+    huge = [[2**61, 2**61 - 1], [300]] * 2
+    bulk_against_oracle(fake, sync, [huge, [[500], [700]] * 2], [[0.5, 0.1] * 2] * 2, None)
+    fake.records, records = None, []
+    for rank in range(2):
+        clock = Clock()
+        timer = StepTimer(TimeCost.from_dict(started(None)), sync=sync, timer=clock)
+        for lengths in PLAN[rank]:
+            with timer.micro_batch(lengths):
+                clock.now += took(lengths)
+        with pytest.raises(Captured):
+            timer.end_step()
+        records.append(fake.captured)
+    zero = {**records[1], "lengths": records[1]["lengths"].copy()}
+    zero["lengths"][3] = 0
+    fake.records = [records[0], zero]
+    with pytest.raises(ValueError, match=r"micro_batches\[\d+\]\[\d\] = 0: a document length"):
+        StepTimer(TimeCost.from_dict(started(None)), sync=sync).end_step()
+    forever = {**records[1], "seconds": np.array([0.1, np.inf, 0.1])}
+    fake.records = [records[0], forever]
+    with pytest.raises(ValueError, match=r"seconds\[\d\] = inf: a time must be positive"):
+        StepTimer(TimeCost.from_dict(started(None)), sync=sync).end_step()
+    fake.records = [records[0], {**records[1], "sizes": records[1]["sizes"][:2]}]
+    with pytest.raises(ValueError, match=r"rank 1's record is not one this StepTimer makes"):
+        StepTimer(TimeCost.from_dict(started(None)), sync=sync).end_step()

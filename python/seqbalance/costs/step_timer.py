@@ -27,9 +27,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._inputs import _describe
+from ._step_gathered import Gathered, apply_lockstep_items, apply_per_rank_items, reach_of
 from ._time_online import add_in_order
 from ._time_sync import Members, add_synchronized, check_member
-from ._time_trust import Reach, beyond, warn
+from ._time_trust import beyond, warn
 from .profiling import _reading, _synchronize
 from .time_cost import TimeCost
 
@@ -42,10 +43,6 @@ SYNC_MODES = ("micro_batch", "step")
 
 #: A record's ``failed`` when a block (or CUDA around it) raised; a clock's failure is its words.
 RAISED = "raised"
-
-#: Micro-batches whose float64 token sum reaches this take the checked path item by item
-#: (`check_tokens` redoes such sums exactly).
-_EXACT_SUMS = 2.0**62
 
 
 class StepTimes(NamedTuple):
@@ -223,7 +220,7 @@ class StepTimer:
         if any(item["failed"] for item in records):
             self._log_dropped(records)
             return None
-        step = _Gathered(records)
+        step = Gathered(records)
         if self._sync == "micro_batch":
             return self._apply_lockstep(step)
         return self._apply_per_rank(step)
@@ -259,7 +256,7 @@ class StepTimer:
         dist.all_gather_object(gathered, record, group=self._group)
         return gathered
 
-    def _apply_lockstep(self, step: _Gathered) -> StepTimes:
+    def _apply_lockstep(self, step: Gathered) -> StepTimes:
         counts = step.counts.tolist()
         if len(set(counts)) > 1:
             shown = ", ".join(f"rank {rank}: {count}" for rank, count in enumerate(counts))
@@ -270,7 +267,7 @@ class StepTimer:
                 "use sync='step'. Nothing was applied"
             )
         if not step.clean:
-            return _apply_lockstep_items(self._cost, step.items())
+            return StepTimes(*apply_lockstep_items(self._cost, step.items()))
         ranks = len(counts)
         predicted = self._predictions(step).reshape(ranks, -1)
         times = step.seconds.reshape(ranks, -1)
@@ -293,14 +290,14 @@ class StepTimer:
                 "units[{}]",
                 "seconds[{}]",
             )
-            self._cost._set(state.reaching(_reach(*members)))
+            self._cost._set(state.reaching(reach_of(*members)))
         return StepTimes(
             float(slot_times.sum()), float(predicted.max(axis=0).sum()), int(used.sum())
         )
 
-    def _apply_per_rank(self, step: _Gathered) -> StepTimes:
+    def _apply_per_rank(self, step: Gathered) -> StepTimes:
         if not step.clean:
-            return _apply_per_rank_items(self._cost, step.items())
+            return StepTimes(*apply_per_rank_items(self._cost, step.items()))
         predicted = self._predictions(step)
         # A rank's last micro-batch holds its wait for the others: no observation. The others
         # in slot order, then rank order.
@@ -313,14 +310,14 @@ class StepTimer:
             state = add_in_order(
                 state, rows, step.seconds[observed], "micro_batches", "seconds[{}]"
             )
-            self._cost._set(state.reaching(_reach(*batches)))
+            self._cost._set(state.reaching(reach_of(*batches)))
         return StepTimes(
             step.largest_rank_sum(step.seconds),
             step.largest_rank_sum(predicted),
             int(observed.size),
         )
 
-    def _predictions(self, step: _Gathered) -> np.ndarray:
+    def _predictions(self, step: Gathered) -> np.ndarray:
         """The cost's seconds for every rank's every micro-batch (0 for an empty one), in rank
         order then slot order, as `TimeCost.predict` gives them."""
         full = step.sizes > 0
@@ -328,136 +325,8 @@ class StepTimer:
         if full.any():
             state = self._cost._state
             batches = step.segments(np.flatnonzero(full))
-            reach = _reach(*batches)
+            reach = reach_of(*batches)
             assert reach is not None
             warn(beyond(state.reach, reach.document, reach.micro_batch))
             predicted[full] = state.features.rows_of_flat(*batches) @ state.coefficients()
         return predicted
-
-
-def _reach(flat: np.ndarray, sizes: np.ndarray) -> Reach | None:
-    """`Reach.of` the micro-batches laid end to end in ``flat`` (``sizes`` positive)."""
-    if not sizes.size:
-        return None
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    return Reach(int(flat.max()), int(np.add.reduceat(flat, starts).max()))
-
-
-class _Gathered:
-    """Every rank's record of a step, laid end to end: the lengths of every micro-batch of
-    rank 0, then rank 1, ...; ``sizes``, ``seconds``, ``rank`` and ``slot`` per micro-batch."""
-
-    def __init__(self, records: list[dict[str, Any]]) -> None:
-        lengths, sizes, seconds = [], [], []
-        for rank, item in enumerate(records):
-            flat = np.asarray(item["lengths"])
-            size = np.asarray(item["sizes"])
-            took = np.asarray(item["seconds"])
-            if (
-                flat.ndim != 1
-                or size.ndim != 1
-                or took.shape != size.shape
-                or flat.dtype.kind not in "iu"
-                or size.dtype.kind not in "iu"
-                or took.dtype.kind != "f"
-                or int(size.sum()) != flat.size
-                or (size.size and int(size.min()) < 0)
-            ):
-                raise ValueError(
-                    f"StepTimer.end_step: rank {rank}'s record is not one this StepTimer "
-                    "makes (every rank must run the same seqbalance); nothing was applied"
-                )
-            lengths.append(flat.astype(np.int64, copy=False))
-            sizes.append(size.astype(np.int64, copy=False))
-            seconds.append(took.astype(np.float64, copy=False))
-        self.flat = np.concatenate(lengths)
-        self.sizes = np.concatenate(sizes)
-        self.seconds = np.concatenate(seconds)
-        self.counts = np.array([size.size for size in sizes], dtype=np.int64)
-        self.rank = np.repeat(np.arange(len(records)), self.counts)
-        firsts = np.concatenate(([0], np.cumsum(self.counts)[:-1])).astype(np.int64)
-        self.slot = np.arange(self.sizes.size) - np.repeat(firsts, self.counts)
-        self.last = self.slot == np.repeat(self.counts - 1, self.counts)
-        self.offsets = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
-        full = self.sizes > 0
-        with np.errstate(over="ignore"):
-            totals = np.add.reduceat(self.flat.astype(np.float64), self.offsets[full])
-        #: Whether the bulk path gives what the checked path would: lengths positive, times
-        #: positive and finite, token sums far from int64's end. Otherwise `items`.
-        self.clean = bool(
-            (not self.flat.size or int(self.flat.min()) > 0)
-            and np.isfinite(self.seconds).all()
-            and (self.seconds > 0).all()
-            and (not totals.size or float(totals.max()) < _EXACT_SUMS)
-        )
-
-    def segments(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The micro-batches ``chosen`` (positions in rank order, each non-empty) laid end to
-        end in that order, and their sizes."""
-        sizes = self.sizes[chosen]
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-        shift = np.repeat(self.offsets[chosen] - starts, sizes)
-        return self.flat[np.arange(int(sizes.sum())) + shift], sizes
-
-    def largest_rank_sum(self, values: np.ndarray) -> float:
-        """The largest over ranks of the sum of a rank's ``values`` (one per micro-batch),
-        summed in slot order as Python's ``sum`` does; 0 without micro-batches."""
-        if not values.size:
-            return 0.0
-        table = np.zeros((self.counts.size, int(self.counts.max())), dtype=np.float64)
-        table[self.rank, self.slot] = values
-        return float(np.cumsum(table, axis=1)[:, -1].max())
-
-    def items(self) -> list[dict[str, Any]]:
-        """The records as lists (micro-batches of lengths, times), for the checked path."""
-        batches = np.split(self.flat, np.cumsum(self.sizes)[:-1]) if self.sizes.size else []
-        records = []
-        for rank in range(self.counts.size):
-            mine = np.flatnonzero(self.rank == rank)
-            records.append(
-                {
-                    "lengths": [batches[i].tolist() for i in mine.tolist()],
-                    "seconds": self.seconds[mine].tolist(),
-                }
-            )
-        return records
-
-
-def _item_predictions(cost: TimeCost, records: list[dict[str, Any]]) -> list[list[float]]:
-    """The cost's seconds for every rank's every micro-batch (0 for an empty one)."""
-    batches = [lengths for item in records for lengths in item["lengths"] if lengths]
-    seconds = iter(cost.predict(batches).tolist())
-    return [[next(seconds) if lengths else 0.0 for lengths in item["lengths"]] for item in records]
-
-
-def _apply_lockstep_items(cost: TimeCost, records: list[dict[str, Any]]) -> StepTimes:
-    """`StepTimer._apply_lockstep` item by item, through the cost's checks (a step the bulk
-    path cannot take as it is: its refusals are the cost's own)."""
-    predicted = np.array(_item_predictions(cost, records)).reshape(len(records), -1)
-    times = np.array([item["seconds"] for item in records]).reshape(len(records), -1)
-    slot_times = times.max(axis=0)
-    units, seconds = [], []
-    for slot, time_taken in enumerate(slot_times.tolist()):
-        unit = [item["lengths"][slot] for item in records]
-        if any(unit):
-            units.append(unit)
-            seconds.append(time_taken)
-    cost.update_synchronized_many(units, seconds)
-    return StepTimes(float(slot_times.sum()), float(predicted.max(axis=0).sum()), len(units))
-
-
-def _apply_per_rank_items(cost: TimeCost, records: list[dict[str, Any]]) -> StepTimes:
-    """`StepTimer._apply_per_rank` item by item, through the cost's checks."""
-    predicted = _item_predictions(cost, records)
-    batches, seconds = [], []
-    for slot in range(max((len(item["seconds"]) for item in records), default=0)):
-        for item in records:
-            if slot < len(item["seconds"]) - 1 and item["lengths"][slot]:
-                batches.append(item["lengths"][slot])
-                seconds.append(item["seconds"][slot])
-    cost.update_many(batches, seconds)
-    return StepTimes(
-        max((sum(item["seconds"]) for item in records), default=0.0),
-        max((sum(rank) for rank in predicted), default=0.0),
-        len(batches),
-    )
