@@ -165,8 +165,12 @@ def test_openrlhfs_replay_buffer_partitions_the_cost():
 def test_openrlhfs_dynamic_batching_under_a_cost_keeps_its_token_cap():
     # Adversarial finding: balanced by seconds, 35-55 % of OpenRLHF's batches had a micro-batch
     # over max_tokens_per_gpu. Its replay buffer's own names, as its dynamic batching runs them.
-    pytest.importorskip("openrlhf.utils.seqlen_balancing")
+    seqlen_balancing = pytest.importorskip("openrlhf.utils.seqlen_balancing")
     replay_buffer = pytest.importorskip("openrlhf.trainer.ppo_utils.replay_buffer")
+    if replay_buffer.get_minimum_num_micro_batch_size is not (
+        seqlen_balancing.get_minimum_num_micro_batch_size
+    ):  # a test before this one reloaded seqlen_balancing: the names as a fresh process has them
+        replay_buffer = importlib.reload(replay_buffer)
     own_count = replay_buffer.get_minimum_num_micro_batch_size
     own_split = replay_buffer.get_seqlen_balanced_partitions
     rng = np.random.default_rng(0)
