@@ -5,7 +5,9 @@ thing, several gloo processes, is in test_step_timer_gloo.py (integration)."""
 
 from __future__ import annotations
 
-import contextlib
+import functools
+import json
+import pickle
 import subprocess
 import sys
 import threading
@@ -13,6 +15,8 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import seqbalance
 from seqbalance import StepTimer, TimeCost
@@ -254,13 +258,23 @@ def test_step_sync_makes_every_micro_batch_but_each_ranks_last_an_observation(di
 
 
 @pytest.mark.parametrize("sync", ["micro_batch", "step"])
+@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(
-    ("reading", "error"), [(float("nan"), ValueError), ("soon", TypeError), (None, KeyError)]
+    ("reading", "words"),
+    [
+        (float("nan"), "ValueError: timer returned nan"),
+        ("soon", "TypeError: timer must return seconds as a number"),
+        (None, "KeyError: 'the clock broke'"),
+        ("still", "the timer measured 0.0 s for a micro-batch of 30 documents"),
+    ],
 )
-def test_a_clock_that_fails_after_the_block_drops_the_step(monkeypatch, sync, reading, error):
-    # Adversarial finding: a reading after the block that failed (or a clock that raised) left
-    # that micro-batch out and applied the rest: a step half-applied, or under lockstep the
-    # ranks refused for "different numbers of micro-batches" instead of the step dropped.
+def test_a_clock_that_fails_drops_the_step_without_leaving_the_block(
+    monkeypatch, caplog, sync, when, reading, words
+):
+    # Adversarial findings: a reading after the block that failed (or a clock that raised) left
+    # that micro-batch out and applied the rest; then it raised out of the rank's block while
+    # its peers went on into the next collective (a hang). A failed clock is now handled as a
+    # raising block is, without raising: the block runs, the step is marked, end_step drops it.
     monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
     cost = start_cost()
     before = cost.to_dict()
@@ -271,21 +285,83 @@ def test_a_clock_that_fails_after_the_block_drops_the_step(monkeypatch, sync, re
         if fail[0]:
             if reading is None:
                 raise KeyError("the clock broke")
+            if reading == "still":
+                return 50.0  # stopped, over the whole block
             return reading
         return clock()
 
     step_timer = StepTimer(cost, sync=sync, timer=timer)
+    ran = []
     for slot, lengths in enumerate(PLAN[0]):
-        with pytest.raises(error) if slot == 1 else contextlib.nullcontext():
-            with step_timer.micro_batch(lengths):
-                clock.now += took(lengths)
-                fail[0] = slot == 1
+        fail[0] = slot == 1 and (when == "before" or reading == "still")
+        with step_timer.micro_batch(lengths):
+            ran.append(slot)
+            clock.now += took(lengths)
+            fail[0] = slot == 1 and (when == "after" or reading == "still")
         fail[0] = False
+    assert ran == [0, 1, 2]  # every block ran: the rank stays with its peers
     assert step_timer.end_step() is None
     assert cost.to_dict() == before
+    assert f"seqbalance.StepTimer: {'the timer failed: ' if reading != 'still' else ''}" in (
+        caplog.text
+    )
+    assert words in caplog.text and "this step will be dropped on every rank" in caplog.text
+    assert "the clock failed on rank(s) 0 (rank 0: " in caplog.text
     with step_timer.micro_batch(PLAN[0][0]):  # the next step is whole again
         clock.now += took(PLAN[0][0])
     assert step_timer.end_step() is not None
+
+
+def test_a_rank_whose_clock_stops_stays_with_its_peers_and_every_rank_drops_the_step(
+    distributed, caplog
+):
+    # Adversarial finding: a clock that does not advance raised out of one rank's block while
+    # its peers went on into the next collective: a hang. Here every block holds a lockstep
+    # collective (FSDP's all-gather, a barrier); rank 2's clock stops in slot 1.
+    fake = distributed(3)
+    costs = [start_cost() for _ in range(3)]
+    before = costs[0].to_dict()
+    collective = threading.Barrier(3, timeout=30)
+    plan = PLAN[:3]
+
+    def body(rank):
+        clock = Clock()
+        frozen = [False]
+        timer = StepTimer(costs[rank], timer=lambda: 7.0 if frozen[0] else clock())
+        try:
+            for slot, lengths in enumerate(plan[rank]):
+                frozen[0] = rank == 2 and slot == 1
+                with timer.micro_batch(lengths):
+                    collective.wait()  # every rank meets every rank in every micro-batch
+                    clock.now += 0.01
+            dropped = timer.end_step()
+            frozen[0] = False
+            return dropped, lockstep_step(timer, clock, plan, rank)
+        except BaseException:
+            collective.abort()
+            raise
+
+    results = run_ranks(fake, body)
+    assert [dropped for dropped, _ in results] == [None] * 3
+    assert "the clock failed on rank(s) 2 (rank 2: the timer measured 0.0 s" in caplog.text
+    reference = TimeCost.from_dict(before)
+    units = [[plan[r][slot] for r in range(3)] for slot in range(3)]
+    reference.update_synchronized_many(units, [max(took(m) for m in u) for u in units])
+    assert all(applied.observations == 3 for _, applied in results)
+    assert all(cost.to_dict() == costs[0].to_dict() for cost in costs)
+    assert costs[0].coefficients == pytest.approx(reference.coefficients, rel=1e-9)
+
+
+def test_an_interrupt_from_the_clock_still_goes_on(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+
+    def timer():
+        raise KeyboardInterrupt
+
+    step_timer = StepTimer(start_cost(), timer=timer)
+    with pytest.raises(KeyboardInterrupt), step_timer.micro_batch([100]):
+        pass
+    assert step_timer.end_step() is None
 
 
 def test_without_torch_distributed_the_rank_is_alone(monkeypatch):
@@ -351,8 +427,8 @@ def test_bad_arguments_and_misuse_are_refused_by_name():
             timer.end_step()
         timer._clock.now += 0.001
     assert timer.end_step().observations == 1
-    # A clock that does not advance: refused at the block, and the step is dropped.
-    with pytest.raises(ValueError, match=r"timer measured 0.0 s"), timer.micro_batch([5]):
+    # A clock that does not advance: the step is dropped (logged, not raised: see above).
+    with timer.micro_batch([5]):
         pass
     assert timer.end_step() is None
 
@@ -363,3 +439,165 @@ def test_import_seqbalance_does_not_import_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert child.returncode == 0, child.stderr
+
+
+# -- the bulk end_step against the per-item path it replaced ------------------------------------
+
+
+class Captured(Exception):
+    """The capturing stand-in took a rank's record; nothing more of that step runs."""
+
+
+class Capture(types.ModuleType):
+    """``torch.distributed`` for one process: capture mode keeps each rank's record and stops
+    its step (`Captured`); then ``records`` are what every rank gathers (pickled, as gloo
+    sends them)."""
+
+    def __init__(self) -> None:
+        super().__init__("torch.distributed")
+        self.records: list[object] | None = None
+        self.captured: object = None
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_world_size(self, group=None) -> int:
+        return 1 if self.records is None else len(self.records)
+
+    def all_gather_object(self, out, obj, group=None) -> None:
+        if self.records is None:
+            self.captured = obj
+            raise Captured
+        else:
+            out[:] = [pickle.loads(pickle.dumps(record)) for record in self.records]
+
+
+def oracle_step(cost, sync, plan, times):
+    """What end_step learnt item by item before it went to bulk (the code it replaced, in
+    short): lockstep slots through update_synchronized_many, else update_many."""
+    flat = [(r, k) for r in range(len(plan)) for k in range(len(plan[r]))]
+    batches = [plan[r][k] for r, k in flat if plan[r][k]]
+    seconds = iter(cost.predict(batches).tolist())
+    predicted = [[next(seconds) if b else 0.0 for b in rank] for rank in plan]
+    if sync == "micro_batch":
+        counts = [len(rank) for rank in plan]
+        if len(set(counts)) > 1:
+            shown = ", ".join(f"rank {r}: {c}" for r, c in enumerate(counts))
+            raise ValueError(f"different numbers of micro-batches this step ({shown})")
+        slot_times = np.array(times).reshape(len(plan), -1).max(axis=0)
+        units = [[rank[k] for rank in plan] for k in range(counts[0])]
+        kept = [(u, t) for u, t in zip(units, slot_times.tolist(), strict=True) if any(u)]
+        cost.update_synchronized_many([u for u, _ in kept], [t for _, t in kept])
+        top = np.array(predicted).reshape(len(plan), -1).max(axis=0).sum()
+        return StepTimes(float(slot_times.sum()), float(top), len(kept))
+    observed = [
+        (plan[r][k], times[r][k])
+        for k in range(max(map(len, plan), default=0))
+        for r in range(len(plan))
+        if k < len(plan[r]) - 1 and plan[r][k]
+    ]
+    cost.update_many([b for b, _ in observed], [t for _, t in observed])
+    return StepTimes(max(sum(t) for t in times), max(sum(p) for p in predicted), len(observed))
+
+
+@functools.cache
+def _started(half_life):
+    return json.dumps(start_cost(half_life).to_dict())
+
+
+def started(half_life):
+    """`start_cost(half_life).to_dict()`, fitted once."""
+    return json.loads(_started(half_life))
+
+
+@st.composite
+def steps(draw):
+    sync = draw(st.sampled_from(["micro_batch", "step"]))
+    ranks = draw(st.integers(1, 5))
+    count = draw(st.integers(0, 5))
+    plan, times = [], []
+    for _ in range(ranks):
+        mine = (
+            count if sync == "micro_batch" and draw(st.integers(0, 20)) else draw(st.integers(0, 5))
+        )
+        batches = [draw(st.lists(st.integers(1, 60_000), max_size=6)) for _ in range(mine)]
+        plan.append(batches)
+        # Mostly the model's time, now and then far off it (a refusal must match too).
+        times.append([
+            (took(b) or 1e-3) * draw(st.sampled_from([1.0, 0.9, 1.3, 3.0, 1.1, 0.8, 1e-10]))
+            for b in batches
+        ])  # fmt: skip
+    return sync, plan, times, draw(st.sampled_from([None, 3, 50]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps())
+def test_bulk_end_step_learns_exactly_what_the_per_item_path_learnt(drawn):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        fake = Capture()
+        monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+        bulk_against_oracle(fake, *drawn)
+
+
+def bulk_against_oracle(fake, sync, plan, times, half_life):
+    records = []
+    for rank, batches in enumerate(plan):  # each rank's own timer makes its record
+        clock = Clock()
+        timer = StepTimer(TimeCost.from_dict(started(None)), sync=sync, timer=clock)
+        for lengths, seconds in zip(batches, times[rank], strict=True):
+            with timer.micro_batch(lengths):
+                clock.now = 100.0 + seconds  # the time exactly, as read: now - 100.0
+            clock.now = 100.0
+        with pytest.raises(Captured):
+            timer.end_step()
+        records.append(fake.captured)
+    read = [[(100.0 + t) - 100.0 for t in mine] for mine in times]
+    fake.records = records
+    cost, reference = (TimeCost.from_dict(started(half_life)) for _ in range(2))
+    timer = StepTimer(cost, sync=sync)
+    try:
+        expected = oracle_step(reference, sync, plan, read)
+    except ValueError as exc:
+        refused = str(exc)
+        with pytest.raises(ValueError) as caught:
+            timer.end_step()
+        assert refused in str(caught.value)  # the same words
+        assert cost.to_dict() == started(half_life)  # nothing applied
+        return
+    assert timer.end_step() == expected
+    assert cost.to_dict() == reference.to_dict()
+
+
+@pytest.mark.parametrize("sync", ["micro_batch", "step"])
+def test_what_the_bulk_path_cannot_take_goes_through_the_costs_own_checks(monkeypatch, sync):
+    # Token sums near int64's end (beyond exact float64 sums), and records no honest rank
+    # sends (a length of 0, an infinite time): the cost's own checks, item by item, decide.
+    fake = Capture()
+    monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+    huge = [[2**61, 2**61 - 1], [300]] * 2
+    bulk_against_oracle(fake, sync, [huge, [[500], [700]] * 2], [[0.5, 0.1] * 2] * 2, None)
+    fake.records, records = None, []
+    for rank in range(2):
+        clock = Clock()
+        timer = StepTimer(TimeCost.from_dict(started(None)), sync=sync, timer=clock)
+        for lengths in PLAN[rank]:
+            with timer.micro_batch(lengths):
+                clock.now += took(lengths)
+        with pytest.raises(Captured):
+            timer.end_step()
+        records.append(fake.captured)
+    zero = {**records[1], "lengths": records[1]["lengths"].copy()}
+    zero["lengths"][3] = 0
+    fake.records = [records[0], zero]
+    with pytest.raises(ValueError, match=r"micro_batches\[\d+\]\[\d\] = 0: a document length"):
+        StepTimer(TimeCost.from_dict(started(None)), sync=sync).end_step()
+    forever = {**records[1], "seconds": np.array([0.1, np.inf, 0.1])}
+    fake.records = [records[0], forever]
+    with pytest.raises(ValueError, match=r"seconds\[\d\] = inf: a time must be positive"):
+        StepTimer(TimeCost.from_dict(started(None)), sync=sync).end_step()
+    fake.records = [records[0], {**records[1], "sizes": records[1]["sizes"][:2]}]
+    with pytest.raises(ValueError, match=r"rank 1's record is not one this StepTimer makes"):
+        StepTimer(TimeCost.from_dict(started(None)), sync=sync).end_step()

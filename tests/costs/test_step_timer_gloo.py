@@ -155,3 +155,38 @@ def test_step_timer_learns_the_same_model_on_every_gloo_rank(tmp_path, sync):
         assert np.median(np.abs(rows @ np.array(values) / truth - 1)) > 2 * error
     measured, predicted, _ = np.array(ranks[0]["history"][-8:]).T
     assert np.median(np.abs(predicted / measured - 1)) < 0.15
+
+
+def _frozen_rank(rank: int, store: str, out: str) -> None:
+    """Rank 1's clock stops over its second micro-batch of the first step; every block meets
+    the other ranks in a barrier (FSDP's collectives)."""
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=3)
+    try:
+        cost = start_cost()
+        frozen = [False]
+        timer = sb.StepTimer(cost, timer=lambda: 5.0 if frozen[0] else time.perf_counter())
+        answers = []
+        for step in range(2):
+            for slot, documents in enumerate(step_plan(step, "micro_batch")[rank]):
+                frozen[0] = step == 0 and slot == 1 and rank == 1
+                with timer.micro_batch(documents):
+                    time.sleep(0.01)
+                    dist.barrier()
+            frozen[0] = False
+            result = timer.end_step()
+            answers.append(None if result is None else result.observations)
+        Path(out, f"frozen{rank}.json").write_text(
+            json.dumps({"answers": answers, "saved": cost.to_dict()})
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_stopped_clock_on_one_gloo_rank_drops_the_step_on_every_rank(tmp_path):
+    # Adversarial finding: the stopped clock raised out of rank 1's block, and the others
+    # waited in the next barrier for ever. Now every rank drops that step, and applies the next.
+    mp.spawn(_frozen_rank, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=3)
+    ranks = [json.loads((tmp_path / f"frozen{r}.json").read_text()) for r in range(3)]
+    assert [rank["answers"][0] for rank in ranks] == [None] * 3
+    assert all(rank["answers"][1] is not None for rank in ranks)
+    assert all(rank["saved"] == ranks[0]["saved"] for rank in ranks)

@@ -156,6 +156,33 @@ OUTSIDE_MODULE = """
 from {package}.utils.seqlen_balancing import calculate_workload, get_seqlen_balanced_partitions
 """
 
+# OpenRLHF's count of a step's micro-batches (first fit under the cap, utils/seqlen_balancing.py)
+# and its dynamic batching (trainer/ppo_utils/replay_buffer.py): the count of a step's lengths,
+# then their split into that many, both through names imported from the module.
+OPENRLHF_COUNT = """
+
+def get_minimum_num_micro_batch_size(total_lengths, max_tokens_per_gpu, ring_attn_size, ds_tensor_parallel_size):
+    max_tokens_per_gpu *= ring_attn_size * ds_tensor_parallel_size
+    batches = []
+    for l in total_lengths:
+        for i in range(len(batches)):
+            if batches[i] + l <= max_tokens_per_gpu:
+                batches[i] += l
+                break
+        else:
+            batches.append(l)
+    return len(batches)
+"""
+
+OPENRLHF_TRAINER = """
+from {package}.utils.seqlen_balancing import get_minimum_num_micro_batch_size
+
+
+def dynamic_batches(sample_lengths, max_tokens_per_gpu):
+    num_mbs = get_minimum_num_micro_batch_size(sample_lengths, max_tokens_per_gpu, 1, 1)
+    return get_seqlen_balanced_partitions(sample_lengths, num_mbs, equal_size=False)
+"""
+
 INTEGRATIONS = {
     "verl": (sb_verl, "verl.trainer.ppo.ray_trainer"),
     "openrlhf": (sb_openrlhf, "openrlhf.trainer.ppo_utils.experience_maker"),
@@ -175,7 +202,8 @@ class StandIn:
     def __init__(self, root: Path, package: str, replace: dict[str, str | None] | None = None):
         self.package = package
         self.integration, self.trainer_name = INTEGRATIONS[package]
-        source = SEQLEN_MODULE + (GROUP_FUNCTION if package == "verl" else "")
+        source = SEQLEN_MODULE + (GROUP_FUNCTION if package == "verl" else OPENRLHF_COUNT)
+        trainer = TRAINER_MODULE + (OPENRLHF_TRAINER if package == "openrlhf" else "")
         for name, body in (replace or {}).items():
             source = _replace_function(source, name, body)
         files = {
@@ -183,7 +211,7 @@ class StandIn:
             f"{package}/utils/__init__.py": "",
             f"{package}/utils/seqlen_balancing.py": source.format(package=package),
             f"{package}/trainer/__init__.py": "",
-            f"{self.trainer_name.replace('.', '/')}.py": TRAINER_MODULE.format(package=package),
+            f"{self.trainer_name.replace('.', '/')}.py": trainer.format(package=package),
             f"{package}/trainer/late.py": LATE_MODULE.format(package=package),
             f"{package}_outside.py": OUTSIDE_MODULE.format(package=package),
         }

@@ -6,14 +6,17 @@ all. The real verl 0.9.1 and OpenRLHF 0.11.2 are in test_install_cost_real.py (i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
 import os
 import warnings
 
+import hypothesis
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 import seqbalance
 from seqbalance import ModelCost, TimeCost
@@ -280,6 +283,99 @@ def test_a_file_that_is_not_a_saved_cost_is_refused_by_name(verl, tmp_path):
     assert not sb_verl.is_installed()
 
 
+def nested(depth):
+    """A JSON document of ``depth`` nested arrays, deeper than Python's decoder recurses."""
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_a_cost_file_nested_too_deeply_is_refused_at_install_naming_the_path(
+    verl, tmp_path, monkeypatch, where
+):
+    # Adversarial finding: a bare RecursionError from install(cost=path).
+    path = tmp_path / "deep.json"
+    path.write_text(nested(200_000))
+    name = "cost" if where == "argument" else "SEQBALANCE_COST"
+    with pytest.raises(ValueError, match=rf"{name} = '.*deep.json' cannot be read as a saved "
+                       r"TimeCost: JSON nested too deeply"):  # fmt: skip
+        if where == "argument":
+            sb_verl.install(cost=path)
+        else:
+            monkeypatch.setenv("SEQBALANCE_COST", str(path))
+            sb_verl.install()
+    assert not sb_verl.is_installed()
+
+
+def test_a_followed_file_that_turns_into_a_nested_bomb_keeps_the_last_cost(verl, tmp_path, caplog):
+    # Adversarial finding: the RecursionError came out of the trainer's balancing call.
+    path = tmp_path / "time-cost.json"
+    cost = time_cost(2e-8)
+    save(cost, path)
+    sb_verl.install(cost=path)
+    workload = verl.module.calculate_workload
+    temporary = tmp_path / "next.json"
+    temporary.write_text(nested(200_000))
+    os.replace(temporary, path)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert workload(LENGTHS).tolist() == nanoseconds(cost, LENGTHS).tolist()
+    kept = [r.getMessage() for r in caplog.records if "kept the last cost" in r.getMessage()]
+    assert len(kept) == 1 and "deep" in kept[0] and str(path) in kept[0]
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_a_relative_cost_path_follows_the_same_file_after_a_change_of_directory(
+    verl, tmp_path, monkeypatch, where
+):
+    # Adversarial finding: install(cost="time-cost.json"), then Hydra's chdir into its job
+    # directory: the path named a missing file there, and rank 0's saves were never read.
+    run, job = tmp_path / "run", tmp_path / "outputs" / "job"
+    run.mkdir()
+    job.mkdir(parents=True)
+    first, second = time_cost(1e-8), time_cost(3e-8)
+    save(first, run / "time-cost.json")
+    monkeypatch.chdir(run)
+    if where == "argument":
+        sb_verl.install(cost="time-cost.json")
+    else:
+        monkeypatch.setenv("SEQBALANCE_COST", "time-cost.json")
+        sb_verl.install()
+    monkeypatch.chdir(job)
+    save(second, run / "time-cost.json")
+    workload = verl.module.calculate_workload
+    assert workload(LENGTHS).tolist() == nanoseconds(second, LENGTHS).tolist()
+
+
+def test_a_followed_file_that_stays_missing_is_warned_of_once(verl, tmp_path, monkeypatch, caplog):
+    from seqbalance.integrations import _costs
+
+    now = [1000.0]
+    monkeypatch.setattr(_costs, "_clock", lambda: now[0])
+    path = tmp_path / "time-cost.json"
+    first, second = time_cost(1e-8), time_cost(3e-8)
+    save(first, path)
+    sb_verl.install(cost=path)
+    workload = verl.module.calculate_workload
+
+    def missing():
+        return [r.getMessage() for r in caplog.records if "has been missing" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING):
+        path.unlink()
+        for step in range(6):  # gone for a moment: quiet, then warned of once
+            now[0] += _costs.MISSING_GRACE / 4
+            assert workload(LENGTHS).tolist() == nanoseconds(first, LENGTHS).tolist()
+            assert len(missing()) == (step >= 4)  # first seen missing at step 0
+        assert str(path) in missing()[0] and "the last cost read stays in use" in missing()[0]
+        save(second, path)  # back: read, and a later absence is a new one
+        assert workload(LENGTHS).tolist() == nanoseconds(second, LENGTHS).tolist()
+        path.unlink()
+        workload(LENGTHS)
+        now[0] += _costs.MISSING_GRACE
+        workload(LENGTHS)
+    assert len(missing()) == 2
+
+
 def test_a_verl_whose_workload_has_other_parameters_is_refused_whole(tmp_path, monkeypatch):
     purge("verl")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -332,3 +428,99 @@ def test_openrlhf_reads_the_environment(openrlhf, tmp_path, monkeypatch):
     sb_openrlhf.install()
     expected = seqbalance.get_seqlen_balanced_partitions(cost(LENGTHS), 3, False)
     assert openrlhf.module.get_seqlen_balanced_partitions(LENGTHS, 3, False) == expected
+
+
+# -- OpenRLHF's token cap under a cost -----------------------------------------------------------
+
+#: The H100 8B step model of docs/step.md: per micro-batch, document, token and causal pair.
+ATTENTION_HEAVY = (5e-3, 2e-4, 6.4e-5, 5.8e-9)
+
+
+@functools.cache
+def attention_heavy_cost():
+    rng = np.random.default_rng(0)
+    batches = [
+        np.minimum(rng.lognormal(8.5, 1.2, int(rng.integers(1, 9))).astype(int) + 1, 32_768)
+        for _ in range(64)
+    ]
+    c_mb, c_doc, a, b = ATTENTION_HEAVY
+    seconds = [c_mb + float(np.sum(c_doc + a * x + b * x * (x + 1) / 2)) for x in batches]
+    return TimeCost.fit([x.tolist() for x in batches], seconds)
+
+
+def heaviest(values, parts):
+    return max(sum(values[i] for i in part) for part in parts)
+
+
+def test_openrlhf_under_a_cost_keeps_its_token_cap_wherever_its_own_split_keeps_it(openrlhf):
+    # Adversarial finding: balanced by seconds, 35-55 % of OpenRLHF's batches got a micro-batch
+    # over max_tokens_per_gpu (by up to 1.17x), which its dynamic batching trusts a token
+    # balance to keep: an out-of-memory crash on a GPU sized for the cap.
+    cost, cap = attention_heavy_cost(), 16_192
+    sb_openrlhf.install(cost=cost)
+    own_split = openrlhf.originals["get_seqlen_balanced_partitions"]
+    rng = np.random.default_rng(3)
+    broken_before = learnt = 0
+    for _ in range(40):
+        lengths = np.clip(rng.lognormal(7.8, 0.8, 128).astype(np.int64), 64, cap).tolist()
+        parts = openrlhf.trainer.dynamic_batches(lengths, cap)
+        count = len(parts)
+        assert sorted(i for part in parts for i in part) == list(range(len(lengths)))
+        by_tokens = own_split(lengths, count, False)
+        assert count == len(by_tokens) and all(parts)
+        # The cap where OpenRLHF's split keeps it; no more than its split where it does not.
+        assert heaviest(lengths, parts) <= max(cap, heaviest(lengths, by_tokens))
+        weights = cost(lengths).tolist()
+        assert heaviest(weights, parts) <= heaviest(weights, by_tokens)
+        plain = seqbalance.get_seqlen_balanced_partitions(cost(lengths), count, False)
+        broken_before += heaviest(lengths, plain) > max(cap, heaviest(lengths, by_tokens))
+        learnt += heaviest(lengths, by_tokens) < heaviest(lengths, parts) <= cap
+    assert broken_before >= 20  # what the cost's split alone did on these batches
+    assert learnt >= 5  # the cap itself, learnt from the count, left room to balance
+
+
+def test_openrlhf_replaces_its_count_only_under_a_cost(openrlhf):
+    module = openrlhf.module
+    original = module.get_minimum_num_micro_batch_size
+    assert "get_minimum_num_micro_batch_size" not in sb_openrlhf.install()
+    assert module.get_minimum_num_micro_batch_size is original
+    names = sb_openrlhf.install(cost=attention_heavy_cost())
+    assert "get_minimum_num_micro_batch_size" in names
+    assert openrlhf.trainer.get_minimum_num_micro_batch_size is not original
+    rng = np.random.default_rng(4)
+    for _ in range(10):  # its answers are OpenRLHF's
+        lengths = rng.integers(1, 9000, int(rng.integers(1, 60))).tolist()
+        for ring, tp in [(1, 1), (2, 1), (1, 4)]:
+            assert module.get_minimum_num_micro_batch_size(lengths, 8192, ring, tp) == original(
+                lengths, 8192, ring, tp
+            )
+    sb_openrlhf.install()  # no cost: OpenRLHF's count back
+    assert module.get_minimum_num_micro_batch_size is original
+    assert openrlhf.trainer.get_minimum_num_micro_batch_size is original
+    sb_openrlhf.install(cost=attention_heavy_cost())
+    assert "get_minimum_num_micro_batch_size" in sb_openrlhf.uninstall()
+    assert openrlhf.trainer.get_minimum_num_micro_batch_size is original
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(
+    st.lists(st.integers(1, 5000), min_size=1, max_size=40),
+    st.integers(1, 8),
+    st.one_of(st.none(), st.integers(1, 40_000)),
+    st.sampled_from([False, True]),
+)
+def test_the_capped_split_keeps_the_bound_and_never_costs_more_than_the_token_split(
+    lengths, k, cap, refine
+):
+    from seqbalance.integrations._capped import capped_partitions
+
+    k = min(k, len(lengths))
+    cost = attention_heavy_cost()  # fitted once (cached); calls leave it as it is
+    weights = cost(lengths)
+    parts = capped_partitions(lengths, weights, k, cap=cap, refine=refine)
+    by_tokens = seqbalance.get_seqlen_balanced_partitions(lengths, k, False)
+    assert len(parts) == k and all(parts)
+    assert sorted(i for part in parts for i in part) == list(range(len(lengths)))
+    bound = heaviest(lengths, by_tokens) if cap is None else max(cap, heaviest(lengths, by_tokens))
+    assert heaviest(lengths, parts) <= bound
+    assert heaviest(weights.tolist(), parts) <= heaviest(weights.tolist(), by_tokens)

@@ -160,3 +160,43 @@ def test_openrlhfs_replay_buffer_partitions_the_cost():
     finally:
         sb_openrlhf.uninstall()
     assert replay_buffer.get_seqlen_balanced_partitions is original
+
+
+def test_openrlhfs_dynamic_batching_under_a_cost_keeps_its_token_cap():
+    # Adversarial finding: balanced by seconds, 35-55 % of OpenRLHF's batches had a micro-batch
+    # over max_tokens_per_gpu. Its replay buffer's own names, as its dynamic batching runs them.
+    seqlen_balancing = pytest.importorskip("openrlhf.utils.seqlen_balancing")
+    replay_buffer = pytest.importorskip("openrlhf.trainer.ppo_utils.replay_buffer")
+    if replay_buffer.get_minimum_num_micro_batch_size is not (
+        seqlen_balancing.get_minimum_num_micro_batch_size
+    ):  # a test before this one reloaded seqlen_balancing: the names as a fresh process has them
+        replay_buffer = importlib.reload(replay_buffer)
+    own_count = replay_buffer.get_minimum_num_micro_batch_size
+    own_split = replay_buffer.get_seqlen_balanced_partitions
+    rng = np.random.default_rng(0)
+    heavy = [
+        np.minimum(rng.lognormal(8.5, 1.2, int(rng.integers(1, 9))).astype(int) + 1, 32_768)
+        for _ in range(64)
+    ]
+    cost = TimeCost.fit(
+        [b.tolist() for b in heavy],
+        [5e-3 + float(np.sum(2e-4 + 6.4e-5 * b + 5.8e-9 * b * (b + 1) / 2)) for b in heavy],
+    )
+    cap, broken_before = 16_192, 0
+    try:
+        sb_openrlhf.install(cost=cost)
+        for _ in range(30):
+            lengths = np.clip(rng.lognormal(7.8, 0.8, 128).astype(np.int64), 64, cap).tolist()
+            count = replay_buffer.get_minimum_num_micro_batch_size(lengths, cap, 1, 1)
+            assert count == own_count(lengths, cap, 1, 1)
+            parts = replay_buffer.get_seqlen_balanced_partitions(lengths, count, equal_size=False)
+            by_tokens = own_split(lengths, count, False)
+            largest = max(sum(lengths[i] for i in part) for part in by_tokens)
+            assert max(sum(lengths[i] for i in part) for part in parts) <= max(cap, largest)
+            plain = seqbalance.get_seqlen_balanced_partitions(cost(lengths), count, False)
+            broken_before += max(sum(lengths[i] for i in p) for p in plain) > max(cap, largest)
+        assert replay_buffer.get_minimum_num_micro_batch_size is not own_count
+    finally:
+        sb_openrlhf.uninstall()
+    assert replay_buffer.get_minimum_num_micro_batch_size is own_count
+    assert broken_before >= 10

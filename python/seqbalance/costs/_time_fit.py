@@ -229,12 +229,17 @@ class Features:
         """One row per micro-batch: ``[1, documents, sum of term 1, sum of term 2]``."""
         sizes = np.array([batch.size for batch in batches], dtype=np.int64)
         flat = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+        return self.rows_of_flat(flat, sizes)
+
+    def rows_of_flat(self, flat: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """`rows` of the micro-batches laid end to end in ``flat`` (int64), ``sizes[i]``
+        documents each (every size positive): the same rows, with no Python per micro-batch."""
         first, second = self.length_terms(flat)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-        rows = np.empty((len(batches), N_COEF), dtype=np.float64)
+        rows = np.empty((len(sizes), N_COEF), dtype=np.float64)
         rows[:, 0] = 1.0
         rows[:, 1] = sizes
-        if batches:
+        if len(sizes):
             rows[:, 2] = np.add.reduceat(first, starts)
             rows[:, 3] = np.add.reduceat(second, starts)
         return rows

@@ -84,6 +84,20 @@ class Members:
         #: Tokens of each member, as float64 (exact below 2**53 tokens).
         self.tokens = np.array([float(batch.sum(dtype=np.float64)) for batch in self.batches])
 
+    @classmethod
+    def of_rows(cls, rows: np.ndarray, rank: np.ndarray, counts: np.ndarray) -> Members:
+        """Members already priced: ``rows`` (`Features.rows`) of the non-empty members in unit
+        order then rank order, ``rank`` of each, ``counts`` of each unit (for `add_synchronized`;
+        no `batches` or `tokens`)."""
+        members = cls.__new__(cls)
+        members.batches = []
+        members.rank = rank.astype(np.int64)
+        members.counts = counts.astype(np.int64)
+        members.starts = np.concatenate(([0], np.cumsum(members.counts)[:-1])).astype(np.int64)
+        members.rows = rows
+        members.tokens = np.zeros(0)
+        return members
+
     def choose(self, scores: np.ndarray) -> np.ndarray:
         """Per unit, the member (an index into `batches`) with the highest score; ties go to
         the lowest rank."""
@@ -99,15 +113,15 @@ class Members:
 
 def add_synchronized(
     state: FitState,
-    units: list[list[np.ndarray]],
+    units: list[list[np.ndarray]] | Members,
     times: np.ndarray,
     name: str,
     label: str = "seconds",
 ) -> FitState:
-    """``state`` with synchronised units added in order, each attributed to the member the
-    state predicts slowest just before (ties: the lowest rank) and predicted as that member;
-    ``name.format(i)`` names unit ``i`` and ``label.format(i)`` its time."""
-    members = Members(units, state.features)
+    """``state`` with synchronised units (or their `Members`) added in order, each attributed
+    to the member the state predicts slowest just before (ties: the lowest rank) and predicted
+    as that member; ``name.format(i)`` names unit ``i`` and ``label.format(i)`` its time."""
+    members = units if isinstance(units, Members) else Members(units, state.features)
     for i, time in enumerate(times.tolist()):
         start, count = int(members.starts[i]), int(members.counts[i])
         predicted = members.rows[start : start + count] @ state.coefficients()

@@ -27,7 +27,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._inputs import _describe
-from ._time_sync import check_member
+from ._step_gathered import Gathered, apply_lockstep_items, apply_per_rank_items, reach_of
+from ._time_online import add_in_order
+from ._time_sync import Members, add_synchronized, check_member
+from ._time_trust import beyond, warn
 from .profiling import _reading, _synchronize
 from .time_cost import TimeCost
 
@@ -37,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 #: The ``sync`` modes: where the engine's ranks wait for each other.
 SYNC_MODES = ("micro_batch", "step")
+
+#: A record's ``failed`` when a block (or CUDA around it) raised; a clock's failure is its words.
+RAISED = "raised"
 
 
 class StepTimes(NamedTuple):
@@ -106,9 +112,10 @@ class StepTimer:
         self._sync = sync
         self._group = group
         self._clock = clock
-        self._lengths: list[list[int]] = []
+        self._lengths: list[np.ndarray] = []
         self._seconds: list[float] = []
-        self._failed = False
+        #: Why this step cannot be applied: ``None``, ``RAISED``, or the clock's failure.
+        self._failed: str | None = None
         self._inside = False
 
     @property
@@ -127,40 +134,60 @@ class StepTimer:
 
         ``lengths`` are the document lengths packed in it (an empty sequence: this rank ran
         none this slot). CUDA is synchronised before each reading of the clock when torch has
-        initialised it. A block that raises, or a clock that fails around it, marks the step:
-        `end_step` then drops it on every rank.
+        initialised it. A block that raises marks the step, and so does a clock that fails
+        around it (raises, reads no finite number, or does not advance): `end_step` then drops
+        the step on every rank. The block's exception goes on to the caller; a clock's failure
+        does not (it is logged once a step), so this rank goes on into the collectives its
+        peers wait in, and leaves the step as they do.
 
         Raises:
             TypeError, ValueError: ``lengths`` that are not positive integers (named).
             RuntimeError: a block opened inside another.
-            ValueError: the clock did not advance over the block.
         """
-        checked = check_member(lengths, "lengths").tolist()
+        checked = check_member(lengths, "lengths")
         if self._inside:
             raise RuntimeError("StepTimer.micro_batch: blocks do not nest (one micro-batch each)")
         self._inside = True
+        clock_failed: str | None = None
+        seconds = 0.0
         try:
             _synchronize()
-            start = _reading(self._clock)
+            start, clock_failed = self._read()
             yield
             _synchronize()
-            seconds = _reading(self._clock) - start
+            if clock_failed is None:
+                end, clock_failed = self._read()
+                seconds = end - start
         except BaseException:
-            # The block, the clock or CUDA failed: this micro-batch has no time, so the step
-            # cannot be applied whole. Marked, so that every rank drops it.
-            self._failed = True
+            # The block or CUDA failed: this micro-batch has no time, so the step cannot be
+            # applied whole. Marked, so that every rank drops it.
+            self._failed = RAISED
             raise
         finally:
             self._inside = False
-        if not seconds > 0:
-            self._failed = True
-            raise ValueError(
-                f"the timer measured {seconds!r} s for a micro-batch of {len(checked)} "
+        if clock_failed is None and not seconds > 0:
+            clock_failed = (
+                f"the timer measured {seconds!r} s for a micro-batch of {checked.size} "
                 "documents; it must advance over one (timer= reads seconds, like "
-                "time.perf_counter). The step will be dropped"
+                "time.perf_counter)"
             )
+        if clock_failed is not None:
+            if self._failed is None:
+                logger.warning(
+                    "seqbalance.StepTimer: %s; this step will be dropped on every rank",
+                    clock_failed,
+                )
+                self._failed = clock_failed
+            return
         self._lengths.append(checked)
         self._seconds.append(seconds)
+
+    def _read(self) -> tuple[float, str | None]:
+        """One reading of the clock, or the words of its failure (an interrupt goes on)."""
+        try:
+            return _reading(self._clock), None
+        except Exception as exc:  # noqa: BLE001 - a broken clock must not leave the step
+            return 0.0, f"the timer failed: {type(exc).__name__}: {exc}"
 
     def end_step(self) -> StepTimes | None:
         """Close the step: gather every rank's micro-batches and times (one
@@ -168,8 +195,9 @@ class StepTimer:
         return the step's measured and predicted seconds. Every rank calls it, once a step.
 
         Every rank that started from the same cost ends the step holding the same
-        coefficients. A step in which any rank's block raised is dropped on every rank (nothing
-        applied): it returns ``None``.
+        coefficients. A step in which any rank's block raised, or its clock failed, is dropped
+        on every rank (nothing applied): it returns ``None``. The gathered lengths are checked
+        and priced in bulk (NumPy over all of them at once, no Python per micro-batch).
 
         Raises:
             ValueError: under ``sync="micro_batch"``, ranks that ran different numbers of
@@ -179,20 +207,45 @@ class StepTimer:
         """
         if self._inside:
             raise RuntimeError("StepTimer.end_step: called inside a micro_batch block")
-        record = {"lengths": self._lengths, "seconds": self._seconds, "failed": self._failed}
-        self._lengths, self._seconds, self._failed = [], [], False
+        record = {
+            "lengths": (
+                np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int64)
+            ),
+            "sizes": np.array([batch.size for batch in self._lengths], dtype=np.int64),
+            "seconds": np.array(self._seconds, dtype=np.float64),
+            "failed": self._failed,
+        }
+        self._lengths, self._seconds, self._failed = [], [], None
         records = self._gather(record)
         if any(item["failed"] for item in records):
-            failed = [rank for rank, item in enumerate(records) if item["failed"]]
+            self._log_dropped(records)
+            return None
+        step = Gathered(records)
+        if self._sync == "micro_batch":
+            return self._apply_lockstep(step)
+        return self._apply_per_rank(step)
+
+    @staticmethod
+    def _log_dropped(records: list[dict[str, Any]]) -> None:
+        raised = [rank for rank, item in enumerate(records) if item["failed"] == RAISED]
+        clocks = [
+            (rank, item["failed"])
+            for rank, item in enumerate(records)
+            if item["failed"] and item["failed"] != RAISED
+        ]
+        if raised:
             logger.warning(
                 "seqbalance.StepTimer: a micro-batch block raised on rank(s) %s; the step was "
                 "dropped on every rank",
-                ", ".join(map(str, failed)),
+                ", ".join(map(str, raised)),
             )
-            return None
-        if self._sync == "micro_batch":
-            return self._apply_lockstep(records)
-        return self._apply_per_rank(records)
+        if clocks:
+            logger.warning(
+                "seqbalance.StepTimer: the clock failed on rank(s) %s (rank %d: %s); the step "
+                "was dropped on every rank",
+                ", ".join(str(rank) for rank, _ in clocks),
+                *clocks[0],
+            )
 
     def _gather(self, record: dict[str, Any]) -> list[dict[str, Any]]:
         """Every rank's record, in rank order (this rank's alone without torch.distributed)."""
@@ -203,16 +256,8 @@ class StepTimer:
         dist.all_gather_object(gathered, record, group=self._group)
         return gathered
 
-    def _predictions(self, records: list[dict[str, Any]]) -> list[list[float]]:
-        """The cost's seconds for every rank's every micro-batch (0 for an empty one)."""
-        batches = [lengths for item in records for lengths in item["lengths"] if lengths]
-        seconds = iter(self._cost.predict(batches).tolist())
-        return [
-            [next(seconds) if lengths else 0.0 for lengths in item["lengths"]] for item in records
-        ]
-
-    def _apply_lockstep(self, records: list[dict[str, Any]]) -> StepTimes:
-        counts = [len(item["seconds"]) for item in records]
+    def _apply_lockstep(self, step: Gathered) -> StepTimes:
+        counts = step.counts.tolist()
         if len(set(counts)) > 1:
             shown = ", ".join(f"rank {rank}: {count}" for rank, count in enumerate(counts))
             raise ValueError(
@@ -221,30 +266,67 @@ class StepTimer:
                 "the same number on every rank. For an engine whose ranks wait once per step "
                 "use sync='step'. Nothing was applied"
             )
-        predicted = np.array(self._predictions(records)).reshape(len(records), -1)
-        times = np.array([item["seconds"] for item in records]).reshape(len(records), -1)
+        if not step.clean:
+            return StepTimes(*apply_lockstep_items(self._cost, step.items()))
+        ranks = len(counts)
+        predicted = self._predictions(step).reshape(ranks, -1)
+        times = step.seconds.reshape(ranks, -1)
         slot_times = times.max(axis=0)
-        units, seconds = [], []
-        for slot, time_taken in enumerate(slot_times.tolist()):
-            unit = [item["lengths"][slot] for item in records]
-            if any(unit):  # a slot every rank sat out says nothing about documents
-                units.append(unit)
-                seconds.append(time_taken)
-        self._cost.update_synchronized_many(units, seconds)
-        return StepTimes(float(slot_times.sum()), float(predicted.max(axis=0).sum()), len(units))
-
-    def _apply_per_rank(self, records: list[dict[str, Any]]) -> StepTimes:
-        predicted = self._predictions(records)
-        batches, seconds = [], []
-        for slot in range(max((len(item["seconds"]) for item in records), default=0)):
-            for item in records:
-                # A rank's last micro-batch holds its wait for the others: no observation.
-                if slot < len(item["seconds"]) - 1 and item["lengths"][slot]:
-                    batches.append(item["lengths"][slot])
-                    seconds.append(item["seconds"][slot])
-        self._cost.update_many(batches, seconds)
+        # Units in slot order, members in rank order; a slot every rank sat out says nothing.
+        full = (step.sizes > 0).reshape(ranks, -1)
+        order = np.flatnonzero(full.T)  # slot * ranks + rank, of each non-empty member
+        member_rank, slot = order % ranks, order // ranks
+        members = step.segments(member_rank * full.shape[1] + slot)
+        per_slot = full.sum(axis=0)
+        used = per_slot > 0
+        if used.any():
+            state = self._cost._state
+            rows = state.features.rows_of_flat(*members)
+            unit_times = slot_times[used]
+            state = add_synchronized(
+                state,
+                Members.of_rows(rows, member_rank, per_slot[used]),
+                unit_times,
+                "units[{}]",
+                "seconds[{}]",
+            )
+            self._cost._set(state.reaching(reach_of(*members)))
         return StepTimes(
-            max((sum(item["seconds"]) for item in records), default=0.0),
-            max((sum(rank) for rank in predicted), default=0.0),
-            len(batches),
+            float(slot_times.sum()), float(predicted.max(axis=0).sum()), int(used.sum())
         )
+
+    def _apply_per_rank(self, step: Gathered) -> StepTimes:
+        if not step.clean:
+            return StepTimes(*apply_per_rank_items(self._cost, step.items()))
+        predicted = self._predictions(step)
+        # A rank's last micro-batch holds its wait for the others: no observation. The others
+        # in slot order, then rank order.
+        observed = np.flatnonzero(~step.last & (step.sizes > 0))
+        observed = observed[np.lexsort((step.rank[observed], step.slot[observed]))]
+        if observed.size:
+            state = self._cost._state
+            batches = step.segments(observed)
+            rows = state.features.rows_of_flat(*batches)
+            state = add_in_order(
+                state, rows, step.seconds[observed], "micro_batches", "seconds[{}]"
+            )
+            self._cost._set(state.reaching(reach_of(*batches)))
+        return StepTimes(
+            step.largest_rank_sum(step.seconds),
+            step.largest_rank_sum(predicted),
+            int(observed.size),
+        )
+
+    def _predictions(self, step: Gathered) -> np.ndarray:
+        """The cost's seconds for every rank's every micro-batch (0 for an empty one), in rank
+        order then slot order, as `TimeCost.predict` gives them."""
+        full = step.sizes > 0
+        predicted = np.zeros(full.size, dtype=np.float64)
+        if full.any():
+            state = self._cost._state
+            batches = step.segments(np.flatnonzero(full))
+            reach = reach_of(*batches)
+            assert reach is not None
+            warn(beyond(state.reach, reach.document, reach.micro_batch))
+            predicted[full] = state.features.rows_of_flat(*batches) @ state.coefficients()
+        return predicted

@@ -7,9 +7,11 @@ runtime env's ``env_vars`` set the variable). A cost given by path is read again
 changes (its modification time, size or inode, checked with one ``os.stat`` per use), so a
 trainer whose rank 0 saves its `seqbalance.StepTimer`'s cost every few steps feeds every
 process that balances: replace the file in one step (write a temporary file beside it, then
-``os.replace``). A file that cannot be read as a cost (half written by a writer that does not
-replace it in one step, say) leaves the last cost in use, with one WARNING per version of the
-file. A poor fit (`seqbalance.TimeCostWarning`) is warned of when the cost is first read, and
+``os.replace``). The path is made absolute when it is installed (a process that changes
+directory later, as Hydra does, still follows it). A file that cannot be read as a cost (half
+written by a writer that does not replace it in one step, or nested too deeply) leaves the last
+cost in use, with one WARNING per version of the file; one that stays missing for
+`MISSING_GRACE` seconds is warned of once. A poor fit (`seqbalance.TimeCostWarning`) is warned of when the cost is first read, and
 after that only when a reload turns it poor, not at every save.
 
 Nothing here imports torch: a tensor comes from a trainer that imported it.
@@ -22,6 +24,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -49,10 +52,19 @@ def load_time_cost(path: str, name: str, *, quiet: bool = False) -> TimeCost:
         raise FileNotFoundError(f"{name} = {path!r}: no such file (a saved TimeCost)") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{name} = {path!r} cannot be read as a saved TimeCost: {exc}") from None
+    except RecursionError:
+        # A nested JSON bomb: Python's decoder recurses once per level.
+        raise ValueError(
+            f"{name} = {path!r} cannot be read as a saved TimeCost: JSON nested too deeply"
+        ) from None
     try:
         return TimeCost._load(data) if quiet else TimeCost.from_dict(data)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} = {path!r} is not a saved TimeCost: {exc}") from None
+    except RecursionError:
+        raise ValueError(
+            f"{name} = {path!r} is not a saved TimeCost: a field nested too deeply"
+        ) from None
 
 
 def _signature(path: str) -> tuple[int, int, int] | None:
@@ -63,13 +75,29 @@ def _signature(path: str) -> tuple[int, int, int] | None:
     return (status.st_mtime_ns, status.st_size, status.st_ino)
 
 
+#: Seconds a followed cost file may stay missing before it is warned of (a writer that removes
+#: the file before writing the next one leaves it missing for a moment).
+MISSING_GRACE = 30.0
+
+#: The clock of `MISSING_GRACE` (a test sets its own).
+_clock = time.monotonic
+
+
 class CostSource:
-    """The cost in use: a fixed one, or the one saved at a path, read again when it changes."""
+    """The cost in use: a fixed one, or the one saved at a path, read again when it changes.
+
+    A path is made absolute when the source is made, so that a process that changes directory
+    later (Hydra's job directory) follows the same file."""
 
     def __init__(self, cost: TimeCost | ModelCost | None = None, path: str | None = None) -> None:
-        self.path = path
+        self.path = None if path is None else os.path.abspath(path)
+        path = self.path
         self._lock = threading.Lock()
         self._warned: tuple[int, int, int] | None = None
+        #: When the followed file was first seen missing (None: it is there), and whether
+        #: that absence was warned of.
+        self._missing_since: float | None = None
+        self._missing_warned = False
         if path is None:
             assert cost is not None
             self._cost: TimeCost | ModelCost = cost
@@ -85,8 +113,12 @@ class CostSource:
         if self.path is None:
             return self._cost
         seen = _signature(self.path)
-        if seen is None or seen == self._seen:
-            return self._cost  # unchanged, or gone for a moment: keep the last one
+        if seen is None:
+            self._gone()
+            return self._cost  # gone for a moment: keep the last one
+        self._missing_since, self._missing_warned = None, False
+        if seen == self._seen:
+            return self._cost  # unchanged
         with self._lock:
             if seen != self._seen:
                 try:
@@ -104,6 +136,21 @@ class CostSource:
                     warnings.warn(f"cost = {self.path!r}: {poor}", TimeCostWarning, stacklevel=3)
                 self._poor = poor is not None
         return self._cost
+
+    def _gone(self) -> None:
+        """The followed file is missing: warned of once, when it stays missing past
+        `MISSING_GRACE` seconds (and again only after it came back and went again)."""
+        now = _clock()
+        if self._missing_since is None:
+            self._missing_since = now
+        elif not self._missing_warned and now - self._missing_since >= MISSING_GRACE:
+            self._missing_warned = True
+            logger.warning(
+                "seqbalance: the cost file %r has been missing for %.0f s; the last cost read "
+                "stays in use until it is there again",
+                self.path,
+                now - self._missing_since,
+            )
 
     def weights(self, lengths: Any) -> np.ndarray:
         """Each sample's cost: predicted seconds (float64) of a `TimeCost`, training FLOPs

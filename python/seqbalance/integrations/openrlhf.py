@@ -14,7 +14,9 @@ handed to OpenRLHF's own function, with one WARNING per function.
 variable ``SEQBALANCE_COST``) makes ``get_seqlen_balanced_partitions``, which OpenRLHF hands
 sequence lengths (its dynamic micro-batching in the replay buffer and the experience maker),
 partition each sample's cost instead: predicted seconds of a `TimeCost`, training FLOPs of a
-`ModelCost`. The micro-batch count still comes from OpenRLHF's token cap.
+`ModelCost`. The micro-batch count still comes from OpenRLHF's token cap, and the split keeps
+it: no micro-batch holds more tokens than the heaviest of OpenRLHF's own token split (see
+`seqbalance.integrations._capped`), so the cap holds wherever OpenRLHF's split keeps it.
 
 OpenRLHF runs its actors under Ray, so patch the workers as they start:
 
@@ -32,16 +34,21 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from .. import partition as _partition
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
+from ._capped import CappedByTokens
 from ._costs import resolve
 from ._patching import IntegrationError, ModulePatch
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
 
 logger = logging.getLogger(__name__)
+
+#: OpenRLHF's partitioner under a cost: its token split's heaviest micro-batch is the bound.
+_CAPPED = CappedByTokens()
 
 _PATCH = ModulePatch(
     target="openrlhf.utils.seqlen_balancing",
@@ -51,17 +58,43 @@ _PATCH = ModulePatch(
     partitioners={
         "karmarkar_karp": _partition.karmarkar_karp,
         "greedy_partition": _partition.greedy_partition,
-        "get_seqlen_balanced_partitions": _partition.get_seqlen_balanced_partitions,
+        "get_seqlen_balanced_partitions": _CAPPED,
     },
     trainer="OpenRLHF",
-    # OpenRLHF hands it sequence lengths: with a cost, it partitions their costs.
-    weighed=("get_seqlen_balanced_partitions",),
     owner=__name__,
     install_hint=(
         "Install OpenRLHF in this environment (pip install openrlhf, which brings the "
         "dependencies its utils package imports). On a Ray cluster every node needs it, and "
         "seqbalance."
     ),
+    logger=logger,
+)
+
+
+def get_minimum_num_micro_batch_size(
+    total_lengths: Any, max_tokens_per_gpu: Any, ring_attn_size: Any, ds_tensor_parallel_size: Any
+) -> Any:
+    """OpenRLHF's own micro-batch count (first fit under its token cap), and the cap told to
+    the cost's split of the same lengths that follows (installed by ``install(cost=...)``)."""
+    count = _COUNT.originals["get_minimum_num_micro_batch_size"](
+        total_lengths, max_tokens_per_gpu, ring_attn_size, ds_tensor_parallel_size
+    )
+    try:
+        cap = max_tokens_per_gpu * ring_attn_size * ds_tensor_parallel_size  # as OpenRLHF's
+    except TypeError:
+        return count
+    _CAPPED.remember(total_lengths, cap)
+    return count
+
+
+_COUNT = ModulePatch(
+    target="openrlhf.utils.seqlen_balancing",
+    package="openrlhf",
+    replacements={"get_minimum_num_micro_batch_size": get_minimum_num_micro_batch_size},
+    optional=("get_minimum_num_micro_batch_size",),
+    what="OpenRLHF's count, telling the cost's split its cap (install(cost=...))",
+    owner=__name__,
+    install_hint=_PATCH.install_hint,
     logger=logger,
 )
 
@@ -83,8 +116,11 @@ def install(
     ``cost`` (a `seqbalance.TimeCost`, a `seqbalance.ModelCost`, or the path of a saved
     `TimeCost`, read again whenever its file changes; without it, the path in the environment
     variable ``SEQBALANCE_COST`` when set) makes ``get_seqlen_balanced_partitions`` partition
-    ``cost(lengths)`` -- float seconds, or FLOPs -- instead of the lengths. A later ``install``
-    without one partitions the lengths again.
+    ``cost(lengths)`` -- float seconds, or FLOPs -- instead of the lengths, with no part holding
+    more tokens than the heaviest part of OpenRLHF's token split (``equal_size=False``, as its
+    dynamic batching calls it): the token cap is learnt from OpenRLHF's
+    ``get_minimum_num_micro_batch_size``, replaced too (its answers unchanged), which counts the
+    same lengths first. A later ``install`` without one partitions the lengths again.
 
     Idempotent; logs one INFO line. Raises ``TypeError``/``ValueError`` for a bad ``refine`` or
     ``cost`` (``FileNotFoundError`` for a missing file), ``ImportError`` when
@@ -94,15 +130,22 @@ def install(
     """
     check_refine(refine)
     source = resolve(cost)
+    # Both checked before either patches: all or nothing.
+    _PATCH.check()
+    if source is not None:
+        _COUNT.check()
     names = _PATCH.install(refine)
-    _PATCH.weigh = None if source is None else source.weights
-    return names
+    _CAPPED.weigh = None if source is None else source.weights
+    if source is None:
+        _COUNT.uninstall()
+        return names
+    return names + _COUNT.install()
 
 
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
-    _PATCH.weigh = None
-    return _PATCH.uninstall()
+    _CAPPED.weigh = None
+    return _PATCH.uninstall() + _COUNT.uninstall()
 
 
 def is_installed() -> bool:
