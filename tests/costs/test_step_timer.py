@@ -300,9 +300,9 @@ def test_without_torch_distributed_the_rank_is_alone(monkeypatch):
     assert step.measured == pytest.approx(sum(took(b) for b in PLAN[0]))
     reference.update_many(PLAN[0], [took(b) for b in PLAN[0]])  # units of one: update
     # The clock's readings round (100 + t) - 100 by up to 1.4e-14 s (~1e-12 of a 10 ms t),
-    # which the fit amplifies
-    # (the document term came 1.1e-12 apart here, inside the old rel=1e-12 only through
-    # approx's default abs=1e-12, which lets any per_pair of ~1e-13 through): 1e-9, no abs.
+    # which the fit amplifies (the document term came 1.1e-12 apart here, inside the old
+    # rel=1e-12 only through approx's default abs=1e-12, which lets any per_pair of ~1e-13
+    # through): 1e-9, no abs.
     assert cost.coefficients == pytest.approx(reference.coefficients, rel=1e-9, abs=0)
     # An initialised-looking module that is not initialised: alone too.
     fake = FakeDistributed(4)
