@@ -25,7 +25,7 @@ INTEGRATION_PYTHON := $(INTEGRATION_VENV)/bin/python
 # Seconds an integration test may run before pytest-timeout stops it (Ray start-up included).
 INTEGRATION_TIMEOUT ?= 600
 
-.PHONY: install install-run dev inplace test test-python test-rust run bench report lint docs \
+.PHONY: install install-run dev inplace test test-suites test-python test-rust run bench report lint docs \
 	wheel local-wheel test-integrations integration-venv
 
 $(LOCAL_WHEEL_STAMP): $(WHEEL_SOURCES)
@@ -61,14 +61,34 @@ inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python ru
 	cargo build --profile quick --lib
 	cp target/quick/libseqbalance.so python/seqbalance/_native.abi3.so
 
-test: install test-python test-rust  ## the whole test suite: Python (benchmarks disabled) and Rust
+# What the banners say each suite takes on 2 cores, idle (the load average the tests' own) and
+# loaded (shared with other jobs); the README's Install section gives the full figures.
+PYTEST_MINUTES_IDLE := 7.8-9.3
+PYTEST_MINUTES_LOADED := 10
+CARGO_TEST_MINUTES_IDLE := 3
+CARGO_TEST_MINUTES_LOADED := 7
+
+test: install  ## the whole test suite: Python (benchmarks disabled) and Rust, both run; fails if either fails
+	@$(MAKE) --no-print-directory test-suites
+
+# Both suites run whatever the first gives (a failed pytest must not hide the Rust tests, with or
+# without make -k); the status is non-zero when either failed, and the last line says which.
+test-suites:  ## pytest, then cargo test --workspace, without installing first (make test installs)
+	@python_rc=0; rust_rc=0; \
+	$(MAKE) --no-print-directory test-python || python_rc=$$?; \
+	$(MAKE) --no-print-directory test-rust || rust_rc=$$?; \
+	said() { if [ "$$1" -eq 0 ]; then echo passed; else echo failed; fi; }; \
+	echo "== make test: pytest $$(said $$python_rc), cargo test $$(said $$rust_rc) =="; \
+	[ $$python_rc -eq 0 ] && [ $$rust_rc -eq 0 ]
 
 test-python:
-	@echo "== pytest: the Python suite (about 10 minutes on 2 busy cores); -rfEs lists failures and why tests were skipped =="
+	@echo "== pytest: the Python suite (on 2 cores: about $(PYTEST_MINUTES_IDLE) minutes idle," \
+		"$(PYTEST_MINUTES_LOADED) loaded); -rfEs lists failures and why tests were skipped =="
 	$(PYTHON) -m pytest -q -rfEs
 
 test-rust:
-	@echo "== cargo test --workspace: compiles the test profile first (about 2 minutes), then the property tests (about 5) =="
+	@echo "== cargo test --workspace: compiles the test profile, then the property tests (on 2 cores:" \
+		"about $(CARGO_TEST_MINUTES_IDLE) minutes idle, $(CARGO_TEST_MINUTES_LOADED) loaded) =="
 	cargo test --workspace
 
 run: install-run  ## the main job on the built-in synthetic batch

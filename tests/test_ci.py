@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -89,3 +90,66 @@ def test_ci_script_runs_every_part():
     assert parts and parts.group(1).split() == ["test", "lint", "docs", "test-integrations"]
     for target in parts.group(1).split():
         _recipe(target)
+
+
+def _make_test_with(tmp_path, python_status: int, cargo_status: int, *flags: str):
+    """`make test` past its install step (`-o install`) with a stand-in Python and cargo that
+    exit with the given statuses and note that they ran: what the two suites' steps do."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    ran = tmp_path / "ran"
+    for name, status in (("python", python_status), ("cargo", cargo_status)):
+        tool = tmp_path / name
+        tool.write_text(f'#!/bin/sh\necho "{name} $*" >> "{ran}"\nexit {status}\n')
+        tool.chmod(0o755)
+    # A make above this pytest (make test itself) must not hand its flags or jobserver down.
+    env = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
+    env["PATH"] = f"{tmp_path}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            *flags,
+            "-o",
+            "install",
+            "test",
+            f"PYTHON={tmp_path / 'python'}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = ran.read_text().splitlines() if ran.exists() else []
+    return result, [line.split()[0] + " " + " ".join(line.split()[1:3]) for line in lines]
+
+
+@pytest.mark.parametrize("flags", [(), ("-k",)], ids=["make", "make -k"])
+@pytest.mark.parametrize(("python_status", "cargo_status"), [(1, 0), (0, 101), (1, 101), (0, 0)])
+def test_make_test_runs_both_suites_and_fails_if_either_fails(
+    tmp_path, python_status, cargo_status, flags
+):
+    # A failed pytest used to stop make test there: the Rust tests never ran.
+    result, ran = _make_test_with(tmp_path, python_status, cargo_status, *flags)
+    assert ran == ["python -m pytest", "cargo test --workspace"], result.stdout + result.stderr
+    assert (result.returncode == 0) is (python_status == cargo_status == 0), result.stdout
+    verdict = {0: "passed"}
+    last = result.stdout.strip().splitlines()[-1]
+    assert last == (
+        f"== make test: pytest {verdict.get(python_status, 'failed')}, "
+        f"cargo test {verdict.get(cargo_status, 'failed')} =="
+    )
+
+
+def test_make_test_installs_first_and_its_banners_give_idle_and_loaded_times(tmp_path):
+    assert re.search(r"^test: install\b", MAKEFILE, flags=re.M)
+    result, _ = _make_test_with(tmp_path, 0, 0)
+    banners = [line for line in result.stdout.splitlines() if line.startswith("== ")]
+    assert [line.split(":")[0] for line in banners[:2]] == [
+        "== pytest",
+        "== cargo test --workspace",
+    ]
+    for banner in banners[:2]:
+        assert re.search(r"about \S+ minutes idle, \S+ loaded\)", banner), banner

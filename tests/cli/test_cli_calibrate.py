@@ -62,7 +62,7 @@ def test_calibrate_fits_prints_and_saves(tmp_path, log):
     assert result.returncode == 0 and result.stderr == ""
     expected = TimeCost.fit(*measured())
     loaded = TimeCost.from_dict(json.loads(out.read_text()))
-    assert loaded.coefficients == pytest.approx(expected.coefficients, rel=1e-9)
+    assert loaded.coefficients == pytest.approx(expected.coefficients, rel=1e-9, abs=0)
     text = result.stdout
     assert "60 measured micro-batches" in text and f"saved to {out}" in text
     assert f"from {expected.crossover_length():,} tokens" in text
@@ -84,7 +84,7 @@ def test_calibrate_json_and_a_model(tmp_path, log):
     payload = json.loads(result.stdout)
     model = ModelCost.from_config(config)
     expected = TimeCost.fit(*measured(), model=model, half_life=30)
-    assert payload["coefficients"] == pytest.approx(expected.coefficients, rel=1e-9)
+    assert payload["coefficients"] == pytest.approx(expected.coefficients, rel=1e-9, abs=0)
     assert set(payload["fit_error"]) == {"median", "p90", "max", "rms"}
     assert payload["flops_crossover_length"] == model.crossover_length()
     assert payload["crossover_length"] == expected.crossover_length()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import mmap
+import platform
 import signal
 import subprocess
 import sys
@@ -161,6 +162,31 @@ def test_a_closed_stdout_through_a_shell_pipe_prints_nothing(tmp_path: Path):
     assert result.stderr == ""
 
 
+#: The number of the read system call, where /proc/PID/syscall shows it.
+_READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())
+
+
+def _wait_until_reading_stdin(pid: int, timeout: float = 60.0) -> None:
+    """Until process ``pid`` is blocked reading its stdin (a read of file descriptor 0 in
+    /proc/PID/syscall), past its imports however loaded the machine is (a fixed 0.5 s pause
+    could land the signal before the command started). Where /proc does not say, 0.5 s."""
+    reading = [_READ_SYSCALL, "0x0"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/syscall", encoding="ascii") as syscall:
+                words = syscall.read().split()
+        except OSError:
+            words = None
+        if _READ_SYSCALL is None or words is None:
+            time.sleep(0.5)
+            return
+        if words[:2] == reading:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the command did not wait for stdin within {timeout} s")
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_while_reading_ends_with_one_line_and_130():
     # The child says when its imports are done, so the signal lands inside the command.
@@ -181,7 +207,7 @@ def test_ctrl_c_while_reading_ends_with_one_line_and_130():
     assert process.stderr.readline() == b"ready\n"
     process.stdin.write(b"1\n2\n3\n")
     process.stdin.flush()
-    time.sleep(0.5)  # the command is waiting for the rest of stdin
+    _wait_until_reading_stdin(process.pid)  # the command is waiting for the rest of stdin
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=CLI_TIMEOUT)
     assert process.returncode == cli.EXIT_INTERRUPTED

@@ -221,18 +221,32 @@ def test_fit_error_is_the_relative_error_of_the_fit():
 def test_describe_names_the_crossover_and_the_flops_crossover():
     rng = np.random.default_rng(5)
     batches = design(rng, 30)
-    # a = 2e-9 s/token, b = 1e-13 s/pair: b * (L + 1) / 2 >= a from L = 2a/b - 1 = 39,999.
-    cost = TimeCost.fit(batches, [true_time(b, (1e-3, 1e-5, 2e-9, 1e-13)) for b in batches])
-    assert cost.crossover_length() == 39_999
-    assert "from 39,999 tokens" in cost.describe()
+    # a = 2.000025e-9 s/token, b = 1e-13 s/pair: b * (L + 1) / 2 >= a from L + 1 >= 2a/b =
+    # 40,000.5, so from L = 40,000. The true crossover sits half a token from either integer
+    # boundary: a fitted b/a off by less than 1.25e-5 (0.5 / 40,000.5) relative still gives
+    # 40,000, and a fit to exact times is within 1e-9 (held below), whatever the CPU's
+    # BLAS rounds. (2e-9 put it on the boundary: 39,999 or 40,000 by the last bits.)
+    a, b = 2.000025e-9, 1e-13
+    cost = TimeCost.fit(batches, [true_time(x, (1e-3, 1e-5, a, b)) for x in batches])
+    fitted = cost.coefficients
+    assert fitted["per_pair"] / fitted["per_token"] == pytest.approx(b / a, rel=1e-9)
+    assert cost.crossover_length() == 40_000
+    assert "from 40,000 tokens" in cost.describe()
     with_model = TimeCost.fit(
-        batches, [true_time(b, (1e-3, 1e-5, 1e-15, 1e-15), MODEL) for b in batches], model=MODEL
+        batches, [true_time(x, (1e-3, 1e-5, 1e-15, 1e-15), MODEL) for x in batches], model=MODEL
     )
-    # Equal seconds per FLOP: the time crossover is the FLOPs crossover.
-    assert with_model.crossover_length() == MODEL.crossover_length()
-    assert (
-        f"by FLOPs (ModelCost): from {MODEL.crossover_length():,} tokens" in with_model.describe()
-    )
+    # Equal seconds per FLOP: the time crossover is the FLOPs crossover. It is not on a
+    # boundary either: attention / linear FLOPs per token is 1 + 5.6e-5 at MODEL's crossover
+    # (2,249) and 1 - 2.6e-4 one token below, so a fitted attention / linear coefficient
+    # within 1e-5 of 1 keeps it; the fit is within 1e-9.
+    crossing = MODEL.crossover_length()
+    for length, side in ((crossing, 1), (crossing - 1, -1)):
+        flops = MODEL.per_token(length)
+        assert side * (flops["attention"] / flops["linear"] - 1) > 1e-5, length
+    fitted = with_model.coefficients
+    assert fitted["attention"] / fitted["linear"] == pytest.approx(1.0, rel=1e-9)
+    assert with_model.crossover_length() == crossing
+    assert f"by FLOPs (ModelCost): from {crossing:,} tokens" in with_model.describe()
 
 
 # -- online updates ----------------------------------------------------------------------------

@@ -231,10 +231,10 @@ def _assert_ctrl_c_stops(call: str, delay: float, setup: str) -> None:
         timeout=60,
     )
     (second,) = rest
-    # The promise is ~100 ms (measured on an idle machine); the bound leaves room for a test
-    # machine whose cores are shared several times over, and still fails a call that ignores
-    # Ctrl-C to the end (several seconds at this size).
-    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    # The promise is ~100 ms (measured on an idle machine); 2 s of the child's own CPU time
+    # (a machine's load stretches only the wall-clock time) leaves room for a slow machine, and
+    # still fails a call that ignores Ctrl-C to the end (several seconds at this size).
+    helpers.assert_prompt(latency, 2.0)
     assert second == "[1, 0, 0, 1]"
 
 

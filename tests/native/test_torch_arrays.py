@@ -106,7 +106,7 @@ def test_ctrl_c_during_an_expanded_bfloat16_read_is_prompt():
         timeout=120,
     )
     (second,) = rest
-    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    helpers.assert_prompt(latency, 2.0)
     assert second == "[1, 0, 0, 1]"
 
 

@@ -50,8 +50,9 @@ def test_ctrl_c_stops_a_long_plan_promptly(delay):
         delay=delay,
         timeout=120,
     )
-    # The promise is ~100 ms; the bound leaves room for a machine shared several times over.
-    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    # The promise is ~100 ms; 2 s of the child's own CPU time (whatever the load) leaves room
+    # for a slow machine.
+    helpers.assert_prompt(latency, 2.0)
     assert rest == ["[[(4, [0, 1, 2, 3], [0])], [(4, [0, 1, 2, 3], [1])]]"]
 
 
@@ -76,7 +77,7 @@ def test_ctrl_c_stops_a_plan_over_a_million_ranks_promptly():
         delay=0.5,
         timeout=120,
     )
-    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    helpers.assert_prompt(latency, 2.0)
     assert rest == ["[[(4, [0, 1, 2, 3], [0])], [(4, [0, 1, 2, 3], [1])]]"]
 
 

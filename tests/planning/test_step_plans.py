@@ -372,7 +372,7 @@ def test_ctrl_c_stops_a_long_step_search_promptly():
         delay=1.5,
         timeout=300,
     )
-    assert latency < 2.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    helpers.assert_prompt(latency, 2.0)
     assert rest == ["[[[1], [0]]]"]
 
 
@@ -444,5 +444,5 @@ def test_ctrl_c_stops_a_pipeline_of_very_many_stages_while_its_stages_are_set_up
         delay=0.1,
         timeout=300,
     )
-    assert latency < 1.0, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    helpers.assert_prompt(latency, 1.0)
     assert rest == ["5.333333333333334"]
