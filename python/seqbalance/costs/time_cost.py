@@ -25,7 +25,6 @@ from ._time_fit import (
     check_second,
     check_seconds,
     crossover,
-    decay_of,
 )
 from ._time_online import FitState, add_in_order, fit_state, log_undetermined
 from ._time_saved import read_saved, saved_dict
@@ -155,14 +154,9 @@ class TimeCost:
         """Fit to synchronised measurements: micro-batches that ran in lockstep on several
         ranks and were timed together, so each time is the slowest member's (FSDP, ZeRO-3).
 
-        Each time goes to one member of its unit: first the one with the most tokens, then,
-        refitted, the one the fit predicts slowest (ties: the lowest rank), until an
-        attribution repeats or 20 rounds have run. The same rounds run from two more starts,
-        the member with the most causal pairs and the one with the most documents; the answer
-        is the start's last fit whose units, each predicted as its slowest member, are
-        nearest their times (the least root mean square relative error, weighted as the fit
-        weighs them; ties: the earlier start). So a fit consistent with its own wrong
-        attribution loses to one that another start finds.
+        Each time goes to one member of its unit: the one with the most tokens (or pairs, or
+        documents: three starts), refitted, the one predicted slowest (ties: the lowest rank),
+        until that repeats; the fit nearest the times, bettered by one-unit moves, is the answer.
 
         Args:
             units: a sequence of units, each a sequence over ranks of the document lengths that
@@ -175,10 +169,8 @@ class TimeCost:
             The fitted `TimeCost`.
 
         Raises:
-            ValueError, TypeError: what `fit` refuses (naming ``units`` and ``seconds``; an
-                attribution that cannot tell the coefficients apart only when every start
-                meets one), a unit with no document on any rank, or a length that is not
-                positive.
+            ValueError, TypeError: what `fit` refuses (naming ``units`` and ``seconds``; in
+                every start), a unit with no document on any rank, or a length not positive.
 
         Example:
             >>> def took(batch):  # 1 ms a micro-batch, 10 us a document, 1 us a token
@@ -201,8 +193,7 @@ class TimeCost:
             cost = cls._new(*fitted, half)
             return cost, cost._state.coefficients()
 
-        weights = decay_of(half) ** np.arange(len(times) - 1, -1, -1, dtype=np.float64)
-        cost: TimeCost = attribute_and_fit(Members(checked, features), fit, times, weights)
+        cost: TimeCost = attribute_and_fit(Members(checked, features), fit, times, half)
         warn(poor_fit(cost.fit_error))
         return cost
 
