@@ -16,6 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from seqbalance import ModelCost, TimeCost
+from seqbalance.costs import _time_online
 from seqbalance.costs._time_online import OUT_OF_PROPORTION
 
 DATA = Path(__file__).parent / "data"
@@ -539,11 +540,15 @@ def test_every_state_round_trips_and_update_many_is_the_loop_of_update(seed, hal
         same_cost(loaded, reference)
 
 
+@pytest.mark.parametrize("chunk", [None, 7])
 @pytest.mark.parametrize("zero", [None, 1])
-def test_update_many_of_more_than_100_holds_what_a_loop_of_update_holds(zero):
+def test_update_many_of_more_than_100_holds_what_a_loop_of_update_holds(zero, chunk, monkeypatch):
     # Adversarial finding: update_many took the micro-batches before its last 100 in one
     # addition, held against the cost before all of them, so it kept other values than a loop
-    # of update for a combination the data stopped determining partway through.
+    # of update for a combination the data stopped determining partway through. (chunk=7: the
+    # state carried from one pass of FitState.add to the next, every few observations.)
+    if chunk is not None:
+        monkeypatch.setattr(_time_online, "CHUNK", chunk)
     rng = np.random.default_rng(11)
     truth = list(TRUTH)
     if zero is not None:
@@ -551,7 +556,7 @@ def test_update_many_of_more_than_100_holds_what_a_loop_of_update_holds(zero):
     first = design(rng, 24)
     looped = TimeCost.fit(first, noisy(rng, first, 0.05), half_life=2)
     at_once = pickle.loads(pickle.dumps(looped))
-    singles = segment(rng, "singles", 400)
+    singles = [*segment(rng, "singles", 300), *design(rng, 3), *segment(rng, "singles", 300)]
     times = [took(b, truth) * (1 + rng.uniform(-0.05, 0.05)) for b in singles]
     for batch, time in zip(singles, times, strict=True):
         looped.update(batch, time)
