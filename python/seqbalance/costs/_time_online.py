@@ -352,8 +352,8 @@ def add_in_order(
     """``state`` with measured micro-batches (their `Features.rows`) added in order, each
     predicted by the state just before it is added; ``label.format(i)`` names time ``i``.
 
-    Only the last `RECENT` predictions are kept, so the others go in at once, unpredicted:
-    the same factor and the same ``recent`` as one at a time, in bounded time.
+    Only the last `RECENT` predictions are kept, so the others go in through one
+    `FitState.add`, unpredicted: the same state as one at a time, in bounded time.
     """
     head = max(len(times) - RECENT, 0)
     if head:

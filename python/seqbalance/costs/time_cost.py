@@ -224,9 +224,9 @@ class TimeCost:
     def update_many(self, micro_batches: Any, seconds: Any) -> TimeCost:
         """`update` with several measured micro-batches, in order; returns ``self``.
 
-        All are checked before any is added: one bad observation refuses them all. Each is
-        predicted by the cost as it stood just before that observation was added, as a loop of
-        `update` would (``fit_error["recent"]``).
+        All are checked before any is added: one bad observation refuses them all. Otherwise it
+        leaves the cost exactly as a loop of `update` would, in every state (each predicted for
+        ``fit_error["recent"]``, judged and held by the cost as it stood just before it).
         """
         batches = check_micro_batches(micro_batches)
         times = check_seconds(seconds, len(batches))
