@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from seqbalance import (
     ModelCost,
+    SeqlenBalancedSampler,
     TimeCost,
     TimeCostWarning,
     group_balanced_partitions,
@@ -383,7 +384,31 @@ def _cost_source(tmp_path):
     return source
 
 
+class _Meta:
+    """The piece of a partition the seqlen-balanced sampler reads: each sample's length."""
+
+    def __init__(self, lengths):
+        self.meta = {i: {"total_lengths": value} for i, value in enumerate(lengths)}
+
+    def get_custom_meta(self, indexes):
+        return {i: self.meta[i] for i in indexes if i in self.meta}
+
+
+def _sample_past_the_range():
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2, cost=_fitted())
+    return sampler(
+        list(range(len(PAST))),
+        len(PAST) // 2,
+        task_name="t",
+        partition_id="p",
+        dp_rank=0,
+        batch_index=0,
+        partition=_Meta(PAST),
+    )
+
+
 CALLS = {
+    "SeqlenBalancedSampler": lambda tmp_path: _sample_past_the_range(),
     "calling the cost": lambda tmp_path: _fitted()(PAST),
     "predict": lambda tmp_path: _fitted().predict([PAST[:3]]),
     "fit": lambda tmp_path: TimeCost.fit(GRID, _noisy(0.5)),
