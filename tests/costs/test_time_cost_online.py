@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from seqbalance import ModelCost, TimeCost
+from seqbalance.costs import _time_online
 from seqbalance.costs._time_online import OUT_OF_PROPORTION
 
 DATA = Path(__file__).parent / "data"
@@ -466,3 +467,99 @@ def test_no_sequence_of_accepted_updates_leaves_a_coefficient_to_a_guess(
     probe = [[1], [100, 100], [5000] * 8, [30_000], [64_000, 1, 3], [700] * 40]
     assert cost.predict(probe) == pytest.approx([took(b, coefficients) for b in probe], rel=1e-4)
     assert ("undetermined" in cost.describe()) == bool(cost.undetermined)
+
+
+# -- every state saves, loads and updates as it ran; update_many is the loop of update ---------
+
+
+def segment(rng, kind, count):
+    """``count`` micro-batches of one kind: single documents (micro_batch and document are one
+    column), documents of one length (the length terms follow the count), one total (micro_batch
+    and per_token), or a mixed design that determines every coefficient."""
+    if kind == "singles":
+        return [[int(v)] for v in rng.integers(100, 30_000, count)]
+    if kind == "one length":
+        length = int(rng.integers(100, 5_000))
+        return [[length] * int(rng.integers(1, 9)) for _ in range(count)]
+    if kind == "one total":
+        return packing(rng, count)
+    return design(rng, count)
+
+
+def same_cost(copy, cost):
+    assert copy.coefficients == cost.coefficients
+    assert copy.undetermined == cost.undetermined
+    probe = [[1000] * 8, [30_000], [250] * 16, [4000, 12_000]]
+    assert copy.predict(probe).tolist() == cost.predict(probe).tolist()
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    half_life=st.sampled_from([2.0, 3.0]),
+    zero=st.sampled_from([None, 0, 1, 2, 3]),
+    plan=st.lists(
+        st.tuples(
+            st.sampled_from(["singles", "one length", "one total", "design"]),
+            st.integers(1, 160),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+@example(seed=1, half_life=2.0, zero=1, plan=[("singles", 160), ("design", 3), ("singles", 160)])
+@settings(max_examples=40)
+def test_every_state_round_trips_and_update_many_is_the_loop_of_update(seed, half_life, zero, plan):
+    # Adversarial findings: a cost holding an undetermined split with a coefficient at 0 saved
+    # but was refused by from_dict and pickle (its re-solve moved what the data determine), and
+    # update_many kept other values than a loop of update for what the data no longer determine
+    # (up to 92 % apart, 4.7 % in predictions).
+    rng = np.random.default_rng(seed)
+    truth = list(TRUTH)
+    if zero is not None:
+        truth[zero] = 0.0
+    first = design(rng, 24)
+    looped = TimeCost.fit(first, noisy(rng, first, 0.05), half_life=half_life)
+    at_once = pickle.loads(pickle.dumps(looped))
+    for kind, count in plan:
+        batches = segment(rng, kind, count)
+        times = [took(b, truth) * (1 + rng.uniform(-0.05, 0.05)) for b in batches]
+        for batch, time in zip(batches, times, strict=True):
+            looped.update(batch, time)
+        at_once.update_many(batches, times)
+        same_cost(at_once, looped)
+        assert at_once.fit_error == looped.fit_error
+        loaded = TimeCost.from_dict(json.loads(json.dumps(looped.to_dict())))
+        unpickled = pickle.loads(pickle.dumps(looped))
+        same_cost(loaded, looped)
+        same_cost(unpickled, looped)
+        # A loaded cost goes on as the live one does.
+        more = segment(rng, kind, 30)
+        more_times = [took(b, truth) for b in more]
+        loaded.update_many(more, more_times)
+        reference = pickle.loads(pickle.dumps(looped)).update_many(more, more_times)
+        same_cost(loaded, reference)
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+@pytest.mark.parametrize("zero", [None, 1])
+def test_update_many_of_more_than_100_holds_what_a_loop_of_update_holds(zero, chunk, monkeypatch):
+    # Adversarial finding: update_many took the micro-batches before its last 100 in one
+    # addition, held against the cost before all of them, so it kept other values than a loop
+    # of update for a combination the data stopped determining partway through. (chunk=7: the
+    # state carried from one pass of FitState.add to the next, every few observations.)
+    if chunk is not None:
+        monkeypatch.setattr(_time_online, "CHUNK", chunk)
+    rng = np.random.default_rng(11)
+    truth = list(TRUTH)
+    if zero is not None:
+        truth[zero] = 0.0
+    first = design(rng, 24)
+    looped = TimeCost.fit(first, noisy(rng, first, 0.05), half_life=2)
+    at_once = pickle.loads(pickle.dumps(looped))
+    singles = [*segment(rng, "singles", 300), *design(rng, 3), *segment(rng, "singles", 300)]
+    times = [took(b, truth) * (1 + rng.uniform(-0.05, 0.05)) for b in singles]
+    for batch, time in zip(singles, times, strict=True):
+        looped.update(batch, time)
+    at_once.update_many(singles, times)
+    assert looped.undetermined == ("micro_batch", "document")
+    same_cost(at_once, looped)

@@ -5,6 +5,7 @@ lengths warn that they extrapolate."""
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 import warnings
@@ -15,7 +16,20 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from seqbalance import ModelCost, TimeCost, TimeCostWarning, plan_micro_batches, profile
+from seqbalance import (
+    ModelCost,
+    SeqlenBalancedSampler,
+    TimeCost,
+    TimeCostWarning,
+    group_balanced_partitions,
+    karmarkar_karp,
+    plan_context_parallel,
+    plan_dp_micro_batches,
+    plan_micro_batches,
+    plan_packed_steps,
+    profile,
+    simulate_step,
+)
 from seqbalance.costs._time_trust import POOR_MEDIAN, POOR_P90, poor_fit
 from seqbalance.costs.profiling import default_grid
 
@@ -335,3 +349,104 @@ def test_a_cost_saved_before_the_range_was_recorded_loads_without_one():
     assert cost.fit_error["recent"] == saved["recent"]
     assert "measured range: not recorded" in cost.describe()
     assert cost.to_dict()["version"] == 3 and cost.to_dict()["measured_range"] is None
+
+
+# -- every warning points at the caller's line ---------------------------------------------------
+
+#: Lengths past the 4,096-token range of `_fitted()`, planned under a cap past it too.
+PAST = [9000, 1000, 3000, 700, 5000, 200, 16_000, 2500]
+
+
+def _poor() -> TimeCost:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimeCostWarning)
+        return TimeCost.fit(GRID, _noisy(0.5))
+
+
+def _profile_poorly() -> TimeCost:
+    rng = np.random.default_rng(2)
+    clock = [0.0]
+
+    def run(lengths):
+        clock[0] += per_document(lengths) * float(np.exp(rng.normal(0, 0.5)))
+
+    return profile(run, max_length=8192, timer=lambda: clock[0], repeats=1, warmup=0)
+
+
+def _cost_source(tmp_path):
+    # What install(cost=path) holds: a good cost first, then the file turns into a poor fit.
+    from seqbalance.integrations._costs import CostSource  # noqa: PLC0415  (the test's subject)
+
+    path = tmp_path / "time-cost.json"
+    path.write_text(json.dumps(_fitted().to_dict()))
+    source = CostSource(path=str(path))
+    path.write_text(json.dumps(_poor().to_dict()) + " " * 64)  # another size: a new file
+    return source
+
+
+class _Meta:
+    """The piece of a partition the seqlen-balanced sampler reads: each sample's length."""
+
+    def __init__(self, lengths):
+        self.meta = {i: {"total_lengths": value} for i, value in enumerate(lengths)}
+
+    def get_custom_meta(self, indexes):
+        return {i: self.meta[i] for i in indexes if i in self.meta}
+
+
+def _sample_past_the_range():
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2, cost=_fitted())
+    return sampler(
+        list(range(len(PAST))),
+        len(PAST) // 2,
+        task_name="t",
+        partition_id="p",
+        dp_rank=0,
+        batch_index=0,
+        partition=_Meta(PAST),
+    )
+
+
+CALLS = {
+    "SeqlenBalancedSampler": lambda tmp_path: _sample_past_the_range(),
+    "calling the cost": lambda tmp_path: _fitted()(PAST),
+    "predict": lambda tmp_path: _fitted().predict([PAST[:3]]),
+    "fit": lambda tmp_path: TimeCost.fit(GRID, _noisy(0.5)),
+    "fit_synchronized": lambda tmp_path: TimeCost.fit_synchronized(
+        [[b, []] for b in GRID], _noisy(0.6, seed=4)
+    ),
+    "from_dict": lambda tmp_path: TimeCost.from_dict(_poor().to_dict()),
+    "pickle": lambda tmp_path: pickle.loads(pickle.dumps(_poor())),
+    "profile": lambda tmp_path: _profile_poorly(),
+    "plan_micro_batches": lambda tmp_path: plan_micro_batches(PAST, 32_768, cost=_fitted()),
+    "plan_dp_micro_batches": lambda tmp_path: plan_dp_micro_batches(
+        PAST, 2, 32_768, cost=_fitted()
+    ),
+    "plan_dp_micro_batches, micro_batch sync": lambda tmp_path: plan_dp_micro_batches(
+        PAST, 2, 32_768, cost=_fitted(), sync="micro_batch"
+    ),
+    "plan_packed_steps": lambda tmp_path: plan_packed_steps(PAST, 2, 1, 32_768, cost=_fitted()),
+    "plan_context_parallel": lambda tmp_path: plan_context_parallel(
+        PAST, 4, 32_768, cost=_fitted()
+    ),
+    "simulate_step": lambda tmp_path: simulate_step(
+        [[[0, 1, 2, 3]], [[4, 5, 6, 7]]], PAST, cost=_fitted()
+    ),
+    "karmarkar_karp": lambda tmp_path: karmarkar_karp(PAST, 2, False, cost=_fitted()),
+    "group_balanced_partitions": lambda tmp_path: group_balanced_partitions(
+        PAST, [0, 0, 1, 1, 2, 2, 3, 3], 2, cost=_fitted()
+    ),
+    "install(cost=path), reloaded": lambda tmp_path: _cost_source(tmp_path).current(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_time_cost_warning_points_at_the_callers_line(name, tmp_path):
+    # Adversarial finding: a planner given a TimeCost warned with a line inside the library
+    # (seqbalance/planning/micro_batches.py), not the caller's.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        CALLS[name](tmp_path)
+    ours = [w for w in caught if issubclass(w.category, TimeCostWarning)]
+    assert ours, f"{name} did not warn"
+    assert {w.filename for w in ours} == {__file__}, [(w.filename, w.lineno) for w in ours]

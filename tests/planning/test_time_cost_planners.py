@@ -12,7 +12,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from seqbalance import (
@@ -50,10 +50,11 @@ def test_partitioners_take_its_seconds(lengths, k):
 
 
 @given(lengths=lengths_strategy, multiple=st.sampled_from([1, 2]), pad=st.sampled_from([1, 64]))
+@example(lengths=[1] * 8, multiple=1, pad=64)
 def test_micro_batch_planners_balance_by_it(lengths, multiple, pad):
-    cap = max(lengths) * 2
     keywords = dict(num_micro_batches_multiple=multiple, pad_to_multiple_of=pad)
     padded = -(-np.array(lengths) // pad) * pad
+    cap = int(padded.max()) * 2  # the padded lengths must fit (eight 1s padded to 64: cap 128)
     explicit = COST(padded)
     with_cost = plan_micro_batches(lengths, cap, cost=COST, **keywords)
     assert with_cost == plan_micro_batches(lengths, cap, cost=explicit, **keywords)

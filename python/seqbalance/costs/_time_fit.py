@@ -302,7 +302,15 @@ def check_separated(
 
 def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.ndarray:
     """``factor`` with more rows (weight 1 each), every earlier weight times ``decay`` as each
-    row comes; a new array.
+    row comes; a new array (the last of `add_rows_each`)."""
+    if not rows:
+        return factor.copy()
+    return add_rows_each(factor, rows, decay)[-1]
+
+
+def add_rows_each(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.ndarray:
+    """The factors that adding ``rows`` passes through (weight 1 each, every earlier weight
+    times ``decay`` as each row comes): ``result[i]`` is ``factor`` with ``rows[: i + 1]`` added.
 
     One Givens rotation per column and row: O(p**2) arithmetic per row on plain floats (a 5 x 5
     factor is faster as Python lists than through NumPy calls), no allocation that grows.
@@ -310,7 +318,8 @@ def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.nd
     size = N_COEF + 1
     shrink = math.sqrt(decay)
     result = factor.tolist()
-    for row in rows:
+    factors = np.empty((len(rows), size, size), dtype=np.float64)
+    for index, row in enumerate(rows):
         if decay != 1.0:
             result = [[value * shrink for value in line] for line in result]
         extra = list(row)
@@ -326,7 +335,8 @@ def add_rows(factor: np.ndarray, rows: list[list[float]], decay: float) -> np.nd
                 top, bottom = pivot[i], extra[i]
                 pivot[i] = c * top + s * bottom
                 extra[i] = c * bottom - s * top
-    return np.array(result, dtype=np.float64)
+        factors[index] = result
+    return factors
 
 
 def weighted_rms(factor: np.ndarray, coefficients: np.ndarray, weight_sum: float) -> float:

@@ -1,10 +1,11 @@
 """The state a `seqbalance.TimeCost` holds, and what adding observations to it does.
 
 A `FitState` is the accumulated fit (the triangular factor of ``_time_fit``, its total weight
-and count), the last solution before the latest addition (the *anchor*), and the relative
-errors of the last `RECENT` predictions made before their observation was added. Adding
-observations returns a new state and leaves the old one as it was, so a refused observation,
-or one refused among many, changes nothing.
+and count), its solution, and the relative errors of the last `RECENT` predictions made before
+their observation was added. Adding observations returns a new state and leaves the old one as
+it was, so a refused observation, or one refused among many, changes nothing. Several
+observations are added as one at a time would add them, whatever their number: each is judged
+and held against the state just before it (`FitState.add`).
 
 What an addition accepts, a fit on the same observations accepts, with one difference the
 recency weighting forces. A time out of all proportion (``1e-20`` s beside milliseconds)
@@ -13,7 +14,8 @@ refuses it too, telling it from recency by what the same micro-batch would do at
 cost predicts for it, and only when it is more than `OUT_OF_PROPORTION` times shorter than
 that. When the weighted observations themselves no longer tell coefficients apart (a
 half-life that forgot the micro-batches which did), the state keeps, along each combination
-they no longer see, the value its last solution had, and says which coefficients
+they no longer see, the value its last solution had (``_time_solve.hold``: what they still
+determine is fitted first, then the nearest to the last solution), and says which coefficients
 (`FitState.undetermined`): a fit on those observations alone would refuse them, but a trainer's
 cost cannot stop learning what the observations still determine.
 """
@@ -26,8 +28,23 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._time_fit import Features, add_rows, check_separated, decay_of, factor_rows, weighted_rms
-from ._time_solve import Analysis, analyse, solve_nonnegative, unseparated
+from ._time_fit import (
+    Features,
+    add_rows,
+    add_rows_each,
+    check_separated,
+    decay_of,
+    factor_rows,
+    weighted_rms,
+)
+from ._time_solve import (
+    Analysis,
+    analyse,
+    analyse_many,
+    solve_nonnegative,
+    surely_determined,
+    unseparated,
+)
 from ._time_trust import Reach
 
 #: How many of the latest predictions ``fit_error["recent"]`` takes the median of.
@@ -37,6 +54,8 @@ RECENT = 100
 #: whether the factor it leaves counts as undetermined is decided by rounding at the
 #: threshold (``_time_solve.SEPARATED``): a time 0.72x its prediction was refused so under half_life=1.
 OUT_OF_PROPORTION = 100.0
+#: Observations added per pass of `FitState.add`: the factors after each are held at once.
+CHUNK = 1024
 
 
 class FitState:
@@ -49,10 +68,10 @@ class FitState:
         weight_sum: the total weight of the observations.
         observations: how many there were.
         recent: the relative errors of the latest predictions (at most `RECENT`, oldest first).
-        anchor: the solution before the latest addition, which undetermined combinations keep
-            (``None`` after a fit, which determines every coefficient).
-        solution: the solution, when known (a loaded cost's saved coefficients, as the fit
-            solves them: `Features.fit_rows` coordinates).
+        solution: the solution, when known, in `Features.fit_rows` coordinates: a loaded
+            cost's saved coefficients, or what an addition that left combinations undetermined
+            held them at (without one, the factor's best non-negative fit, which then
+            determines every coefficient).
         reach: the longest document and micro-batch the observations hold (``None``: not
             known, a cost saved before it was recorded).
     """
@@ -61,7 +80,6 @@ class FitState:
         "_analysis",
         "_solution",
         "_undetermined",
-        "anchor",
         "decay",
         "factor",
         "features",
@@ -79,7 +97,6 @@ class FitState:
         weight_sum: float,
         observations: int,
         recent: tuple[float, ...] = (),
-        anchor: np.ndarray | None = None,
         solution: np.ndarray | None = None,
         analysis: Analysis | None = None,
         reach: Reach | None = None,
@@ -90,7 +107,6 @@ class FitState:
         self.weight_sum = weight_sum
         self.observations = observations
         self.recent = recent[-RECENT:]
-        self.anchor = anchor
         self._solution = solution
         self._analysis = analysis
         self._undetermined: tuple[str, ...] | None = None
@@ -111,7 +127,6 @@ class FitState:
             self.weight_sum,
             self.observations,
             self.recent,
-            self.anchor,
             self._solution,
             self._analysis,
             widened,
@@ -129,7 +144,7 @@ class FitState:
         """The fitted coefficients in the fit's own coordinates (cached)."""
         if self._solution is None:
             self._solution = solve_nonnegative(
-                self.factor, self.features.active, self.anchor, self.analysis()
+                self.factor, self.features.active, analysis=self.analysis()
             )
         return self._solution
 
@@ -157,9 +172,23 @@ class FitState:
         """The median of `recent`, or ``None`` before the first prediction."""
         return float(np.median(self.recent)) if self.recent else None
 
-    def _grown(self, rows: np.ndarray, times: np.ndarray) -> np.ndarray | None:
-        """The factor with the relative-error rows of ``rows`` at ``times`` added, or ``None``
-        when they are beyond float64."""
+    def _grown(self, factor: np.ndarray, row: np.ndarray, time: float) -> np.ndarray | None:
+        """``factor`` with the relative-error row of ``row`` at ``time`` added, or ``None`` when
+        it is beyond float64."""
+        try:
+            augmented = [[value / time for value in row.tolist()] + [1.0]]
+            if not all(math.isfinite(value) for value in augmented[0]):
+                return None
+            grown = add_rows(factor, augmented, self.decay)
+        except OverflowError:
+            return None
+        return grown if np.isfinite(grown).all() else None
+
+    def _factors(
+        self, factor: np.ndarray, rows: np.ndarray, times: np.ndarray
+    ) -> np.ndarray | None:
+        """The factor after each of ``rows`` at ``times`` is added to ``factor`` (a stack), or
+        ``None`` when they are beyond float64."""
         try:
             # Plain floats: a handful of rows is faster so than through NumPy calls.
             augmented = [
@@ -168,10 +197,10 @@ class FitState:
             ]
             if not all(math.isfinite(value) for row in augmented for value in row):
                 return None
-            factor = add_rows(self.factor, augmented, self.decay)
+            factors = add_rows_each(factor, augmented, self.decay)
         except OverflowError:
             return None
-        return factor if np.isfinite(factor).all() else None
+        return factors if np.isfinite(factors).all() else None
 
     def add(
         self,
@@ -184,72 +213,105 @@ class FitState:
         """A new state with the micro-batches of ``rows`` (`Features.rows`) measured at
         ``times`` added in order; ``errors`` are the relative errors of their predictions.
 
-        Raises ``ValueError`` naming ``name`` (the micro-batches' argument) when float64
-        cannot hold them, or ``label(i)`` for the time ``i`` that is out of all proportion
-        (see the module docstring).
+        Each is added as on its own: after one that leaves combinations undetermined, they are
+        held at the solution just before it, and such an observation is judged for proportion
+        against the state just before it, so adding several at once and one at a time give
+        the same state. Raises ``ValueError`` naming ``name`` (the micro-batches' argument)
+        when float64 cannot hold them, or ``label(i)`` for the time ``i`` that is out of all
+        proportion (see the module docstring); then nothing was added.
         """
-        features = self.features
+        features, active = self.features, self.features.active
         fit = features.fit_rows(rows)
-        factor = self._grown(fit, times)
-        if factor is None:
-            # The row largest in the fit, compared as powers of ten (quotients overflow).
-            size = np.log10(np.abs(fit).max(axis=1)) - np.log10(times)
-            worst = int(np.argmax(size))
-            raise ValueError(
-                f"{name} is too far in scale from the fit to add in float64 (lengths near "
-                f"2**63 or times near 0: {label(worst)} = {float(times[worst])!r}); nothing "
-                "was changed"
-            )
-        before = self.solution()
-        analysis = analyse(factor, features.active)
-        if len(analysis.null):
-            self._refuse_out_of_proportion(fit, times, analysis, factor, label)
-        count = len(times)
-        decay = self.decay
-        added = float(count) if decay == 1.0 else sum(decay**i for i in range(count))
+        factor, solution, analysis = self.factor, self._solution, self._analysis
+        before: FitState | None = self
+        for start in range(0, len(times), CHUNK):
+            stop = min(start + CHUNK, len(times))
+            factors = self._factors(factor, fit[start:stop], times[start:stop])
+            if factors is None:
+                self._refuse_beyond_float64(fit, times, name, label)
+            sure = surely_determined(factors, active)
+            unsure = np.flatnonzero(~sure)
+            found = dict(zip(unsure.tolist(), analyse_many(factors[unsure], active), strict=True))
+            for i in range(stop - start):
+                after = found.get(i)
+                if after is None or not len(after.null):
+                    # Determined: the factor alone gives the solution, when it is asked for.
+                    factor, solution, analysis = factors[i], None, after
+                    before = None
+                    continue
+                if solution is None:
+                    if before is not None:
+                        solution = before.solution()
+                    else:
+                        solution = solve_nonnegative(factor, active, analysis=analysis)
+                at = start + i
+                self._refuse_out_of_proportion(
+                    factor, solution, fit[at], float(times[at]), after, factors[i], label(at)
+                )
+                solution = solve_nonnegative(factors[i], active, solution, after)
+                factor, analysis, before = factors[i], after, None
+        # One observation at a time, as on its own: the same rounding however they come.
+        weight_sum, decay = self.weight_sum, self.decay
+        for _ in range(len(times)):
+            weight_sum = weight_sum * decay + 1.0
         return FitState(
             features,
             decay,
             factor,
-            self.weight_sum * decay**count + added,
-            self.observations + count,
+            weight_sum,
+            self.observations + len(times),
             self.recent + tuple(errors),
-            anchor=before,
+            solution=solution,
             analysis=analysis,
             reach=self.reach,
         )
 
+    def _refuse_beyond_float64(
+        self, fit: np.ndarray, times: np.ndarray, name: str, label: Callable[[int], str]
+    ) -> None:
+        # The row largest in the fit, compared as powers of ten (quotients overflow).
+        with np.errstate(divide="ignore"):
+            size = np.log10(np.abs(fit).max(axis=1)) - np.log10(times)
+        worst = int(np.argmax(size))
+        raise ValueError(
+            f"{name} is too far in scale from the fit to add in float64 (lengths near "
+            f"2**63 or times near 0: {label(worst)} = {float(times[worst])!r}); nothing "
+            "was changed"
+        )
+
     def _refuse_out_of_proportion(
         self,
-        fit: np.ndarray,
-        times: np.ndarray,
-        analysis: Analysis,
         factor: np.ndarray,
-        label: Callable[[int], str],
+        solution: np.ndarray,
+        row: np.ndarray,
+        time: float,
+        analysis: Analysis,
+        grown: np.ndarray,
+        label: str,
     ) -> None:
-        """Refuse the addition when the same micro-batches, at the times this cost predicts for
-        them, would leave fewer combinations undetermined: then it is a time that drowns the
-        others, not the recency weighting, that cannot be told apart."""
-        predicted = fit @ self.solution()
-        usable = np.isfinite(predicted) & (predicted > 0)
-        fair = np.where(usable, predicted, times)
-        grown = self._grown(fit, fair)
-        if grown is None or len(analyse(grown, self.features.active).null) >= len(analysis.null):
+        """Refuse adding ``row`` at ``time`` to ``factor`` (whose solution is ``solution``; the
+        result ``grown`` leaves ``analysis.null`` undetermined) when the same micro-batch, at
+        the time that solution predicts for it, would leave fewer combinations undetermined:
+        then it is a time that drowns the others, not the recency weighting, that cannot be
+        told apart."""
+        predicted = float(row @ solution)
+        if not (math.isfinite(predicted) and predicted > 0):
             return
-        with np.errstate(divide="ignore", over="ignore"):
-            ratio = np.where(usable, fair / times, 1.0)
-        worst = int(np.argmax(ratio))
+        ratio = predicted / time
         # A time exactly OUT_OF_PROPORTION times shorter is within it: the prediction here and
         # the one a caller scaled may differ in the last bits, so the bound has a hair of room.
-        if not ratio[worst] > OUT_OF_PROPORTION * (1 + 1e-9):
+        if not ratio > OUT_OF_PROPORTION * (1 + 1e-9):
             return  # within proportion: the recency weighting, held as undetermined
+        fair = self._grown(factor, row, predicted)
+        if fair is None or len(analyse(fair, self.features.active).null) >= len(analysis.null):
+            return
         features = self.features
-        tied = ", ".join(unseparated(factor, features.names, features.active, analysis))
+        tied = ", ".join(unseparated(grown, features.names, features.active, analysis))
         raise ValueError(
-            f"{label(worst)} = {float(times[worst])!r} is out of all proportion to the times "
-            f"this cost has seen: it predicts {float(predicted[worst]):.4g} s for that "
+            f"{label} = {time!r} is out of all proportion to the times "
+            f"this cost has seen: it predicts {predicted:.4g} s for that "
             "micro-batch, the relative-error fit would weigh it about "
-            f"1e{2 * math.log10(max(float(ratio[worst]), 1.0)):.0f} times as much, and beside it "
+            f"1e{2 * math.log10(max(ratio, 1.0)):.0f} times as much, and beside it "
             f"the others cannot tell apart {tied} (TimeCost.fit refuses it too). Nothing was "
             "changed; check that measurement"
         )
@@ -290,8 +352,8 @@ def add_in_order(
     """``state`` with measured micro-batches (their `Features.rows`) added in order, each
     predicted by the state just before it is added; ``label.format(i)`` names time ``i``.
 
-    Only the last `RECENT` predictions are kept, so the others go in at once, unpredicted:
-    the same factor and the same ``recent`` as one at a time, in bounded time.
+    Only the last `RECENT` predictions are kept, so the others go in through one
+    `FitState.add`, unpredicted: the same state as one at a time, in bounded time.
     """
     head = max(len(times) - RECENT, 0)
     if head:

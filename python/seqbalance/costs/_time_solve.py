@@ -61,20 +61,85 @@ class Analysis(NamedTuple):
     null: np.ndarray
     #: The largest singular value of the scaled block.
     largest: float
+    #: The singular values of the scaled block, largest first.
+    singular: np.ndarray
+    #: Its left singular vectors (``N_COEF x len(active)``, one per column).
+    left: np.ndarray
+    #: Its right singular vectors, one per row (``len(active) x len(active)``).
+    rotation: np.ndarray
+
+
+def _block_norms(blocks: np.ndarray) -> np.ndarray:
+    """`column_norms` of each ``N_COEF``-row block of a stack, computed element by element so
+    that a block's norms are the same whatever the stack it is in."""
+    with np.errstate(over="ignore"):
+        squares = blocks * blocks
+        norms = np.sqrt(squares[:, 0] + squares[:, 1] + squares[:, 2] + squares[:, 3])
+    beyond = ~np.isfinite(norms)
+    if beyond.any():
+        largest = np.abs(blocks).max(axis=1)
+        largest[largest == 0.0] = 1.0
+        ratios = np.square(blocks / largest[:, None, :])
+        exact = largest * np.sqrt(ratios[:, 0] + ratios[:, 1] + ratios[:, 2] + ratios[:, 3])
+        norms[beyond] = exact[beyond]
+    norms[norms == 0.0] = 1.0
+    return norms
+
+
+def analyse_many(factors: np.ndarray, active: tuple[int, ...] = ALL_ACTIVE) -> list[Analysis]:
+    """`analyse` of every factor of a finite ``n x (N_COEF + 1) x (N_COEF + 1)`` stack, in one
+    pass: each answer is the one `analyse` gives for that factor alone."""
+    blocks = factors[:, :N_COEF, :N_COEF][:, :, list(active)]
+    norms = _block_norms(blocks)
+    left, singular, rotation = np.linalg.svd(blocks / norms[:, None, :], full_matrices=False)
+    found = []
+    for i in range(len(factors)):
+        largest = float(singular[i, 0])
+        if largest == 0.0:
+            null = np.eye(len(active))
+        else:
+            null = np.asarray(rotation[i][singular[i] <= SEPARATED * largest])
+        found.append(Analysis(norms[i], null, largest, singular[i], left[i], rotation[i]))
+    return found
 
 
 def analyse(factor: np.ndarray, active: tuple[int, ...] = ALL_ACTIVE) -> Analysis:
     """The column norms of ``factor``'s active block and the directions it leaves
     undetermined. A factor that is not finite, or all zero, determines nothing."""
-    matrix = factor[:N_COEF, :N_COEF][:, list(active)]
-    if not np.isfinite(matrix).all():
-        return Analysis(np.ones(len(active)), np.eye(len(active)), 0.0)
-    norms = column_norms(matrix)
-    _, singular, rotation = np.linalg.svd(matrix / norms)
-    largest = float(singular[0])
-    if largest == 0.0:
-        return Analysis(norms, np.eye(len(active)), 0.0)
-    return Analysis(norms, np.asarray(rotation[singular <= SEPARATED * largest]), largest)
+    if not np.isfinite(factor[:N_COEF, :N_COEF]).all():
+        size = len(active)
+        zeros = np.zeros(size)
+        return Analysis(
+            np.ones(size), np.eye(size), 0.0, zeros, np.zeros((N_COEF, size)), np.eye(size)
+        )
+    return analyse_many(factor[None], active)[0]
+
+
+def surely_determined(factors: np.ndarray, active: tuple[int, ...] = ALL_ACTIVE) -> np.ndarray:
+    """Per factor of a stack, whether its scaled active block is so far from undetermined that
+    `analyse` would find every coefficient determined, without a singular value decomposition
+    (``False``: not known, ask `analyse`).
+
+    The active columns are the first ones, so the block is upper triangular; its smallest
+    singular value is at least ``1 / |T^-1|_F`` and its largest at most ``|T|_F``, so a ratio of
+    these bounds above 4 x `SEPARATED` leaves the decomposition's ratio above `SEPARATED`."""
+    size = len(active)
+    blocks = factors[:, :N_COEF, :N_COEF][:, :, list(active)]
+    with np.errstate(all="ignore"):
+        scaled = blocks / _block_norms(blocks)[:, None, :]
+        inverse = np.zeros((len(factors), size, size))
+        for j in range(size):
+            inverse[:, j, j] = 1.0 / scaled[:, j, j]
+            for i in range(j - 1, -1, -1):
+                total = np.zeros(len(factors))
+                for k in range(i + 1, j + 1):
+                    total = total + scaled[:, i, k] * inverse[:, k, j]
+                inverse[:, i, j] = -total / scaled[:, i, i]
+        squares = np.square(scaled)
+        size_of = np.sqrt(squares.reshape(len(factors), -1).sum(axis=1))
+        size_of_inverse = np.sqrt(np.square(inverse).reshape(len(factors), -1).sum(axis=1))
+        bound = 1.0 / (size_of * size_of_inverse)
+    return np.isfinite(bound) & (bound > 4 * SEPARATED)
 
 
 def unseparated(
@@ -111,39 +176,96 @@ def solve_nonnegative(
     unconstrained optimum on its own support, so the best non-negative candidate among the
     unconstrained solutions on every subset of coefficients (at most 16) is the answer.
 
-    ``anchor`` (the previous solution): along each undetermined direction the answer takes the
-    anchor's value, through rows ``s * v`` with target ``s * v . anchor`` added to the problem
-    (``v`` the direction, ``s`` the largest singular value). The observations do not see those
-    directions, so the rows change nothing they determine; they only stop least squares from
-    inventing the rest.
+    ``anchor`` (the previous solution), when the factor leaves directions undetermined: the
+    answer is `hold`'s, the best fit along what the observations determine and, among the
+    non-negative coefficients that fit that well, the nearest to the anchor.
     """
     columns = list(active)
     found = analysis or analyse(factor, active)
-    scaled = factor[:N_COEF, :N_COEF][:, columns] / found.norms
-    target = factor[:N_COEF, N_COEF]
     if anchor is not None and found.null.size:
-        weight = found.largest or 1.0
-        scaled = np.vstack([scaled, weight * found.null])
-        held = weight * (found.null @ (anchor[columns] * found.norms))
-        target = np.concatenate([target, held])
-    size = len(columns)
-    best, best_error = np.zeros(size), float(target @ target)
-    full = _subset_solution(scaled, target, tuple(range(size)))
-    if full is not None and (full >= 0).all():
-        best = full
-    else:
-        for count in range(1, size):
-            for subset in combinations(range(size), count):
-                candidate = _subset_solution(scaled, target, subset)
-                if candidate is None or (candidate < 0).any():
-                    continue
-                residual = scaled @ candidate - target
-                error = float(residual @ residual)
-                if error < best_error:
-                    best, best_error = candidate, error
+        return hold(factor, active, anchor, found)
+    scaled = factor[:N_COEF, :N_COEF][:, columns] / found.norms
     solution = np.zeros(N_COEF)
-    solution[columns] = best / found.norms
+    solution[columns] = _nonnegative_fit(scaled, factor[:N_COEF, N_COEF]) / found.norms
     return solution
+
+
+def _nonnegative_fit(matrix: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The ``x >= 0`` minimising ``|matrix x - target|``, by the subsets of its columns."""
+    size = matrix.shape[1]
+    best, best_error = np.zeros(size), float(target @ target)
+    full = _subset_solution(matrix, target, tuple(range(size)))
+    if full is not None and (full >= 0).all():
+        return full
+    for count in range(1, size):
+        for subset in combinations(range(size), count):
+            candidate = _subset_solution(matrix, target, subset)
+            if candidate is None or (candidate < 0).any():
+                continue
+            residual = matrix @ candidate - target
+            error = float(residual @ residual)
+            if error < best_error:
+                best, best_error = candidate, error
+    return best
+
+
+def hold(
+    factor: np.ndarray, active: tuple[int, ...], anchor: np.ndarray, found: Analysis
+) -> np.ndarray:
+    """The coefficients of a factor that leaves directions undetermined, holding them at the
+    ``anchor``'s (the previous solution) in two stages, in the scaled coordinates ``z``:
+
+    1. the best non-negative fit along the directions the factor determines (its singular
+       vectors above `SEPARATED`): every such fit has the same determined part ``y``;
+    2. among the non-negative ``z`` with that determined part, the nearest to the anchor.
+
+    So what the observations determine is never traded for the anchor (a coefficient held at
+    0 included), and a solution is its own anchor: ``hold(f, a, hold(f, a', ...)) ==
+    hold(f, a', ...)``, which is how a saved cost's coefficients are checked against its
+    factor. Without a coefficient at 0 the answer is the anchor's projection on the fits,
+    in closed form."""
+    columns = list(active)
+    determined = found.singular > SEPARATED * found.largest
+    rotation = found.rotation
+    kept, free = rotation[determined], rotation[~determined]
+    target = found.left[:, determined].T @ factor[:N_COEF, N_COEF]
+    point = anchor[columns] * found.norms
+    along = target / found.singular[determined]
+    scaled = kept.T @ along + free.T @ (free @ point)
+    if not (scaled >= 0).all():
+        # 1: the determined part of the best non-negative fit; 2: the nearest to the anchor.
+        fitted = _nonnegative_fit(found.singular[determined, None] * kept, target)
+        along = kept @ fitted
+        scaled = _nearest(kept.T @ along, free, free @ point, fitted)
+    solution = np.zeros(N_COEF)
+    solution[columns] = scaled / found.norms
+    return solution
+
+
+def _nearest(base: np.ndarray, free: np.ndarray, goal: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """``base + free.T @ w >= 0`` for the ``w`` nearest to ``goal`` (``known``, a point of
+    that set, is the fallback): the nearest point of a small polytope, by its faces."""
+    scale = max(float(np.abs(base).max(initial=0.0)), float(np.abs(known).max(initial=0.0)))
+    slack = 1e-12 * scale
+    spread = free.T  # one row per coefficient: how w moves it
+    best, best_distance = free @ known, float(np.sum(np.square(free @ known - goal)))
+    for count in range(0, len(goal) + 1):
+        for subset in combinations(range(len(base)), count):
+            rows = list(subset)
+            if rows:
+                face = spread[rows]
+                step, *_ = np.linalg.lstsq(face, -base[rows] - face @ goal, rcond=1e-13)
+                candidate = goal + step
+                if np.abs(face @ candidate + base[rows]).max() > slack:
+                    continue
+            else:
+                candidate = goal
+            if (base + spread @ candidate < -slack).any():
+                continue
+            distance = float(np.sum(np.square(candidate - goal)))
+            if distance < best_distance:
+                best, best_distance = candidate, distance
+    return np.maximum(base + spread @ best, 0.0)
 
 
 def _subset_solution(

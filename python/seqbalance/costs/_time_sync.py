@@ -9,17 +9,21 @@ time is attributed to one member, the one the cost predicts slowest (`Members.ch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
 
 from .._inputs import _describe, as_int64_array
-from ._time_fit import Features, check_tokens
+from ._time_fit import Features, check_tokens, decay_of
 from ._time_online import FitState, constant, relative_error
 
 #: The most rounds of attribute-and-fit `TimeCost.fit_synchronized` runs.
 MAX_ROUNDS = 20
+#: After the starts, how many units' runner-up members `attribute_and_fit` tries per pass, and
+#: how many passes at most.
+AMBIGUOUS, MAX_PASSES = 32, 8
 
 
 def check_member(values: Any, name: str) -> np.ndarray:
@@ -138,17 +142,110 @@ def add_synchronized(
     return state
 
 
-def attribute_and_fit(members: Members, fit: Callable[[np.ndarray], tuple[Any, np.ndarray]]) -> Any:
-    """`TimeCost.fit_synchronized`'s rounds: attribute each unit to its member with the most
-    tokens, fit (``fit(rows)`` returns the cost and its coefficients), attribute each to the
-    member the fit predicts slowest, and again until an attribution repeats an earlier one or
-    `MAX_ROUNDS` fits have run; the last fit is the answer."""
-    chosen = members.choose(members.tokens)
-    seen = {chosen.tobytes()}
-    for _ in range(MAX_ROUNDS):
-        cost, coefficients = fit(members.rows[chosen])
-        chosen = members.choose(members.rows @ coefficients)
-        if chosen.tobytes() in seen:
+#: The starting attributions of `TimeCost.fit_synchronized`, in order: each unit's member with
+#: the most tokens, the most causal pairs (the attention term), the most documents.
+STARTS = ("tokens", "pairs", "documents")
+
+
+def synchronized_error(
+    members: Members, coefficients: np.ndarray, times: np.ndarray, weights: np.ndarray
+) -> float:
+    """The weighted root mean square relative error of ``coefficients`` on synchronised units:
+    each unit predicted as its slowest member (what the lockstep time is), whatever member an
+    attribution gave it, weighted as the fit weighs the units."""
+    predicted = np.maximum.reduceat(members.rows @ coefficients, members.starts)
+    with np.errstate(over="ignore", invalid="ignore"):
+        squared = float(weights @ np.square(predicted / times - 1.0))
+    return math.sqrt(squared / float(weights.sum())) if math.isfinite(squared) else math.inf
+
+
+def start_scores(members: Members, start: str) -> np.ndarray:
+    """The score each member is first attributed by (the highest in its unit is chosen)."""
+    if start == "tokens":
+        return members.tokens
+    if start == "pairs":
+        return members.rows[:, 3]
+    # The most documents; among as many, the most tokens (a fraction below 1).
+    return members.rows[:, 1] + members.tokens / (float(members.tokens.max()) + 1.0)
+
+
+def runner_ups(members: Members, coefficients: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """``(unit, member)``: for the (at most ``limit``) units whose runner-up member comes
+    nearest their slowest by ``coefficients`` (ties: the earlier unit), that runner-up (the
+    highest of the others; ties: the lowest rank)."""
+    predicted = members.rows @ coefficients
+    found = []
+    spans = zip(members.starts.tolist(), members.counts.tolist(), strict=True)
+    for unit, (start, count) in enumerate(spans):
+        if count < 2:
+            continue
+        order = np.argsort(-predicted[start : start + count], kind="stable")
+        top, second = predicted[start + order[0]], predicted[start + order[1]]
+        closeness = float(second / top) if top > 0 else 1.0
+        found.append((-closeness, unit, start + int(order[1])))
+    found.sort()
+    return [(unit, member) for _, unit, member in found[:limit]]
+
+
+def attribute_and_fit(
+    members: Members,
+    fit: Callable[[np.ndarray], tuple[Any, np.ndarray]],
+    times: np.ndarray,
+    half_life: float | None,
+) -> Any:
+    """`TimeCost.fit_synchronized`'s rule.
+
+    *Rounds* from an attribution (one member per unit): fit it (``fit(rows)`` returns the cost
+    and its coefficients), attribute each unit to the member the fit predicts slowest (ties:
+    the lowest rank), and again until an attribution repeats an earlier one of these rounds or
+    `MAX_ROUNDS` fits have run; their answer is the last fit, judged by `synchronized_error`.
+    Rounds run from each of the `STARTS` (each unit's member with the highest start score;
+    ties: the lowest rank); the best answer (ties: the earlier start) is then improved: the
+    rounds run from its attribution with one unit moved to its runner-up member, for the
+    `AMBIGUOUS` units whose runner-up comes nearest, and the best of those that beats it is
+    taken, until none does (at most `MAX_PASSES` times). So a fit consistent with its own wrong
+    attribution loses to the one a start or a move finds. Rounds that meet an attribution the
+    fit refuses give no answer; when no start gives one, the first start's refusal is raised.
+    ``times`` are the units' times, weighed by ``half_life``.
+    """
+    weights = decay_of(half_life) ** np.arange(len(times) - 1, -1, -1, dtype=np.float64)
+
+    def rounds(chosen: np.ndarray) -> tuple[float, Any, np.ndarray]:
+        seen = {chosen.tobytes()}
+        for _ in range(MAX_ROUNDS):
+            cost, coefficients = fit(members.rows[chosen])
+            chosen = members.choose(members.rows @ coefficients)
+            if chosen.tobytes() in seen:
+                break
+            seen.add(chosen.tobytes())
+        return synchronized_error(members, coefficients, times, weights), cost, coefficients
+
+    best: tuple[float, Any, np.ndarray] | None = None
+    refusal: ValueError | None = None
+    for start in STARTS:
+        try:
+            answer = rounds(members.choose(start_scores(members, start)))
+        except ValueError as exc:
+            refusal = refusal or exc
+            continue
+        if best is None or answer[0] < best[0]:
+            best = answer
+    if best is None:
+        assert refusal is not None
+        raise refusal
+    for _ in range(MAX_PASSES):
+        chosen = members.choose(members.rows @ best[2])
+        improved = None
+        for unit, member in runner_ups(members, best[2], AMBIGUOUS):
+            moved = chosen.copy()
+            moved[unit] = member
+            try:
+                answer = rounds(moved)
+            except ValueError:
+                continue
+            if answer[0] < (best if improved is None else improved)[0]:
+                improved = answer
+        if improved is None:
             break
-        seen.add(chosen.tobytes())
-    return cost
+        best = improved
+    return best[1]

@@ -23,6 +23,8 @@ Three rules, each held by a test:
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -181,8 +183,33 @@ def check_attention_apart(
     )
 
 
-def warn(message: str | None, stacklevel: int = 3) -> None:
-    """Warn ``message`` as a `TimeCostWarning` (nothing for ``None``); ``stacklevel`` counts
-    from the caller of this function's caller, as `warnings.warn` does from its own."""
+#: Where the library's own code lives (as imported, and absolute): a frame there is not the
+#: caller's line a warning should point at.
+_PACKAGE = os.path.dirname(os.path.dirname(__file__))
+_INSIDE = tuple(sorted({os.path.join(_PACKAGE, ""), os.path.join(os.path.abspath(_PACKAGE), "")}))
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` at which a `warnings.warn` made in the calling frame names the first
+    frame outside the seqbalance package: the user's line, however deep inside the library
+    (a planner calling the cost, a loader calling `TimeCost.from_dict`) the warning arose.
+    Frames of the import system are not counted, as `warnings.warn` does not count them."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_INSIDE):
+        frame = frame.f_back
+        while frame is not None and _importing(frame.f_code.co_filename):
+            frame = frame.f_back
+        level += 1
+    return level
+
+
+def _importing(filename: str) -> bool:
+    return "importlib" in filename and "_bootstrap" in filename
+
+
+def warn(message: str | None) -> None:
+    """Warn ``message`` as a `TimeCostWarning` (nothing for ``None``), pointing at the first
+    line outside seqbalance that led to it (`outside_stacklevel`)."""
     if message is not None:
-        warnings.warn(message, TimeCostWarning, stacklevel=stacklevel)
+        warnings.warn(message, TimeCostWarning, stacklevel=outside_stacklevel())

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._inputs import MAX_VALUE, _describe, as_float, show_number
 from ._time_fit import N_COEF, Features, check_micro_batches, factor_rows, unseparated
-from ._time_trust import poor_fit
+from ._time_trust import outside_stacklevel, poor_fit
 from .model import ModelCost
 from .time_cost import TimeCost, TimeCostWarning
 
@@ -177,7 +177,7 @@ def profile(
     if poor is not None:
         sys.stderr.write(f"warning: seqbalance.profile: {poor}\n")
         sys.stderr.flush()
-        warnings.warn(poor, TimeCostWarning, stacklevel=2)
+        warnings.warn(poor, TimeCostWarning, stacklevel=outside_stacklevel())
     return cost
 
 

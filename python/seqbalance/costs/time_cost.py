@@ -154,9 +154,9 @@ class TimeCost:
         """Fit to synchronised measurements: micro-batches that ran in lockstep on several
         ranks and were timed together, so each time is the slowest member's (FSDP, ZeRO-3).
 
-        Each time goes to one member of its unit: the one with the most tokens, then, refitted,
-        the one the fit predicts slowest (ties: the lowest rank), until an attribution repeats
-        or 20 rounds have run; the answer is the last fit.
+        Each time goes to one member of its unit: the one with the most tokens (or pairs, or
+        documents: three starts), refitted, the one predicted slowest (ties: the lowest rank),
+        until that repeats; the fit nearest the times, bettered by one-unit moves, is the answer.
 
         Args:
             units: a sequence of units, each a sequence over ranks of the document lengths that
@@ -169,8 +169,8 @@ class TimeCost:
             The fitted `TimeCost`.
 
         Raises:
-            ValueError, TypeError: what `fit` refuses (naming ``units`` and ``seconds``), a
-                unit with no document on any rank, or a length that is not positive.
+            ValueError, TypeError: what `fit` refuses (naming ``units`` and ``seconds``; in
+                every start), a unit with no document on any rank, or a length not positive.
 
         Example:
             >>> def took(batch):  # 1 ms a micro-batch, 10 us a document, 1 us a token
@@ -193,7 +193,7 @@ class TimeCost:
             cost = cls._new(*fitted, half)
             return cost, cost._state.coefficients()
 
-        cost: TimeCost = attribute_and_fit(Members(checked, features), fit)
+        cost: TimeCost = attribute_and_fit(Members(checked, features), fit, times, half)
         warn(poor_fit(cost.fit_error))
         return cost
 
@@ -224,9 +224,9 @@ class TimeCost:
     def update_many(self, micro_batches: Any, seconds: Any) -> TimeCost:
         """`update` with several measured micro-batches, in order; returns ``self``.
 
-        All are checked before any is added: one bad observation refuses them all. Each is
-        predicted by the cost as it stood just before that observation was added, as a loop of
-        `update` would (``fit_error["recent"]``).
+        All are checked before any is added: one bad observation refuses them all. Otherwise it
+        leaves the cost exactly as a loop of `update` would, in every state (each predicted for
+        ``fit_error["recent"]``, judged and held by the cost as it stood just before it).
         """
         batches = check_micro_batches(micro_batches)
         times = check_seconds(seconds, len(batches))

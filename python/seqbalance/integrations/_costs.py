@@ -32,7 +32,7 @@ import numpy as np
 
 from .._inputs import _describe
 from ..costs import ModelCost, TimeCost, TimeCostWarning
-from ..costs._time_trust import poor_fit
+from ..costs._time_trust import outside_stacklevel, poor_fit
 
 __all__ = ["ENVIRONMENT", "CostSource", "resolve"]
 
@@ -133,7 +133,11 @@ class CostSource:
                 # change with each save: said when it turns poor, not at every reload.
                 poor = poor_fit(cost.fit_error)
                 if poor is not None and not self._poor:
-                    warnings.warn(f"cost = {self.path!r}: {poor}", TimeCostWarning, stacklevel=3)
+                    warnings.warn(
+                        f"cost = {self.path!r}: {poor}",
+                        TimeCostWarning,
+                        stacklevel=outside_stacklevel(),
+                    )
                 self._poor = poor is not None
         return self._cost
 

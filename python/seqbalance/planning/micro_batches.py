@@ -21,6 +21,7 @@ from .._inputs import (
     check_per_item,
     check_refine,
 )
+from ..costs._time_trust import outside_stacklevel
 from ..costs.time_cost import TimeCost, TimeCostWarning
 from ..costs.workload import (
     check_total,
@@ -139,7 +140,7 @@ def _prepare(
         largest = min(cap, int(tokens.sum(dtype=np.float64)))
         message = cost.extrapolation(micro_batch_tokens=largest)
         if message is not None:
-            warnings.warn(message, TimeCostWarning, stacklevel=3)
+            warnings.warn(message, TimeCostWarning, stacklevel=outside_stacklevel())
     sample_weights = sample_costs(cost, padded)
     if single:
         if sample_weights.dtype.kind != "f":
