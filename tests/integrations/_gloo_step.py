@@ -18,6 +18,29 @@ import types
 from typing import Any
 
 
+def time_cost(per_token: float, per_pair: float) -> Any:
+    """A `TimeCost` fitted to exact times of 5 ms a micro-batch plus these per-token and
+    per-causal-pair coefficients."""
+    import numpy as np
+
+    from seqbalance import TimeCost
+
+    rng = np.random.default_rng(7)
+    batches = [rng.integers(1, 4096, size=rng.integers(1, 5)).tolist() for _ in range(40)]
+    seconds = [0.005 + sum(per_token * n + per_pair * n * (n + 1) / 2 for n in b) for b in batches]
+    return TimeCost.fit(batches, seconds)
+
+
+def two_versions(folder: Any) -> tuple[Any, Any]:
+    """Two saved costs that plan differently: token-bound, then attention-bound."""
+    import json
+
+    older, newer = folder / "cost-old.json", folder / "cost-new.json"
+    older.write_text(json.dumps(time_cost(6.4e-5, 1e-12).to_dict()))
+    newer.write_text(json.dumps(time_cost(1e-7, 5.8e-8).to_dict()))
+    return older, newer
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -141,7 +164,9 @@ def _scenario(rank: int, world: int, scenario: dict[str, Any], state: dict[str, 
 
     kind = scenario["kind"]
     if kind == "install":
-        return sb_verl.install(step=scenario.get("step"), cost=(scenario.get("cost") or [None] * world)[rank])
+        return sb_verl.install(
+            step=scenario.get("step"), cost=(scenario.get("cost") or [None] * world)[rank]
+        )
     if kind == "driver":
         answer = _driver(scenario) if rank == 0 else None
         box = [answer]
@@ -209,9 +234,8 @@ def _rank(rank: int, world: int, port: int, scenarios: list[dict[str, Any]], res
 
         warnings.simplefilter("ignore")
         import torch.distributed as dist
-        from verl.workers.engine import utils as engine_utils
-
         from verl.utils import seqlen_balancing
+        from verl.workers.engine import utils as engine_utils
 
         # verl picks its collectives' device itself (CUDA here, which this machine lacks):
         # pointed at the CPU, where gloo runs.

@@ -49,13 +49,6 @@ def config(strategy="fsdp", stages=1):
     return {"actor_rollout_ref": {"actor": actor, "rollout": {"n": 2}}}
 
 
-def time_cost(per_token, per_pair):
-    rng = np.random.default_rng(7)
-    batches = [rng.integers(1, 4096, size=rng.integers(1, 5)).tolist() for _ in range(40)]
-    seconds = [0.005 + sum(per_token * n + per_pair * n * (n + 1) / 2 for n in b) for b in batches]
-    return TimeCost.fit(batches, seconds)
-
-
 RNG = np.random.default_rng(3)
 BATCH = RNG.integers(1, 2048, size=32).tolist()
 WORKER = [RNG.integers(1, 2048, size=12).tolist() for _ in range(RANKS)]
@@ -65,10 +58,7 @@ OVER = [WORKER[0], WORKER[1][:-1] + [CAP + 1]]
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("costs")
-    older, newer = folder / "cost-old.json", folder / "cost-new.json"
-    older.write_text(json.dumps(time_cost(6.4e-5, 1e-12).to_dict()))
-    newer.write_text(json.dumps(time_cost(1e-7, 5.8e-8).to_dict()))
+    older, newer = _gloo_step.two_versions(tmp_path_factory.mktemp("costs"))
     scenarios = [
         {"name": "install", "kind": "install", "step": True},
         {"name": "driver", "kind": "driver", "lengths": BATCH, "dp": RANKS, "config": config()},

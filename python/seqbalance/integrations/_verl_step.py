@@ -430,13 +430,21 @@ def _balance_batch_v0(
     if settings is None:
         _STATE.once("v0:" + why, "seqbalance: the driver keeps verl's layout: %s", why)
         return answer
-    torch = sys.modules["torch"]
     mask = batch.batch["attention_mask"]
-    lengths = mask.view(mask.shape[0], -1).sum(-1).cpu().numpy().astype(np.int64)
+    torch = sys.modules.get("torch") if hasattr(mask, "detach") else None
+    if torch is not None:
+        lengths = mask.reshape(mask.shape[0], -1).sum(-1).detach().cpu().numpy()
+    else:
+        lengths = np.asarray(mask).reshape(len(mask), -1).sum(-1)
+    lengths = lengths.astype(np.int64)
     dp_size = int(self._get_dp_size(self.actor_rollout_wg, "actor"))
     planned, cost = _plan_batch(lengths, dp_size, settings)
-    batch.reorder(torch.as_tensor(planned.order, dtype=torch.int64))
-    batch.batch[SLOT_FIELD] = torch.as_tensor(planned.codes, dtype=torch.int64)
+    if torch is not None:
+        batch.reorder(torch.as_tensor(planned.order, dtype=torch.int64))
+        batch.batch[SLOT_FIELD] = torch.as_tensor(planned.codes, dtype=torch.int64)
+    else:
+        batch.reorder(planned.order)
+        batch.batch[SLOT_FIELD] = planned.codes
     _update_metrics(metrics, lengths[planned.order], planned.partitions, logging_prefix)
     _say(planned, cost, settings, dp_size)
     return answer
