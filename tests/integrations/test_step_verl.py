@@ -17,9 +17,9 @@ import pytest
 
 from seqbalance import simulate_step
 from seqbalance.integrations import _step, _verl_step
-from seqbalance.integrations.verl import IntegrationError
 from seqbalance.integrations import verl as sb_verl
 from seqbalance.integrations._costs import CostSource
+from seqbalance.integrations.verl import IntegrationError
 from tests.integrations._gloo_step import two_versions
 from tests.integrations._trainer_standins import StandIn, purge
 
