@@ -160,10 +160,11 @@ def timing(rounds: int) -> None:
     print("|---|---|---|---|")
     for name, (draw, ranks, cap, mode) in CASES.items():
         lengths = draw(0)
+        arguments = (lengths, ranks, cap)
         spent = [
-            best_of(lambda: verl_own(lengths, ranks, cap), rounds),
-            best_of(lambda: driver_plan(lengths, ranks, cap, mode), rounds),
-            best_of(lambda: worker_plan(lengths, ranks, cap, mode), rounds),
+            best_of(lambda a=arguments: verl_own(*a), rounds),
+            best_of(lambda a=arguments, m=mode: driver_plan(*a, m), rounds),
+            best_of(lambda a=arguments, m=mode: worker_plan(*a, m), rounds),
         ]
         print(
             f"| {name} | {spent[0] * 1e3:.1f} | {spent[1] / spent[0]:.1f}x | "
