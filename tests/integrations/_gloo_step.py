@@ -47,12 +47,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run(world: int, scenarios: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+def run(
+    world: int, scenarios: list[dict[str, Any]], timeout: float, target: Any = None
+) -> list[dict[str, Any]]:
     context = multiprocessing.get_context("spawn")
     results: Any = context.Queue()
     port = free_port()
     processes = [
-        context.Process(target=_rank, args=(rank, world, port, scenarios, results))
+        context.Process(target=target or _rank, args=(rank, world, port, scenarios, results))
         for rank in range(world)
     ]
     for process in processes:
