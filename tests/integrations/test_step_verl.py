@@ -466,3 +466,18 @@ def test_an_unmet_constraint_raises_on_every_rank(verl, monkeypatch):
     )
     assert [a[0] for a in answers] == ["raised", "raised"]
     assert all(isinstance(a[1], ValueError) for a in answers)
+
+
+def test_one_info_line_a_step_with_both_predictions_and_no_warning(verl, caplog):
+    engine_utils, v0, _ = modules()
+    sb_verl.install(step=True)
+    batch = Batch(LENGTHS)
+    with caplog.at_level(logging.DEBUG, logger="seqbalance"):
+        trainer(v0, config())._balance_batch(batch, {})
+        chunk = {k: v[:8] for k, v in batch.batch.items()}
+        chunk["max_token_len_per_gpu"] = 4096
+        engine_utils.prepare_micro_batches(chunk)
+    lines = [r for r in caplog.records if "predicted step" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert "the trainer's own plan" in lines[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
