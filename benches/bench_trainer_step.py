@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from seqbalance import get_seqlen_balanced_partitions, simulate_step
-from seqbalance.integrations import _step
+from seqbalance.integrations import _own_plans, _slots, _step
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.planning.step_oracle import rl_batch, sft_batch, spec_time_cost  # noqa: E402
@@ -72,7 +72,7 @@ def verl_layout(lengths: np.ndarray, ranks: int) -> list[list[int]]:
 
 def verl_own(lengths: np.ndarray, ranks: int, cap: int) -> tuple[list, list]:
     layout = verl_layout(lengths, ranks)
-    local = _step.verl_micro_batches([lengths[p] for p in layout], cap, weights=weights)
+    local = _own_plans.verl_micro_batches([lengths[p] for p in layout], cap, weights=weights)
     plan = [[[layout[r][i] for i in mb] for mb in rank] for r, rank in enumerate(local)]
     return layout, plan
 
@@ -81,20 +81,22 @@ def driver_plan(lengths: np.ndarray, ranks: int, cap: int, mode: _step.StepMode)
     layout = verl_layout(lengths, ranks)
     order = np.concatenate([np.asarray(p, dtype=np.int64) for p in layout])
     laid = lengths[order]
-    planned = _step.plan_driver(
+    planned = _slots.plan_driver(
         laid,
         ranks,
         cap,
         mini_batch_rows=None,
         cost=COST,
         mode=mode,
-        trainer=lambda rank_lengths: _step.verl_micro_batches(rank_lengths, cap, weights=weights),
+        trainer=lambda rank_lengths: _own_plans.verl_micro_batches(
+            rank_lengths, cap, weights=weights
+        ),
     )
     chunk = lengths.size // ranks
     plan = []
     for r in range(ranks):
         rows = slice(r * chunk, (r + 1) * chunk)
-        parts = _step.decode_slots(planned.codes[rows], laid[planned.order][rows], cap)
+        parts = _slots.decode_slots(planned.codes[rows], laid[planned.order][rows], cap)
         assert parts is not None
         plan.append([[int(order[planned.order[r * chunk + i]]) for i in mb] for mb in parts])
     return plan
@@ -103,7 +105,7 @@ def driver_plan(lengths: np.ndarray, ranks: int, cap: int, mode: _step.StepMode)
 def worker_plan(lengths: np.ndarray, ranks: int, cap: int, mode: _step.StepMode) -> list:
     layout = verl_layout(lengths, ranks)
     rank_lengths = [lengths[p] for p in layout]
-    own = _step.verl_micro_batches(rank_lengths, cap, weights=weights)
+    own = _own_plans.verl_micro_batches(rank_lengths, cap, weights=weights)
     planned = _step.plan_fixed(rank_lengths, cap, cost=COST, mode=mode, trainer=own)
     return [[[layout[r][i] for i in mb] for mb in rank] for r, rank in enumerate(planned.plan)]
 

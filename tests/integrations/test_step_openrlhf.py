@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from seqbalance.integrations import _openrlhf_step, _step
+from seqbalance.integrations import _openrlhf_step, _slots
 from seqbalance.integrations import openrlhf as sb_openrlhf
 from seqbalance.integrations.openrlhf import IntegrationError
 from tests.integrations._trainer_standins import StandIn, purge
@@ -142,7 +142,7 @@ def test_the_driver_plans_every_optimizer_step_in_lockstep(openrlhf):
         for rank in ranks:
             lengths = np.array([item.total_length for item in rank[window]])
             codes = np.array([item.info[_openrlhf_step.SLOT_KEY] for item in rank[window]])
-            parts = _step.decode_slots(codes, lengths, 4096)
+            parts = _slots.decode_slots(codes, lengths, 4096)
             assert parts is not None
             plans.append(parts)
         assert len({len(p) for p in plans}) == 1

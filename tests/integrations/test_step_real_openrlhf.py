@@ -23,7 +23,7 @@ pytest.importorskip(
 )
 
 from seqbalance import simulate_step  # noqa: E402
-from seqbalance.integrations import _step  # noqa: E402
+from seqbalance.integrations import _slots  # noqa: E402
 from tests.integrations import _gloo_openrlhf, _gloo_step  # noqa: E402
 
 CAP = 4096
@@ -85,7 +85,7 @@ def test_each_rank_forms_exactly_the_drivers_micro_batches(job):
         lengths = np.asarray(rank["lengths"])
         for i, micro in enumerate(formed):
             window = slice(i * LOCAL, (i + 1) * LOCAL)
-            expected = _step.decode_slots(np.asarray(rank["codes"][window]), lengths[window], CAP)
+            expected = _slots.decode_slots(np.asarray(rank["codes"][window]), lengths[window], CAP)
             assert [[j - i * LOCAL for j in mb] for mb in micro] == expected
             assert all(int(lengths[mb].sum()) <= CAP for mb in micro)
         # OpenRLHF's own bookkeeping around them: loss scales sum to 1 per step.

@@ -26,7 +26,7 @@ for _dependency in ("torch", "tensordict", "ray", "omegaconf"):
 pytest.importorskip("verl.workers.engine.utils", reason="verl >= 0.9 is not installed")
 
 from seqbalance import TimeCost, simulate_step  # noqa: E402
-from seqbalance.integrations import _step  # noqa: E402
+from seqbalance.integrations import _own_plans, _slots, _step  # noqa: E402
 from tests.integrations import _gloo_step  # noqa: E402
 
 CAP = 4096
@@ -128,7 +128,7 @@ def ok(answers, name):
 
 
 def expected_from_codes(codes, lengths):
-    parts = _step.decode_slots(np.asarray(codes), np.asarray(lengths), CAP)
+    parts = _slots.decode_slots(np.asarray(codes), np.asarray(lengths), CAP)
     assert parts is not None
     return parts
 
@@ -176,7 +176,7 @@ def verl_driver_step(mode):
     total = 0.0
     for window in range(len(layouts[0]) // ROWS):
         members = [layout[window * ROWS : (window + 1) * ROWS] for layout in layouts]
-        own = _step.verl_micro_batches(
+        own = _own_plans.verl_micro_batches(
             [lengths[m] for m in members],
             CAP,
             weights=lambda x: _step.trainer_weights(None, x, "workload"),

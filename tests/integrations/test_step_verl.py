@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from seqbalance import simulate_step
-from seqbalance.integrations import _step, _verl_step
+from seqbalance.integrations import _slots, _step, _verl_common, _verl_step
 from seqbalance.integrations import verl as sb_verl
 from seqbalance.integrations._costs import CostSource
 from seqbalance.integrations.verl import IntegrationError
@@ -167,7 +167,7 @@ def trainer(module, cfg, dp=2):
 def mini_batch(lengths, codes=None, cap=4096):
     batch = Batch(lengths).batch
     if codes is not None:
-        batch[_step.SLOT_FIELD] = np.asarray(codes)
+        batch[_slots.SLOT_FIELD] = np.asarray(codes)
     batch["max_token_len_per_gpu"] = cap
     return batch
 
@@ -207,7 +207,7 @@ def test_step_false_is_today(verl):
     assert not any("rearrange" in name for name in names)
     batch = Batch(LENGTHS)
     trainer(v0, config())._balance_batch(batch, {})
-    assert _step.SLOT_FIELD not in batch.batch
+    assert _slots.SLOT_FIELD not in batch.batch
 
 
 def test_the_environment_turns_it_on_and_a_bad_value_is_refused(verl, monkeypatch):
@@ -243,13 +243,13 @@ def check_layout(batch, dp, rows, cap):
     n = len(batch.batch["attention_mask"])
     chunk = n // dp
     lengths = batch.batch["attention_mask"].sum(-1)
-    codes = batch.batch[_step.SLOT_FIELD]
+    codes = batch.batch[_slots.SLOT_FIELD]
     windows = []
     for start in range(0, chunk, rows):
         plan = []
         for rank in range(dp):
             part = slice(rank * chunk + start, rank * chunk + start + rows)
-            parts = _step.decode_slots(codes[part], lengths[part], cap)
+            parts = _slots.decode_slots(codes[part], lengths[part], cap)
             assert parts is not None
             plan.append([[rank * chunk + start + i for i in mb] for mb in parts])
         assert len({len(rank) for rank in plan}) == 1
@@ -305,8 +305,8 @@ def test_the_v1_driver_sends_the_slots_as_a_transfer_queue_field(verl, monkeypat
     batch = Batch(LENGTHS)
     answer = trainer(v1, config())._balance_batch(batch, {})
     assert answer is batch and put["keys"] == batch.keys
-    assert _step.SLOT_FIELD in batch.fields
-    batch.batch[_step.SLOT_FIELD] = np.asarray(put["fields"][_step.SLOT_FIELD])
+    assert _slots.SLOT_FIELD in batch.fields
+    batch.batch[_slots.SLOT_FIELD] = np.asarray(put["fields"][_slots.SLOT_FIELD])
     check_layout(batch, 2, 8, 4096)
 
 
@@ -425,7 +425,7 @@ def test_ranks_without_slots_plan_jointly_never_above_the_trainer(verl, monkeypa
         4096,
         cost="workload",
         mode=_step.StepMode(),
-        trainer=_verl_step._verl_trainer_plan(4096, None)(arrays),
+        trainer=_verl_common._verl_trainer_plan(4096, None)(arrays),
     )
     assert plans == expected.plan  # every rank its part of one joint plan
     assert expected.trainer_seconds is not None and expected.seconds <= expected.trainer_seconds

@@ -35,15 +35,8 @@ import numpy as np
 from .. import partition as _partition
 from ._costs import CostSource
 from ._patching import IntegrationError
-from ._step import (
-    StepMode,
-    UnmetConstraint,
-    decode_slots,
-    describe_step,
-    plan_driver,
-    plan_fixed,
-    trainer_weights,
-)
+from ._slots import decode_slots, describe_step, plan_driver
+from ._step import StepMode, UnmetConstraint, plan_fixed, trainer_weights
 
 __all__ = ["install", "uninstall"]
 

@@ -35,7 +35,8 @@ import numpy as np
 from ..costs import ModelCost, TimeCost
 from ._costs import CostSource, resolve
 from ._patching import IntegrationError
-from ._step import StepMode, UnmetConstraint, describe_step, plan_free
+from ._slots import describe_step
+from ._step import StepMode, UnmetConstraint, plan_free
 from ._verl_step import step_wanted
 
 __all__ = ["IntegrationError", "build_dp_schedule", "install", "is_installed", "uninstall"]
