@@ -104,7 +104,7 @@ def _engine_class(module_name: str, class_name: str) -> type:
     )
 
 
-def _mini_batch(lengths, cap, codes=None):
+def _mini_batch(lengths, cap, codes=None, nested=False):
     import torch
     from tensordict import TensorDict
     from verl.utils import tensordict_utils as tu
@@ -116,7 +116,14 @@ def _mini_batch(lengths, cap, codes=None):
     fields = {"input_ids": mask * 7, "attention_mask": mask}
     if codes is not None:
         fields["seqbalance_slot"] = torch.as_tensor(codes, dtype=torch.int64)
+    if nested:  # as verl's trainer hands a batch to its workers: no padding, nested tensors
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        fields["response_mask"] = mask
+        fields["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
     data = TensorDict(fields, batch_size=[len(lengths)])
+    if nested:
+        data = left_right_2_no_padding(data)
     tu.assign_non_tensor(data, use_dynamic_bsz=True, max_token_len_per_gpu=cap)
     return data
 
@@ -196,6 +203,7 @@ def _scenario(rank: int, world: int, scenario: dict[str, Any], state: dict[str, 
                 chunk["lengths"][start : start + rows],
                 scenario["cap"],
                 chunk["codes"][start : start + rows],
+                nested=True,
             )
             _, indexes = engine.forward_backward_batch(
                 data, dp_group, scenario.get("num_batches_divided_by")
