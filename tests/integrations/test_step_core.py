@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqbalance import simulate_step
-from seqbalance.integrations import _own_plans, _step
+from seqbalance.integrations import _own_plans, _slots, _step
 from tests.planning.step_oracle import spec_time_cost
 
 WORKLOAD = _step.StepMode()
@@ -226,3 +226,54 @@ def test_in_a_pipeline_never_fewer_micro_batches_than_the_trainer_unless_priced(
         lengths, 2, 352, cost="workload", mode=_step.StepMode("step", 4), trainer=trainer
     )
     assert len(own[0]) == 7 and planned.count >= 7
+
+
+@settings(max_examples=100)
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.integers(20, 200),
+    st.sampled_from([_step.StepMode(), _step.StepMode("step", 4)]),
+    st.data(),
+)
+def test_the_driver_layout_decodes_to_every_guarantee_never_above_the_trainer(
+    dp, windows, rows, cap, mode, data
+):
+    n = dp * windows * rows
+    lengths = np.array(data.draw(st.lists(st.integers(1, cap), min_size=n, max_size=n)))
+
+    def own(rank_lengths):
+        try:
+            return _own_plans.verl_micro_batches(rank_lengths, cap, weights=verl_weights)
+        except _step.UnmetConstraint:
+            return None
+
+    planned = _slots.plan_driver(
+        lengths, dp, cap, mini_batch_rows=rows, cost="workload", mode=mode, trainer=own
+    )
+    assert sorted(planned.order.tolist()) == list(range(n))
+    laid = lengths[planned.order]
+    chunk = n // dp
+    total = 0.0
+    for window in range(windows):
+        plan = []
+        for r in range(dp):
+            start = r * chunk + window * rows
+            part = slice(start, start + rows)
+            parts = _slots.decode_slots(planned.codes[part], laid[part], cap)
+            assert parts is not None  # what every worker forms
+            plan.append([[start + i for i in mb] for mb in parts])
+        rows_of = sorted(i for rank in plan for mb in rank for i in mb)
+        check_guarantees(plan_in(plan), laid[rows_of], cap, 1, None, None)
+        total += steps(plan, laid, mode)
+    assert total == pytest.approx(planned.seconds, rel=1e-9)
+    if planned.trainer_seconds is not None:
+        assert planned.seconds <= planned.trainer_seconds * (1 + 1e-9)
+
+
+def plan_in(plan):
+    """The plan over just its own rows, renumbered from 0 (for check_guarantees)."""
+    rows = sorted(i for rank in plan for mb in rank for i in mb)
+    index = {row: k for k, row in enumerate(rows)}
+    return [[[index[i] for i in mb] for mb in rank] for rank in plan]
