@@ -40,8 +40,10 @@ from .. import partition as _partition
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
 from ._capped import CappedByTokens
+from . import _openrlhf_step
 from ._costs import resolve
 from ._patching import IntegrationError, ModulePatch
+from ._verl_step import step_wanted
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
 
@@ -105,7 +107,10 @@ get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partit
 
 
 def install(
-    refine: bool | str = False, *, cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None
+    refine: bool | str = False,
+    *,
+    cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None,
+    step: bool | None = None,
 ) -> list[str]:
     """Run OpenRLHF's partitioners on seqbalance in this process; return the names replaced.
 
@@ -127,25 +132,37 @@ def install(
     ``openrlhf.utils.seqlen_balancing`` cannot be imported, and `IntegrationError` (patching
     nothing) when a function is missing or its parameters differ from
     ``(seqlen_list, k_partitions, equal_size)``.
+
+    ``step=True`` (``None``: the environment variable ``SEQBALANCE_STEP``) makes OpenRLHF run
+    seqbalance's planned lockstep step: ``balance_experiences`` plans every optimizer step's
+    micro-batches over the ranks and ``NaiveReplayBuffer.setup_dynamic_batch`` forms them (see
+    the trainers page); ``step=False`` is the behaviour without it.
     """
     check_refine(refine)
+    planned = step_wanted(step)
     source = resolve(cost)
-    # Both checked before either patches: all or nothing.
+    # All checked before any patches: all or nothing.
     _PATCH.check()
     if source is not None:
         _COUNT.check()
+    if planned:
+        _openrlhf_step.check()
     names = _PATCH.install(refine)
     _CAPPED.weigh = None if source is None else source.weights
     if source is None:
         _COUNT.uninstall()
-        return names
-    return names + _COUNT.install()
+    else:
+        names = names + _COUNT.install()
+    if planned:
+        return names + _openrlhf_step.install(source)
+    _openrlhf_step.uninstall()
+    return names
 
 
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
     _CAPPED.weigh = None
-    return _PATCH.uninstall() + _COUNT.uninstall()
+    return _PATCH.uninstall() + _COUNT.uninstall() + _openrlhf_step.uninstall()
 
 
 def is_installed() -> bool:

@@ -80,8 +80,10 @@ from .. import partition as _partition
 from .._inputs import as_int64_array, check_refine
 from ..costs import ModelCost, TimeCost
 from ..planning import groups as _groups
+from . import _verl_step
 from ._costs import CostSource, as_trainer_tensor, lengths_of, resolve
 from ._patching import IntegrationError, ModulePatch
+from ._verl_step import step_wanted
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
 
@@ -179,7 +181,10 @@ get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partit
 
 
 def install(
-    refine: bool | str = False, *, cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None
+    refine: bool | str = False,
+    *,
+    cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None,
+    step: bool | None = None,
 ) -> list[str]:
     """Run verl's partitioners on seqbalance in this process, and balance by ``cost`` when
     one is given; return the names replaced.
@@ -205,6 +210,15 @@ def install(
     cost (and without the variable), verl's ``calculate_workload`` is verl's, restored if an
     earlier call replaced it.
 
+    ``step=True`` (``None``: the environment variable ``SEQBALANCE_STEP``, unset meaning off)
+    makes verl run seqbalance's planned step (`seqbalance.plan_dp_micro_batches` for the step
+    its engine runs): the V0 and V1 drivers' ``_balance_batch`` plan every mini-batch and send
+    each sample's micro-batch slot with it, and ``rearrange_micro_batches`` as
+    ``verl.workers.engine.utils`` calls it forms those micro-batches (or plans every
+    data-parallel rank's jointly, from one cost version); see the trainers page. The names
+    it replaced follow the others in the answer. ``step=False`` is the behaviour without it,
+    answer for answer, and puts back what an earlier ``step=True`` replaced.
+
     Raises:
         TypeError, ValueError: ``refine`` is not ``False``, ``True`` or ``"exact"``; ``cost``
             is none of the above, or its file (or ``SEQBALANCE_COST``'s) is not a saved
@@ -222,17 +236,24 @@ def install(
     ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions', 'calculate_workload']
     """
     check_refine(refine)
+    planned = step_wanted(step)
     source = resolve(cost)
     # Both checked before either patches: all or nothing.
     _PATCH.check()
     if source is not None:
         _WORKLOAD.check()
+    if planned:
+        _verl_step.check()
     names = _PATCH.install(refine)
     _SOURCE[0] = source
     if source is None:
         _WORKLOAD.uninstall()
-        return names
-    return names + _WORKLOAD.install()
+    else:
+        names += _WORKLOAD.install()
+    if planned:
+        return names + _verl_step.install(source)
+    _verl_step.uninstall()
+    return names
 
 
 def uninstall() -> list[str]:
@@ -242,7 +263,7 @@ def uninstall() -> list[str]:
     puts verl's ``calculate_workload`` back where ``install(cost=...)`` replaced it. Without a
     prior `install` it does nothing and returns ``[]``.
     """
-    names = _PATCH.uninstall() + _WORKLOAD.uninstall()
+    names = _PATCH.uninstall() + _WORKLOAD.uninstall() + _verl_step.uninstall()
     _SOURCE[0] = None
     return names
 
