@@ -36,7 +36,8 @@ import os
 from .. import partition as _partition
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
-from ._costs import resolve
+from . import _learn_patches
+from ._learn import resolve_learning
 from ._patching import IntegrationError, ModulePatch
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
@@ -72,7 +73,11 @@ get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partit
 
 
 def install(
-    refine: bool | str = False, *, cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None
+    refine: bool | str = False,
+    *,
+    cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None,
+    learn: str | os.PathLike[str] | None = None,
+    learn_every: int = 10,
 ) -> list[str]:
     """Run OpenRLHF's partitioners on seqbalance in this process; return the names replaced.
 
@@ -86,23 +91,37 @@ def install(
     ``cost(lengths)`` -- float seconds, or FLOPs -- instead of the lengths. A later ``install``
     without one partitions the lengths again.
 
-    Idempotent; logs one INFO line. Raises ``TypeError``/``ValueError`` for a bad ``refine`` or
-    ``cost`` (``FileNotFoundError`` for a missing file), ``ImportError`` when
-    ``openrlhf.utils.seqlen_balancing`` cannot be imported, and `IntegrationError` (patching
-    nothing) when a function is missing or its parameters differ from
-    ``(seqlen_list, k_partitions, equal_size)``.
+    ``learn=path`` (``None``: the environment variable ``SEQBALANCE_LEARN`` when set) makes the
+    PPO actor learn the cost from its own micro-batches: each ``ActorPPOTrainer.training_step``
+    is timed up to its optimizer step, every mini-batch's times are gathered once on the
+    strategy's data-parallel group and fitted (from nothing, or updating a `TimeCost` given as
+    ``cost``), and global rank 0 saves it to ``path`` every ``learn_every`` mini-batches; the
+    partitioning reads it from there (the lengths until the first save).
+
+    Idempotent; logs one INFO line. Raises ``TypeError``/``ValueError`` for a bad ``refine``,
+    ``cost``, ``learn`` or ``learn_every`` (``FileNotFoundError`` for a missing file),
+    ``ImportError`` when ``openrlhf.utils.seqlen_balancing`` (with ``learn``,
+    ``openrlhf.trainer.ray.ppo_actor``) cannot be imported, and `IntegrationError` (patching
+    nothing) when a function is missing or its parameters differ from the ones seqbalance
+    replaces (``(seqlen_list, k_partitions, equal_size)`` for the partitioner).
     """
     check_refine(refine)
-    source = resolve(cost)
+    _, learning, source = resolve_learning(learn, learn_every, cost)
+    _PATCH.check()
+    if learning is not None:
+        _learn_patches.OPENRLHF.check()
     names = _PATCH.install(refine)
     _PATCH.weigh = None if source is None else source.weights
-    return names
+    if learning is None:
+        _learn_patches.OPENRLHF.uninstall()
+        return names
+    return names + _learn_patches.OPENRLHF.install(learning, source)
 
 
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
     _PATCH.weigh = None
-    return _PATCH.uninstall()
+    return _PATCH.uninstall() + _learn_patches.OPENRLHF.uninstall()
 
 
 def is_installed() -> bool:
