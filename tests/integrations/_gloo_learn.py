@@ -31,7 +31,7 @@ import numpy as np
 
 from tests.integrations._learn_standin import CAP, TRUTH, sft_lengths, truth_seconds
 
-__all__ = ["CAP", "TRUTH", "run"]
+__all__ = ["CAP", "TRUTH", "relative", "run"]
 
 
 def free_port() -> int:
@@ -82,6 +82,8 @@ def _rank(rank: int, world: int, port: int, scenario: dict[str, Any], results: A
             answer["verl"] = _verl(rank, world, scenario)
         if "openrlhf" in scenario["trainers"]:
             answer["openrlhf"] = _openrlhf(rank, world, scenario)
+        if "overhead" in scenario["trainers"]:
+            answer["overhead"] = _overhead(rank, world, scenario)
         dist.barrier()
         dist.destroy_process_group()
         results.put((rank, answer))
@@ -218,6 +220,68 @@ def _verl(rank: int, world: int, scenario: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+def _overhead(rank: int, world: int, scenario: dict[str, Any]) -> dict[str, Any]:
+    """Seconds a micro-batch of the real ``forward_backward_batch`` on a model that does
+    nothing (the loop's own cost, the floor) without and with ``learn=`` (the real clock,
+    ``time.perf_counter``; the cost learnt in a first round, not timed), the same mini-batches
+    (16 rows of 64..1,023 tokens, cap 2,048) in rounds alternating; planned step off in both."""
+    import torch
+    import torch.distributed as dist
+    from tensordict import TensorDict
+    from verl.utils import seqlen_balancing
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.engine.fsdp import transformer_impl as impl
+
+    from seqbalance.integrations import verl as sb_verl
+
+    impl.get_device_id = lambda: "cpu"
+    seqlen_balancing.get_device_name = lambda: "cpu"  # verl's own micro-batch count's device
+
+    class Engine(impl.FSDPEngineWithLMHead):
+        def forward_step(self, micro_batch, loss_function, forward_only):  # type: ignore[no-untyped-def]
+            self.micro_batches += 1
+            return self.weight.sum() * 1.0, {"metrics": {}}
+
+    engine = object.__new__(Engine)
+    engine.ulysses_sequence_parallel_size = 1
+    engine.ulysses_device_mesh = None
+    engine.engine_config = types.SimpleNamespace(use_no_sync_for_gradient_accumulation=True)
+    engine.module = torch.nn.Linear(1, 1)
+    engine.weight = torch.nn.Parameter(torch.ones(1))
+
+    def mini_batch(index: int) -> Any:
+        lengths = np.random.default_rng([rank, index]).integers(64, 1024, 16)
+        mask = torch.zeros(16, int(lengths.max()), dtype=torch.int64)
+        for row, length in enumerate(lengths.tolist()):
+            mask[row, :length] = 1
+        data = TensorDict(
+            {"input_ids": mask * 7, "attention_mask": mask, "loss_mask": mask}, batch_size=[16]
+        )
+        tu.assign_non_tensor(data, use_dynamic_bsz=True, max_token_len_per_gpu=2048)
+        return data
+
+    seconds = {"plain": 0.0, "learn": 0.0}
+    counts = {"plain": 0, "learn": 0}
+    for round_ in range(scenario["rounds"] + 1):
+        for kind in ("plain", "learn"):
+            if kind == "learn":
+                sb_verl.install(learn=scenario["path"], learn_every=10, step=False)
+            else:
+                sb_verl.uninstall()
+            for index in range(scenario["mini_batches"]):
+                data = mini_batch(index)
+                engine.micro_batches = 0
+                dist.barrier()
+                started = time.perf_counter()
+                engine.forward_backward_batch(data, None, forward_only=False)
+                taken = time.perf_counter() - started
+                if round_:  # the first round learns the cost (from nothing): not timed
+                    seconds[kind] += taken
+                    counts[kind] += engine.micro_batches
+    sb_verl.uninstall()
+    return {kind: seconds[kind] / counts[kind] for kind in seconds}
+
+
 # -- OpenRLHF --------------------------------------------------------------------------------
 
 
@@ -260,7 +324,9 @@ def _openrlhf(rank: int, world: int, scenario: dict[str, Any]) -> dict[str, Any]
     from seqbalance.integrations import _learn_patches
     from seqbalance.integrations import openrlhf as sb_openrlhf
 
-    originals = {name: ppo_actor.ActorPPOTrainer.__dict__[name] for name in ("training_step", "ppo_train")}
+    originals = {
+        name: ppo_actor.ActorPPOTrainer.__dict__[name] for name in ("training_step", "ppo_train")
+    }
     names = sb_openrlhf.install(learn=scenario["path_openrlhf"], learn_every=scenario["every"])
     learner = _learn_patches.OPENRLHF.learner
     clock = Clock()
@@ -370,6 +436,3 @@ def _openrlhf(rank: int, world: int, scenario: dict[str, Any]) -> dict[str, Any]
 def relative(coefficients: dict[str, float]) -> dict[str, float]:
     """Each coefficient's relative error against `TRUTH`."""
     return {name: coefficients[name] / value - 1 for name, value in TRUTH.items()}
-
-
-__all__ += ["relative", "np"]

@@ -53,14 +53,14 @@ def sft_lengths(seed: int, mini_batch: int, count: int) -> list[int]:
     return [min(int(value) + 1, CAP) for value in rng.lognormal(9.0, 1.0, count)]
 
 
-TENSORDICT_UTILS = '''
+TENSORDICT_UTILS = """
 def get_non_tensor_data(data, key, default):
     return data.get(key, default)
 
 
 def assign_non_tensor(data, **values):
     data.update(values)
-'''
+"""
 
 ENGINE_UTILS = '''
 """Stand-in of verl.workers.engine.utils: micro-batches of one rank's rows."""
@@ -357,10 +357,10 @@ def _main(rank: int, world: int, scenario: dict[str, Any], group: Group) -> dict
         from seqbalance.integrations import verl as integration
     else:
         from seqbalance.integrations import openrlhf as integration
-    names = integration.install(
-        learn=scenario["path"], learn_every=scenario["every"], step=False
-    ) if trainer == "verl" else integration.install(
-        learn=scenario["path"], learn_every=scenario["every"]
+    names = (
+        integration.install(learn=scenario["path"], learn_every=scenario["every"], step=False)
+        if trainer == "verl"
+        else integration.install(learn=scenario["path"], learn_every=scenario["every"])
     )
     patches = _learn_patches.VERL if trainer == "verl" else _learn_patches.OPENRLHF
     learner = patches.learner
@@ -379,7 +379,11 @@ def _main(rank: int, world: int, scenario: dict[str, Any], group: Group) -> dict
             def forward_step(self, micro_batch, loss_function, forward_only):
                 seconds = _slot_time(group, micro_batch["lengths"], noise, self.key())
                 clock.now += seconds / 3  # the forward; the backward takes the rest
-                if not forward_only and isinstance(self, Engine) and (self.mini, self.slot) == fail_at:
+                if (
+                    not forward_only
+                    and isinstance(self, Engine)
+                    and (self.mini, self.slot) == fail_at
+                ):
                     clock.fail_next = True  # the reading that closes this micro-batch fails
                 self.slot += 1
                 if not forward_only:
@@ -450,7 +454,9 @@ def _main(rank: int, world: int, scenario: dict[str, Any], group: Group) -> dict
                 for slot, part in enumerate(parts)
             ]
             actor.replay_buffer = type(
-                "Buffer", (), {"items": items, "dynamic_optimizer_step": [False] * (len(items) - 1) + [True]}
+                "Buffer",
+                (),
+                {"items": items, "dynamic_optimizer_step": [False] * (len(items) - 1) + [True]},
             )()
             actor.ppo_train(0.0)
             costs_seen.append(None if learner.cost is None else learner.cost.coefficients)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import sys
 import threading
 
 import numpy as np
@@ -58,8 +57,7 @@ def _scenario(root, path, trainer, **extra):
 
 def _within(coefficients, share):
     return {
-        name: abs(coefficients[name] / value - 1) <= share
-        for name, value in standin.TRUTH.items()
+        name: abs(coefficients[name] / value - 1) <= share for name, value in standin.TRUTH.items()
     }
 
 
@@ -110,9 +108,9 @@ def test_the_fit_starts_from_nothing_once_the_slots_determine_it(packages, tmp_p
     # the first mini-batch's 4 or 5 slots are fewer than a fit takes; the second's are enough
     assert first is not None and sum(answers[0]["slots"][:first]) < _learn.FIRST_FIT
     # the first saves came after the fit; the file is the last one's
-    assert TimeCost.from_dict(json.loads(path.read_text())).coefficients == answers[0][
-        "coefficients"
-    ]
+    assert (
+        TimeCost.from_dict(json.loads(path.read_text())).coefficients == answers[0]["coefficients"]
+    )
 
 
 def test_a_clock_that_fails_on_one_rank_drops_that_mini_batch_on_every_rank(packages, tmp_path):
@@ -151,9 +149,10 @@ def test_uninstall_restores_every_method(packages, tmp_path):
     # install without learn= after one with it puts the methods back too
     sb_verl.install(learn=str(tmp_path / "a.json"), step=False)
     sb_verl.install(step=False)
-    assert fsdp.FSDPEngine.__dict__["forward_backward_batch"] is originals[
-        (fsdp.FSDPEngine, "forward_backward_batch")
-    ]
+    assert (
+        fsdp.FSDPEngine.__dict__["forward_backward_batch"]
+        is originals[(fsdp.FSDPEngine, "forward_backward_batch")]
+    )
 
 
 def test_megatron_is_refused_by_name_once_and_nothing_is_learnt(packages, tmp_path, caplog):
@@ -345,3 +344,14 @@ def test_a_block_that_raises_on_one_rank_drops_the_step_on_every_rank(tmp_path):
     answers = _threads(2, body)
     assert answers[0] == answers[1]
     assert answers[0][0] == 8 + 3 * 3  # step 2's three slots dropped on both ranks
+
+
+def test_the_learnt_source_ignores_a_file_from_before_the_run(tmp_path):
+    path = tmp_path / "old.json"
+    batches = [[100], [200], [300], [400], [100, 100], [500, 50]]
+    old = TimeCost.fit(batches, [1e-3 + 1e-5 * sum(b) for b in batches])
+    path.write_text(json.dumps(old.to_dict()))
+    source = _learn.LearntSource(str(path), None)
+    assert source.current() is None
+    path.write_text(json.dumps(old.to_dict()) + " ")  # replaced by this run's first save
+    assert source.current().coefficients == old.coefficients

@@ -43,9 +43,16 @@ from .._inputs import _describe
 from ..costs import ModelCost, TimeCost, TimeCostWarning
 from ..costs._time_trust import poor_fit
 from ..costs.profiling import _reading, _synchronize
-from ._costs import CostSource, _signature, load_time_cost, resolve
+from ._costs import CostSource, _signature, resolve
 
-__all__ = ["ENVIRONMENT", "Learner", "LearntSource", "LearnSettings", "learn_settings"]
+__all__ = [
+    "ENVIRONMENT",
+    "LearnSettings",
+    "Learner",
+    "LearntSource",
+    "learn_settings",
+    "resolve_learning",
+]
 
 #: The environment variable naming ``learn``'s path for Ray's argument-less setup hook.
 ENVIRONMENT = "SEQBALANCE_LEARN"
@@ -79,9 +86,7 @@ class LearnSettings:
         self.model = model
 
 
-def learn_settings(
-    learn: Any, learn_every: Any, cost: CostSource | None
-) -> LearnSettings | None:
+def learn_settings(learn: Any, learn_every: Any, cost: CostSource | None) -> LearnSettings | None:
     """``install``'s ``learn`` (``None``: `ENVIRONMENT`, unset or empty meaning off) and
     ``learn_every`` checked, with the starting cost taken from ``cost`` (a `TimeCost`: updated;
     a `ModelCost`: the model a fit from nothing fits seconds per FLOP of). Raises before
@@ -103,7 +108,9 @@ def learn_settings(
         if not learn:
             raise ValueError("learn = '': it must name the file the learnt cost is saved to")
     else:
-        raise TypeError(f"learn must be a path (str or os.PathLike) or None, got {_describe(learn)}")
+        raise TypeError(
+            f"learn must be a path (str or os.PathLike) or None, got {_describe(learn)}"
+        )
     path = os.path.abspath(learn)
     folder = os.path.dirname(path)
     if not os.path.isdir(folder):
@@ -233,6 +240,7 @@ class Learner:
         self.mini_batches = 0
         self._agreed = False
         self._warming = True
+        self._next_try = FIRST_FIT
         self._units: list[list[list[int]]] = []
         self._unit_seconds: list[float] = []
         self._lengths: list[list[int]] = []
@@ -257,8 +265,10 @@ class Learner:
         except Exception as exc:  # the run goes on; this step is not learnt from
             self._failed = True
             self._once(
-                "clock", "seqbalance: learn=: reading the clock failed (%s); steps it fails in "
-                "are dropped (said once)", exc
+                "clock",
+                "seqbalance: learn=: reading the clock failed (%s); steps it fails in "
+                "are dropped (said once)",
+                exc,
             )
             return None
 
@@ -285,13 +295,16 @@ class Learner:
         if lengths is None or not len(lengths):
             self._failed = True
             self._once(
-                "lengths", "seqbalance: learn=: a micro-batch's document lengths could not be "
-                "read; steps holding one are dropped (said once)"
+                "lengths",
+                "seqbalance: learn=: a micro-batch's document lengths could not be "
+                "read; steps holding one are dropped (said once)",
             )
             return
         if not end > start:
             self._failed = True
-            self._once("advance", "seqbalance: learn=: the clock did not advance over a micro-batch")
+            self._once(
+                "advance", "seqbalance: learn=: the clock did not advance over a micro-batch"
+            )
             return
         self._lengths.append([int(value) for value in lengths])
         self._seconds.append(end - start)
@@ -343,9 +356,11 @@ class Learner:
         counts = [len(item["seconds"]) for item in records]
         if len(set(counts)) > 1:
             self._once(
-                "counts", "seqbalance: learn=: the ranks ran different numbers of micro-batches "
+                "counts",
+                "seqbalance: learn=: the ranks ran different numbers of micro-batches "
                 "(%s); a lockstep engine runs the same number on every rank, so such mini-batches "
-                "are dropped (said once)", ", ".join(map(str, counts))
+                "are dropped (said once)",
+                ", ".join(map(str, counts)),
             )
             return [], []
         units, seconds = [], []
@@ -367,14 +382,22 @@ class Learner:
             if self._warming:
                 self._units.extend(units)
                 self._unit_seconds.extend(seconds)
-                del self._units[:-KEEP_PENDING], self._unit_seconds[:-KEEP_PENDING]
-                if len(self._units) < FIRST_FIT:
+                if len(self._units) < self._next_try:
                     return None
                 try:
                     self.cost = TimeCost.fit_synchronized(
                         self._units, self._unit_seconds, model=self.model
                     )
                 except ValueError:  # not determined yet: more slots next time
+                    # Every mini-batch while warming up; past that, when the slots kept have
+                    # doubled (a run of alike micro-batches never determines it: the fit's
+                    # cost stays a bounded share of the run's).
+                    kept = len(self._units)
+                    self._next_try = kept + 1 if kept < WARM_UP else min(2 * kept, KEEP_PENDING)
+                    if kept >= KEEP_PENDING:
+                        self._next_try = KEEP_PENDING  # the oldest quarter goes
+                        del self._units[: KEEP_PENDING // 4]
+                        del self._unit_seconds[: KEEP_PENDING // 4]
                     return None
                 if len(self._units) >= WARM_UP:
                     self._warming = False
@@ -386,7 +409,8 @@ class Learner:
                     )
                     self._units, self._unit_seconds = [], []
                 return None
-            step = _predicted(self.cost, records, own_plan) if self.writer() else None
+            saving = self.mini_batches % self.every == 0 and self.writer()
+            step = _predicted(self.cost, records, own_plan) if saving else None
             self.cost.update_synchronized_many(units, seconds)
             return step
         except (TypeError, ValueError) as exc:
@@ -502,6 +526,3 @@ def resolve_learning(
     if settings is None:
         return start, None, start
     return start, settings, LearntSource(settings.path, start)
-
-
-__all__ += ["load_time_cost", "resolve_learning"]

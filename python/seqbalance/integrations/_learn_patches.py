@@ -75,9 +75,7 @@ class Patches:
         checked = []
         for owner, attribute, replacement, expected in self._targets():
             current = _current(owner, attribute)
-            if current is not replacement and (
-                current is None or _parameters(current) != expected
-            ):
+            if current is not replacement and (current is None or _parameters(current) != expected):
                 raise IntegrationError(
                     f"seqbalance.integrations.{self.trainer.lower()}.install(learn=...) refused "
                     f"to patch: {getattr(owner, '__qualname__', owner)}.{attribute} has "
