@@ -21,6 +21,9 @@ child processes of tests/integrations/_gloo_learn.py:
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import os
 import sys

@@ -321,14 +321,14 @@ def _openrlhf(rank: int, world: int, scenario: dict[str, Any]) -> dict[str, Any]
     from openrlhf.trainer.ray import ppo_actor
 
     from seqbalance import get_seqlen_balanced_partitions
-    from seqbalance.integrations import _learn_patches
+    from seqbalance.integrations import _learn_openrlhf
     from seqbalance.integrations import openrlhf as sb_openrlhf
 
     originals = {
         name: ppo_actor.ActorPPOTrainer.__dict__[name] for name in ("training_step", "ppo_train")
     }
     names = sb_openrlhf.install(learn=scenario["path_openrlhf"], learn_every=scenario["every"])
-    learner = _learn_patches.OPENRLHF.learner
+    learner = _learn_openrlhf.OPENRLHF.learner
     clock = Clock()
     learner.clock = clock.read
     charge = _charge()

@@ -334,6 +334,10 @@ def _rank(rank: int, world: int, scenario: dict[str, Any], connection: Any) -> N
     import traceback
 
     sys.path.insert(0, scenario["root"])
+    if scenario.get("log") and rank == 0:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         connection.send(("done", _main(rank, world, scenario, Group(connection))))
     except BaseException:
@@ -349,7 +353,7 @@ def _slot_time(group: Group, lengths: list[int], noise: float, key: tuple[int, .
 
 
 def _main(rank: int, world: int, scenario: dict[str, Any], group: Group) -> dict[str, Any]:
-    from seqbalance.integrations import _learn_patches
+    from seqbalance.integrations import _learn_openrlhf, _learn_patches
 
     clock = FakeClock()
     trainer = scenario["trainer"]
@@ -362,7 +366,7 @@ def _main(rank: int, world: int, scenario: dict[str, Any], group: Group) -> dict
         if trainer == "verl"
         else integration.install(learn=scenario["path"], learn_every=scenario["every"])
     )
-    patches = _learn_patches.VERL if trainer == "verl" else _learn_patches.OPENRLHF
+    patches = _learn_patches.VERL if trainer == "verl" else _learn_openrlhf.OPENRLHF
     learner = patches.learner
     learner.clock = clock.read
     learner.gather = group.gather

@@ -355,3 +355,25 @@ def test_the_learnt_source_ignores_a_file_from_before_the_run(tmp_path):
     assert source.current() is None
     path.write_text(json.dumps(old.to_dict()) + " ")  # replaced by this run's first save
     assert source.current().coefficients == old.coefficients
+
+
+def test_alike_micro_batches_that_never_determine_a_fit_are_retried_ever_more_rarely(
+    tmp_path, monkeypatch
+):
+    attempts = []
+    original = TimeCost.fit_synchronized.__func__
+
+    def counting(cls, units, seconds, **kwargs):
+        attempts.append(len(units))
+        return original(cls, units, seconds, **kwargs)
+
+    monkeypatch.setattr(TimeCost, "fit_synchronized", classmethod(counting))
+    clock = standin.FakeClock()
+    learner = _learn.Learner(_settings(tmp_path / "c.json", every=10**6), "verl", clock=clock.read)
+    for _ in range(400):  # four alike micro-batches a mini-batch: nothing tells c_mb from c_doc
+        _feed(learner, clock, [[1000], [1000], [1000], [1000]])
+        learner.end_mini_batch()
+    assert learner.cost is None
+    # every mini-batch while warming up (6..32 slots), then as the slots kept double
+    assert attempts[:7] == [8, 12, 16, 20, 24, 28, 32]
+    assert attempts[7:] == [64, 128, 256, 512, 1024]

@@ -36,8 +36,8 @@ import os
 from .. import partition as _partition
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
-from . import _learn_patches
-from ._learn import resolve_learning
+from . import _learn_openrlhf
+from ._learn_source import resolve_learning
 from ._patching import IntegrationError, ModulePatch
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
@@ -109,19 +109,19 @@ def install(
     _, learning, source = resolve_learning(learn, learn_every, cost)
     _PATCH.check()
     if learning is not None:
-        _learn_patches.OPENRLHF.check()
+        _learn_openrlhf.OPENRLHF.check()
     names = _PATCH.install(refine)
     _PATCH.weigh = None if source is None else source.weights
     if learning is None:
-        _learn_patches.OPENRLHF.uninstall()
+        _learn_openrlhf.OPENRLHF.uninstall()
         return names
-    return names + _learn_patches.OPENRLHF.install(learning, source)
+    return names + _learn_openrlhf.OPENRLHF.install(learning, source)
 
 
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
     _PATCH.weigh = None
-    return _PATCH.uninstall() + _learn_patches.OPENRLHF.uninstall()
+    return _PATCH.uninstall() + _learn_openrlhf.OPENRLHF.uninstall()
 
 
 def is_installed() -> bool:

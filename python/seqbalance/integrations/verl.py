@@ -82,7 +82,7 @@ from ..costs import ModelCost, TimeCost
 from ..planning import groups as _groups
 from . import _learn_patches, _verl_step
 from ._costs import CostSource, as_trainer_tensor, lengths_of
-from ._learn import LearntSource, resolve_learning
+from ._learn_source import LearntSource, resolve_learning
 from ._patching import IntegrationError, ModulePatch
 from ._verl_step import step_wanted
 
