@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqbalance import simulate_step
-from seqbalance.integrations import _step
+from seqbalance.integrations import _own_plans, _step
 from tests.planning.step_oracle import spec_time_cost
 
 WORKLOAD = _step.StepMode()
@@ -61,7 +61,7 @@ def check_guarantees(plan, lengths, cap, group, minimum, multiple, rank_sizes=No
 
 def trainer_fixed(chunks, cap, group, minimum, multiple):
     try:
-        return _step.verl_micro_batches(
+        return _own_plans.verl_micro_batches(
             chunks,
             cap,
             weights=verl_weights,
@@ -178,7 +178,7 @@ def test_unmet_constraints_name_what():
     with pytest.raises(_step.UnmetConstraint, match="max_token_len|cap|300"):
         _step.plan_free(lengths, 2, 100, cost="tokens", mode=WORKLOAD, trainer=None)
     with pytest.raises(_step.UnmetConstraint, match="over max_token_len"):
-        _step.verl_micro_batches([lengths[:2], lengths[2:]], 100, weights=verl_weights)
+        _own_plans.verl_micro_batches([lengths[:2], lengths[2:]], 100, weights=verl_weights)
     with pytest.raises(_step.UnmetConstraint, match="dp_size"):
         _step.plan_free(lengths[:3], 2, 400, cost="tokens", mode=WORKLOAD, trainer=None)
 
@@ -186,7 +186,7 @@ def test_unmet_constraints_name_what():
 def test_verl_model_counts_and_layout():
     # The count is raised until every rank keeps the cap; micro-batches small at both ends.
     chunks = [np.array([50, 50, 50, 50, 10, 10], dtype=np.int64), np.array([5] * 6)]
-    plan = _step.verl_micro_batches(chunks, 100, weights=verl_weights)
+    plan = _own_plans.verl_micro_batches(chunks, 100, weights=verl_weights)
     assert len(plan[0]) == len(plan[1]) == 3
     loads = [int(chunks[0][part].sum()) for part in plan[0]]
     assert max(loads) <= 100

@@ -29,8 +29,9 @@ import numpy as np
 
 from ._learn import Learner, LearnSettings
 from ._patching import IntegrationError
-from ._step import UnmetConstraint, trainer_weights, verl_micro_batches
-from ._verl_step import _row_lengths
+from ._own_plans import verl_micro_batches
+from ._step import UnmetConstraint, trainer_weights
+from ._verl_worker import _row_lengths
 
 __all__ = ["VERL", "Patches"]
 

@@ -16,8 +16,8 @@ trainer's where seqbalance's is above it or breaks one of the trainer's constrai
 the counts, whole groups, no empty micro-batch. The trainer's cap wins over "never worse": a
 trainer plan over the cap is never kept.
 
-`verl_micro_batches` is a model of verl 0.9.1's ``rearrange_micro_batches`` run on every rank
-with the count agreed across them, the trainer plan the worker paths compare against.
+The trainers' own plans are in `seqbalance.integrations._own_plans`; the driver's layout and
+the slot field that carries it to the workers in `seqbalance.integrations._slots`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import partition as _partition
 from ..costs import ModelCost, TimeCost
 from ..costs.workload import sample_costs
 from ..planning.dp_plan import plan_dp_micro_batches
@@ -42,7 +41,6 @@ __all__ = [
     "plan_fixed",
     "plan_free",
     "trainer_weights",
-    "verl_micro_batches",
 ]
 
 Plan = list[list[list[int]]]
@@ -114,86 +112,6 @@ def _groups_of(n: int, group_size: int) -> int:
             f"force_group_size = {group_size}: {n} samples are not whole groups of it"
         )
     return n // group_size
-
-
-def verl_micro_batches(
-    rank_lengths: Sequence[np.ndarray],
-    max_token_len: int,
-    *,
-    weights: Callable[[np.ndarray], np.ndarray],
-    min_num_micro_batch: int | None = None,
-    num_batches_divided_by: int | None = None,
-    force_group_size: int = 1,
-    use_dynamic_bsz_balance: bool = True,
-) -> Plan:
-    """verl 0.9.1's ``rearrange_micro_batches`` on every rank, the count agreed across them.
-
-    The count: the largest over ranks of ``min(groups, ceil(tokens / cap))``, at least
-    ``min_num_micro_batch``, rounded up to ``num_batches_divided_by``, raised by that step
-    until every rank's largest-differencing split of its workloads keeps the cap; each rank's
-    micro-batches then sorted by workload (heaviest first) and, with
-    ``use_dynamic_bsz_balance``, laid out small at both ends. Raises `UnmetConstraint` where
-    verl raises (a group over the cap; more micro-batches than a rank has groups).
-    """
-    groups = [_groups_of(len(lengths), force_group_size) for lengths in rank_lengths]
-    count = max(
-        min(g, -(-int(lengths.sum()) // max_token_len))
-        for g, lengths in zip(groups, rank_lengths, strict=True)
-    )
-    if min_num_micro_batch is not None:
-        count = max(min_num_micro_batch, count)
-    step = num_batches_divided_by or 1
-    if num_batches_divided_by is not None:
-        count = -(-count // step) * step
-    group_tokens = [
-        lengths.reshape(-1, force_group_size).sum(axis=1) if len(lengths) else lengths
-        for lengths in rank_lengths
-    ]
-    group_weights = [
-        weights(lengths).reshape(-1, force_group_size).sum(axis=1) if len(lengths) else lengths
-        for lengths in rank_lengths
-    ]
-    largest = max((int(t.max()) for t in group_tokens if t.size), default=0)
-    if largest > max_token_len:
-        raise UnmetConstraint(
-            f"a group of {largest} tokens is over max_token_len = {max_token_len} on some rank"
-        )
-    fewest = min(groups)
-    while True:
-        if count > fewest:
-            raise UnmetConstraint(
-                f"{count} non-empty micro-batches under max_token_len = {max_token_len}, but a "
-                f"rank has only {fewest} groups"
-            )
-        parts = [
-            _partition.get_seqlen_balanced_partitions(w.tolist(), count, False)
-            for w in group_weights
-        ]
-        if all(
-            int(tokens[part].sum()) <= max_token_len
-            for tokens, rank in zip(group_tokens, parts, strict=True)
-            for part in rank
-        ):
-            break
-        count += step
-    plan: Plan = []
-    for w, rank in zip(group_weights, parts, strict=True):
-        # Back to sample indexes, sorted heaviest first (ties: the first index, higher first).
-        samples = [
-            [g * force_group_size + i for g in part for i in range(force_group_size)]
-            for part in rank
-        ]
-        if use_dynamic_bsz_balance:
-            samples.sort(
-                key=lambda s: (
-                    sum(int(w[i // force_group_size]) for i in s[::force_group_size]),
-                    s[0] if s else 0,
-                ),
-                reverse=True,
-            )
-            samples = samples[::2][::-1] + samples[1::2]
-        plan.append(samples)
-    return plan
 
 
 def _simulate(plan: Plan, lengths: np.ndarray, cost: Any, mode: StepMode) -> float:
@@ -491,192 +409,3 @@ def plan_free(
         return problem
 
     return _choose(candidates, trainer, lengths, cost, mode, check)
-
-
-#: The field that carries each sample's planned micro-batch from the driver to the workers.
-SLOT_FIELD = "seqbalance_slot"
-
-# A slot code packs four numbers into one int64: the mini-batch (15 bits), the micro-batch
-# count (16), the sample's position in its rank's part of the mini-batch (16) and its slot (16).
-_BITS = 16
-_MASK = (1 << _BITS) - 1
-LIMIT = 1 << _BITS
-
-
-def encode_slots(mini_batch: int, count: int, slots: Sequence[int]) -> np.ndarray:
-    """The slot codes of one rank's part of one mini-batch, its samples in run order."""
-    if not (0 <= mini_batch < (1 << 15) and 0 < count < LIMIT and len(slots) < LIMIT):
-        raise UnmetConstraint(
-            f"mini-batch {mini_batch}, {count} micro-batches, {len(slots)} samples a rank: past "
-            "what the slot field carries"
-        )
-    positions = np.arange(len(slots), dtype=np.int64)
-    return (
-        (np.int64(mini_batch) << (3 * _BITS))
-        | (np.int64(count) << (2 * _BITS))
-        | (positions << _BITS)
-        | np.asarray(slots, dtype=np.int64)
-    )
-
-
-def decode_slots(
-    codes: np.ndarray,
-    lengths: np.ndarray,
-    max_token_len: int,
-    *,
-    min_count: int | None = None,
-    multiple: int | None = None,
-    group_size: int = 1,
-) -> list[list[int]] | None:
-    """The micro-batches (indexes into this rank's rows, in slot order) the driver planned for
-    these rows, or None where the rows are not one planned mini-batch as the driver laid it
-    out (another cut, a shuffle, the whole chunk at once) or the plan breaks this call's
-    constraints (its cap, its counts, its groups)."""
-    codes = np.asarray(codes, dtype=np.int64).reshape(-1)
-    n = codes.size
-    if n == 0 or n != lengths.size or (codes < 0).any():
-        return None
-    mini_batches = codes >> (3 * _BITS)
-    counts = (codes >> (2 * _BITS)) & _MASK
-    positions = (codes >> _BITS) & _MASK
-    slots = codes & _MASK
-    count = int(counts[0])
-    if (
-        (mini_batches != mini_batches[0]).any()
-        or (counts != count).any()
-        or not np.array_equal(positions, np.arange(n))
-        or count < 1
-        or (slots >= count).any()
-        or (min_count is not None and count < min_count)
-        or (multiple is not None and count % multiple)
-    ):
-        return None
-    parts = [np.flatnonzero(slots == k) for k in range(count)]
-    if any(part.size == 0 or int(lengths[part].sum()) > max_token_len for part in parts):
-        return None
-    if group_size > 1:
-        if n % group_size:
-            return None
-        grouped = slots.reshape(-1, group_size)
-        if (grouped != grouped[:, :1]).any():
-            return None
-    return [part.tolist() for part in parts]
-
-
-@dataclass(frozen=True)
-class DriverPlan:
-    """A driver's layout of one batch for dispatch's equal contiguous chunks (rank ``r`` gets
-    rows ``[r * chunk, (r + 1) * chunk)`` of the new order; its mini-batch ``i`` is rows
-    ``[i * m, (i + 1) * m)`` of its chunk).
-
-    Attributes:
-        order: the new order, as indexes into the batch given.
-        codes: each row's slot code (`encode_slots`), in the new order.
-        partitions: each rank's rows of the new order (for the trainer's balance metrics).
-        seconds: the update's predicted step, summed over its mini-batches.
-        trainer_seconds: the same for the trainer's own plan (None where it had none).
-        mini_batches: how many mini-batches were planned.
-        kept_trainer: how many of them kept the trainer's plan.
-        count: micro-batches per rank, the most of any mini-batch.
-    """
-
-    order: np.ndarray
-    codes: np.ndarray
-    partitions: list[list[int]]
-    seconds: float
-    trainer_seconds: float | None
-    mini_batches: int
-    kept_trainer: int
-    count: int
-
-
-def plan_driver(
-    lengths: np.ndarray,
-    dp_size: int,
-    max_token_len: int,
-    *,
-    mini_batch_rows: int | None,
-    cost: Any,
-    mode: StepMode,
-    trainer: Callable[[list[np.ndarray]], Plan | None],
-    min_num_micro_batches: int | None = None,
-    num_micro_batches_multiple: int | None = None,
-    force_group_size: int = 1,
-) -> DriverPlan:
-    """Plan every mini-batch of a batch laid out as the trainer's own balancing left it.
-
-    The mini-batches keep the trainer's membership (mini-batch ``i`` is the ``i``-th window of
-    ``mini_batch_rows`` rows of every rank's chunk; the whole chunk when the windows do not
-    divide it): `plan_free` moves samples between ranks and micro-batches within a
-    mini-batch only, so the update trains on the same samples in the same mini-batches.
-    ``trainer(rank_lengths)`` is the trainer's own micro-batching of one window (each rank's
-    lengths), None where it would raise.
-    """
-    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
-    n = lengths.size
-    if n % dp_size:
-        raise UnmetConstraint(f"{n} samples do not split into dp_size = {dp_size} equal chunks")
-    chunk = n // dp_size
-    rows = mini_batch_rows if mini_batch_rows and chunk % mini_batch_rows == 0 else chunk
-    order = np.empty(n, dtype=np.int64)
-    codes = np.empty(n, dtype=np.int64)
-    seconds, trainer_total, kept, most = 0.0, 0.0, 0, 0
-    trainer_complete = True
-    for window in range(chunk // rows):
-        members = np.concatenate(
-            [np.arange(rows, dtype=np.int64) + r * chunk + window * rows for r in range(dp_size)]
-        )
-        window_lengths = lengths[members]
-        own = trainer([window_lengths[r * rows : (r + 1) * rows] for r in range(dp_size)])
-        own_global = (
-            None
-            if own is None
-            else [[[i + r * rows for i in part] for part in rank] for r, rank in enumerate(own)]
-        )
-        planned = plan_free(
-            window_lengths,
-            dp_size,
-            max_token_len,
-            cost=cost,
-            mode=mode,
-            trainer=own_global,
-            min_num_micro_batches=min_num_micro_batches,
-            num_micro_batches_multiple=num_micro_batches_multiple,
-            force_group_size=force_group_size,
-        )
-        seconds += planned.seconds
-        if planned.trainer_seconds is None:
-            trainer_complete = False
-        else:
-            trainer_total += planned.trainer_seconds
-        kept += planned.kept == "trainer"
-        most = max(most, planned.count)
-        for r, rank in enumerate(planned.plan):
-            start = r * chunk + window * rows
-            run = [i for part in rank for i in part]
-            order[start : start + rows] = members[run]
-            codes[start : start + rows] = encode_slots(
-                window, planned.count, [k for k, part in enumerate(rank) for _ in part]
-            )
-    partitions = [list(range(r * chunk, (r + 1) * chunk)) for r in range(dp_size)]
-    return DriverPlan(
-        order,
-        codes,
-        partitions,
-        seconds,
-        trainer_total if trainer_complete else None,
-        chunk // rows,
-        kept,
-        most,
-    )
-
-
-def describe_step(seconds: float, trainer_seconds: float | None, cost: Any) -> str:
-    """``predicted step 1.23 s, the trainer's own plan 1.30 s (-5.4 %)`` (cost units but for a
-    `TimeCost`)."""
-    unit = " s" if isinstance(cost, TimeCost) else " (cost units)"
-    text = f"predicted step {seconds:.6g}{unit}"
-    if trainer_seconds is None:
-        return text + ", the trainer's own plan: none (it would not keep its constraints)"
-    change = (seconds / trainer_seconds - 1) if trainer_seconds > 0 else 0.0
-    return text + f", the trainer's own plan {trainer_seconds:.6g}{unit} ({change:+.1%})"

@@ -36,9 +36,10 @@ import os
 from .. import partition as _partition
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
-from . import _learn_openrlhf
+from . import _learn_openrlhf, _openrlhf_step
 from ._learn_source import resolve_learning
 from ._patching import IntegrationError, ModulePatch
+from ._verl_step import step_wanted
 
 __all__ = ["IntegrationError", "install", "is_installed", "uninstall"]
 
@@ -76,6 +77,7 @@ def install(
     refine: bool | str = False,
     *,
     cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None,
+    step: bool | None = None,
     learn: str | os.PathLike[str] | None = None,
     learn_every: int = 10,
 ) -> list[str]:
@@ -91,12 +93,19 @@ def install(
     ``cost(lengths)`` -- float seconds, or FLOPs -- instead of the lengths. A later ``install``
     without one partitions the lengths again.
 
+    ``step=True`` (``None``: the environment variable ``SEQBALANCE_STEP``) makes OpenRLHF run
+    seqbalance's planned lockstep step: ``balance_experiences`` plans every optimizer step's
+    micro-batches over the ranks and ``NaiveReplayBuffer.setup_dynamic_batch`` forms them (see
+    the trainers page); ``step=False`` is the behaviour without it.
+
     ``learn=path`` (``None``: the environment variable ``SEQBALANCE_LEARN`` when set) makes the
     PPO actor learn the cost from its own micro-batches: each ``ActorPPOTrainer.training_step``
     is timed up to its optimizer step, every mini-batch's times are gathered once on the
     strategy's data-parallel group and fitted (from nothing, or updating a `TimeCost` given as
     ``cost``), and global rank 0 saves it to ``path`` every ``learn_every`` mini-batches; the
-    partitioning reads it from there (the lengths until the first save).
+    balancing reads it from there (the lengths until the first save). ``learn`` turns the
+    planned step on unless ``step=False`` or ``SEQBALANCE_STEP`` says otherwise, so the driver
+    reads each version once, at its plan.
 
     Idempotent; logs one INFO line. Raises ``TypeError``/``ValueError`` for a bad ``refine``,
     ``cost``, ``learn`` or ``learn_every`` (``FileNotFoundError`` for a missing file),
@@ -106,12 +115,21 @@ def install(
     replaces (``(seqlen_list, k_partitions, equal_size)`` for the partitioner).
     """
     check_refine(refine)
+    planned = step_wanted(step)
     _, learning, source = resolve_learning(learn, learn_every, cost)
+    if learning is not None and step is None and not os.environ.get("SEQBALANCE_STEP"):
+        planned = True  # the driver reads the learnt cost once per plan
     _PATCH.check()
+    if planned:
+        _openrlhf_step.check()
     if learning is not None:
         _learn_openrlhf.OPENRLHF.check()
     names = _PATCH.install(refine)
     _PATCH.weigh = None if source is None else source.weights
+    if planned:
+        names += _openrlhf_step.install(source)
+    else:
+        _openrlhf_step.uninstall()
     if learning is None:
         _learn_openrlhf.OPENRLHF.uninstall()
         return names
@@ -121,7 +139,9 @@ def install(
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
     _PATCH.weigh = None
-    return _PATCH.uninstall() + _learn_openrlhf.OPENRLHF.uninstall()
+    return (
+        _PATCH.uninstall() + _openrlhf_step.uninstall() + _learn_openrlhf.OPENRLHF.uninstall()
+    )
 
 
 def is_installed() -> bool:
