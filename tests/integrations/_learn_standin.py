@@ -361,11 +361,8 @@ def _main(rank: int, world: int, scenario: dict[str, Any], group: Group) -> dict
         from seqbalance.integrations import verl as integration
     else:
         from seqbalance.integrations import openrlhf as integration
-    names = (
-        integration.install(learn=scenario["path"], learn_every=scenario["every"], step=False)
-        if trainer == "verl"
-        else integration.install(learn=scenario["path"], learn_every=scenario["every"])
-    )
+    # the planned step off: the stand-ins have no driver
+    names = integration.install(learn=scenario["path"], learn_every=scenario["every"], step=False)
     patches = _learn_patches.VERL if trainer == "verl" else _learn_openrlhf.OPENRLHF
     learner = patches.learner
     learner.clock = clock.read

@@ -68,10 +68,9 @@ def test_every_rank_learns_the_truth_and_the_driver_plans_from_the_saved_file(
     path = tmp_path / "learnt.json"
     # The driver: its own process, installed before the run, reading what rank 0 saves.
     integration = sb_verl if trainer == "verl" else sb_openrlhf
-    kwargs = {"step": False} if trainer == "verl" else {}
     if trainer == "verl":
         driver = importlib.import_module("verl.trainer.ppo.ray_trainer")
-    integration.install(learn=str(path), **kwargs)
+    integration.install(learn=str(path), step=False)  # the stand-ins have no driver to plan
     lengths = [512, 4096, 30000, 65536]
     values = np.array(lengths)
     if trainer == "verl":  # nothing learnt yet: verl's own workload
@@ -137,7 +136,7 @@ def test_uninstall_restores_every_method(packages, tmp_path):
     }
     originals = {key: _learn_patches._current(*key) for key in owners}
     names = sb_verl.install(learn=str(tmp_path / "a.json"), step=False)
-    names += sb_openrlhf.install(learn=str(tmp_path / "b.json"))
+    names += sb_openrlhf.install(learn=str(tmp_path / "b.json"), step=False)
     for key in owners:
         assert _learn_patches._current(*key) is not originals[key]
         assert f"{_learn_patches._name(key[0])}.{key[1]}" in names
@@ -188,7 +187,7 @@ def test_bad_arguments_are_refused_by_name_before_anything_is_patched(
     with pytest.raises(error, match=words):
         sb_verl.install(step=False, **kwargs)
     with pytest.raises(error, match=words):
-        sb_openrlhf.install(**kwargs)
+        sb_openrlhf.install(step=False, **kwargs)
     assert fsdp.FSDPEngine.__dict__["forward_backward_batch"] is original
     assert not sb_verl.is_installed()
 
@@ -200,7 +199,7 @@ def test_the_environment_variable_names_the_path(packages, tmp_path, monkeypatch
     assert _learn_patches.VERL.learner.path == str(tmp_path / "env.json")
     monkeypatch.setenv(_learn.ENVIRONMENT, str(tmp_path / "missing" / "env.json"))
     with pytest.raises(ValueError, match=_learn.ENVIRONMENT):
-        sb_openrlhf.install()
+        sb_openrlhf.install(step=False)
 
 
 # -- the learner itself, in one process ------------------------------------------------------

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from ._learn import Learner, LearnSettings
-from ._patching import IntegrationError
 from ._own_plans import verl_micro_batches
+from ._patching import IntegrationError
 from ._step import UnmetConstraint, trainer_weights
 from ._verl_worker import _row_lengths
 

@@ -139,9 +139,7 @@ def install(
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
     _PATCH.weigh = None
-    return (
-        _PATCH.uninstall() + _openrlhf_step.uninstall() + _learn_openrlhf.OPENRLHF.uninstall()
-    )
+    return _PATCH.uninstall() + _openrlhf_step.uninstall() + _learn_openrlhf.OPENRLHF.uninstall()
 
 
 def is_installed() -> bool:
