@@ -291,9 +291,11 @@ class Learner:
                     )
                     self._units, self._unit_seconds = [], []
                 return None
+            cost = self.cost
+            assert cost is not None  # warmed up: fitted
             saving = self.mini_batches % self.every == 0 and self.writer()
-            step = _predicted(self.cost, records, own_plan) if saving else None
-            self.cost.update_synchronized_many(units, seconds)
+            step = _predicted(cost, records, own_plan) if saving else None
+            cost.update_synchronized_many(units, seconds)
             return step
         except (TypeError, ValueError) as exc:
             logger.warning(
