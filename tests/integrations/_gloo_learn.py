@@ -262,6 +262,11 @@ def _overhead(rank: int, world: int, scenario: dict[str, Any]) -> dict[str, Any]
 
     seconds = {"plain": 0.0, "learn": 0.0}
     counts = {"plain": 0, "learn": 0}
+    if rank == 0 and scenario.get("profile"):
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     for round_ in range(scenario["rounds"] + 1):
         for kind in ("plain", "learn"):
             if kind == "learn":
@@ -279,6 +284,9 @@ def _overhead(rank: int, world: int, scenario: dict[str, Any]) -> dict[str, Any]
                     seconds[kind] += taken
                     counts[kind] += engine.micro_batches
     sb_verl.uninstall()
+    if rank == 0 and scenario.get("profile"):
+        profiler.disable()
+        profiler.dump_stats(scenario["profile"])
     return {kind: seconds[kind] / counts[kind] for kind in seconds}
 
 
