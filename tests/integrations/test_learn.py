@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from seqbalance import TimeCost
-from seqbalance.integrations import _learn, _learn_patches
+from seqbalance.integrations import _learn, _learn_patches, _learn_source
 from seqbalance.integrations import openrlhf as sb_openrlhf
 from seqbalance.integrations import verl as sb_verl
 from tests.integrations import _learn_standin as standin
@@ -376,3 +376,26 @@ def test_alike_micro_batches_that_never_determine_a_fit_are_retried_ever_more_ra
     # every mini-batch while warming up (6..32 slots), then as the slots kept double
     assert attempts[:7] == [8, 12, 16, 20, 24, 28, 32]
     assert attempts[7:] == [64, 128, 256, 512, 1024]
+
+
+def test_a_model_cost_given_with_learn_is_the_model_the_fit_from_nothing_uses(tmp_path):
+    from seqbalance import ModelCost
+    from seqbalance.integrations._costs import CostSource
+
+    model = ModelCost(
+        hidden_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        vocab_size=1000,
+    )
+    settings = _learn_source.learn_settings(str(tmp_path / "c.json"), 1, CostSource(model))
+    assert settings.start is None and settings.model is model
+    clock = standin.FakeClock()
+    learner = _learn.Learner(settings, "verl", clock=clock.read)
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        _feed(learner, clock, _varied(rng, 4))
+        learner.end_mini_batch()
+    assert learner.cost.model is not None
+    assert set(learner.cost.coefficients) == {"micro_batch", "document", "linear", "attention"}
