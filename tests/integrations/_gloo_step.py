@@ -104,7 +104,7 @@ def _engine_class(module_name: str, class_name: str) -> type:
     )
 
 
-def _mini_batch(lengths, cap, codes=None):
+def _mini_batch(lengths, cap, codes=None, nested=False):
     import torch
     from tensordict import TensorDict
     from verl.utils import tensordict_utils as tu
@@ -116,7 +116,14 @@ def _mini_batch(lengths, cap, codes=None):
     fields = {"input_ids": mask * 7, "attention_mask": mask}
     if codes is not None:
         fields["seqbalance_slot"] = torch.as_tensor(codes, dtype=torch.int64)
+    if nested:  # as verl's trainer hands a batch to its workers: no padding, nested tensors
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        fields["response_mask"] = mask
+        fields["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
     data = TensorDict(fields, batch_size=[len(lengths)])
+    if nested:
+        data = left_right_2_no_padding(data)
     tu.assign_non_tensor(data, use_dynamic_bsz=True, max_token_len_per_gpu=cap)
     return data
 
@@ -158,6 +165,56 @@ def _driver(scenario):
     }
 
 
+def _driver_v1(scenario):
+    """verl's V1 driver (PPOTrainer._balance_batch, installed) on a TransferQueue batch (the real
+    KVBatchMeta; TransferQueue's store a stand-in recording what is put), then its equal
+    contiguous chunks."""
+    from omegaconf import OmegaConf
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1 import trainer_base
+
+    lengths = scenario["lengths"]
+    stored: dict[str, Any] = {}
+
+    def kv_batch_put(keys, partition_id, fields=None, tags=None):
+        stored.update(zip(keys, fields["seqbalance_slot"].tolist(), strict=True))
+
+    trainer_base.tq = types.SimpleNamespace(kv_batch_put=kv_batch_put)
+    # PPOTrainer is abstract (a concrete trainer adds its hooks); _balance_batch is its own.
+    concrete = type(
+        "Trainer",
+        (trainer_base.PPOTrainer,),
+        {"on_sample_end": lambda *a, **k: None, "on_step_end": lambda *a, **k: None},
+    )
+    trainer = object.__new__(concrete)
+    trainer.config = OmegaConf.create(scenario["config"])
+    trainer.actor_rollout_wg = types.SimpleNamespace(
+        _dispatch_info={"actor": list(range(scenario["dp"]))}
+    )
+    trainer.tokenizer = types.SimpleNamespace(eos_token_id=0)
+    trainer._get_required_batch_multiple = lambda dp_size: dp_size
+    batch = KVBatchMeta(
+        keys=[f"sample-{i}" for i in range(len(lengths))],
+        tags=[{"seq_len": n} for n in lengths],
+        partition_id="train",
+        fields=["input_ids", "attention_mask"],
+    )
+    batch = trainer._balance_batch(batch, {})
+    rows = [int(key.split("-")[1]) for key in batch.keys]
+    chunk = len(rows) // scenario["dp"]
+    return {
+        "fields": list(batch.fields),
+        "chunks": [
+            {
+                "rows": rows[r * chunk : (r + 1) * chunk],
+                "lengths": [lengths[i] for i in rows[r * chunk : (r + 1) * chunk]],
+                "codes": [stored[f"sample-{i}"] for i in rows[r * chunk : (r + 1) * chunk]],
+            }
+            for r in range(scenario["dp"])
+        ],
+    }
+
+
 def _scenario(rank: int, world: int, scenario: dict[str, Any], state: dict[str, Any]) -> Any:
     import torch.distributed as dist
     from verl.workers.engine import utils as engine_utils
@@ -169,10 +226,17 @@ def _scenario(rank: int, world: int, scenario: dict[str, Any], state: dict[str, 
         return sb_verl.install(
             step=scenario.get("step"), cost=(scenario.get("cost") or [None] * world)[rank]
         )
-    if kind == "driver":
-        answer = _driver(scenario) if rank == 0 else None
+    if kind in ("driver", "driver_v1"):
+        answer = None
+        if rank == 0:  # what the driver raised reaches every rank: none is left waiting
+            try:
+                answer = _driver(scenario) if kind == "driver" else _driver_v1(scenario)
+            except Exception:  # noqa: BLE001
+                answer = {"raised": traceback.format_exc()}
         box = [answer]
         dist.broadcast_object_list(box, src=0)
+        if "raised" in box[0]:
+            raise RuntimeError(box[0]["raised"])
         state["driver"] = box[0]
         return box[0] if rank == 0 else None
     if kind == "original_is_back":
@@ -196,6 +260,7 @@ def _scenario(rank: int, world: int, scenario: dict[str, Any], state: dict[str, 
                 chunk["lengths"][start : start + rows],
                 scenario["cap"],
                 chunk["codes"][start : start + rows],
+                nested=True,
             )
             _, indexes = engine.forward_backward_batch(
                 data, dp_group, scenario.get("num_batches_divided_by")

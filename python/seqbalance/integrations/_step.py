@@ -32,7 +32,7 @@ from ..costs import ModelCost, TimeCost
 from ..costs.workload import sample_costs
 from ..planning.dp_plan import plan_dp_micro_batches
 from ..planning.micro_batches import min_num_micro_batches_for
-from ..planning.step import simulate_step
+from ..planning.step import micro_batch_term, simulate_step
 
 __all__ = [
     "StepMode",
@@ -190,16 +190,27 @@ def _choose(
     check: Callable[[Plan], str | None],
 ) -> StepPlan:
     """The best valid candidate in the step model (seqbalance's first on ties), the trainer's
-    plan where it is below every one of them."""
+    plan where it is below every one of them.
+
+    In a pipeline whose cost does not price a micro-batch, a candidate with fewer micro-batches
+    than the trainer's valid plan is not one: fewer micro-batches would look cheaper than they
+    are to a model that does not see their cost (a cost model never guesses).
+    """
+    trainer_valid = trainer is not None and check(trainer) is None
+    fewest = (
+        len(trainer[0])
+        if trainer_valid and trainer and mode.pipeline_stages > 1 and micro_batch_term(cost) == 0
+        else 0
+    )
     best: tuple[float, Plan] | None = None
     for plan in candidates:
-        if check(plan) is not None:
+        if check(plan) is not None or len(plan[0]) < fewest:
             continue
         seconds = _simulate(plan, lengths, cost, mode)
         if best is None or seconds < best[0]:
             best = (seconds, plan)
     trainer_seconds = None
-    if trainer is not None and check(trainer) is None:
+    if trainer is not None and trainer_valid:
         trainer_seconds = _simulate(trainer, lengths, cost, mode)
         # Kept only when strictly below, past float rounding (as plan_dp_micro_batches keeps a
         # new plan).
