@@ -40,8 +40,8 @@ from .. import partition as _partition
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
 from ._capped import CappedByTokens
-from . import _openrlhf_step
-from ._costs import resolve
+from . import _learn_openrlhf, _openrlhf_step
+from ._learn_source import resolve_learning
 from ._patching import IntegrationError, ModulePatch
 from ._verl_step import step_wanted
 
@@ -111,6 +111,8 @@ def install(
     *,
     cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None,
     step: bool | None = None,
+    learn: str | os.PathLike[str] | None = None,
+    learn_every: int = 10,
 ) -> list[str]:
     """Run OpenRLHF's partitioners on seqbalance in this process; return the names replaced.
 
@@ -127,26 +129,40 @@ def install(
     ``get_minimum_num_micro_batch_size``, replaced too (its answers unchanged), which counts the
     same lengths first. A later ``install`` without one partitions the lengths again.
 
-    Idempotent; logs one INFO line. Raises ``TypeError``/``ValueError`` for a bad ``refine`` or
-    ``cost`` (``FileNotFoundError`` for a missing file), ``ImportError`` when
-    ``openrlhf.utils.seqlen_balancing`` cannot be imported, and `IntegrationError` (patching
-    nothing) when a function is missing or its parameters differ from
-    ``(seqlen_list, k_partitions, equal_size)``.
-
     ``step=True`` (``None``: the environment variable ``SEQBALANCE_STEP``) makes OpenRLHF run
     seqbalance's planned lockstep step: ``balance_experiences`` plans every optimizer step's
     micro-batches over the ranks and ``NaiveReplayBuffer.setup_dynamic_batch`` forms them (see
     the trainers page); ``step=False`` is the behaviour without it.
+
+    ``learn=path`` (``None``: the environment variable ``SEQBALANCE_LEARN`` when set) makes the
+    PPO actor learn the cost from its own micro-batches: each ``ActorPPOTrainer.training_step``
+    is timed up to its optimizer step, every mini-batch's times are gathered once on the
+    strategy's data-parallel group and fitted (from nothing, or updating a `TimeCost` given as
+    ``cost``), and global rank 0 saves it to ``path`` every ``learn_every`` mini-batches; the
+    balancing reads it from there (the lengths until the first save). ``learn`` turns the
+    planned step on unless ``step=False`` or ``SEQBALANCE_STEP`` says otherwise, so the driver
+    reads each version once, at its plan.
+
+    Idempotent; logs one INFO line. Raises ``TypeError``/``ValueError`` for a bad ``refine``,
+    ``cost``, ``learn`` or ``learn_every`` (``FileNotFoundError`` for a missing file),
+    ``ImportError`` when ``openrlhf.utils.seqlen_balancing`` (with ``learn``,
+    ``openrlhf.trainer.ray.ppo_actor``) cannot be imported, and `IntegrationError` (patching
+    nothing) when a function is missing or its parameters differ from the ones seqbalance
+    replaces (``(seqlen_list, k_partitions, equal_size)`` for the partitioner).
     """
     check_refine(refine)
     planned = step_wanted(step)
-    source = resolve(cost)
+    _, learning, source = resolve_learning(learn, learn_every, cost)
+    if learning is not None and step is None and not os.environ.get("SEQBALANCE_STEP"):
+        planned = True  # the driver reads the learnt cost once per plan
     # All checked before any patches: all or nothing.
     _PATCH.check()
     if source is not None:
         _COUNT.check()
     if planned:
         _openrlhf_step.check()
+    if learning is not None:
+        _learn_openrlhf.OPENRLHF.check()
     names = _PATCH.install(refine)
     _CAPPED.weigh = None if source is None else source.weights
     if source is None:
@@ -154,15 +170,24 @@ def install(
     else:
         names = names + _COUNT.install()
     if planned:
-        return names + _openrlhf_step.install(source)
-    _openrlhf_step.uninstall()
-    return names
+        names += _openrlhf_step.install(source)
+    else:
+        _openrlhf_step.uninstall()
+    if learning is None:
+        _learn_openrlhf.OPENRLHF.uninstall()
+        return names
+    return names + _learn_openrlhf.OPENRLHF.install(learning, source)
 
 
 def uninstall() -> list[str]:
     """Put OpenRLHF's original functions back in every ``openrlhf.*`` module; return their names."""
     _CAPPED.weigh = None
-    return _PATCH.uninstall() + _COUNT.uninstall() + _openrlhf_step.uninstall()
+    return (
+        _PATCH.uninstall()
+        + _COUNT.uninstall()
+        + _openrlhf_step.uninstall()
+        + _learn_openrlhf.OPENRLHF.uninstall()
+    )
 
 
 def is_installed() -> bool:

@@ -80,8 +80,9 @@ from .. import partition as _partition
 from .._inputs import as_int64_array, check_refine
 from ..costs import ModelCost, TimeCost
 from ..planning import groups as _groups
-from . import _verl_step
-from ._costs import CostSource, as_trainer_tensor, lengths_of, resolve
+from . import _learn_patches, _verl_step
+from ._costs import CostSource, as_trainer_tensor, lengths_of
+from ._learn_source import LearntSource, resolve_learning
 from ._patching import IntegrationError, ModulePatch
 from ._verl_step import step_wanted
 
@@ -149,8 +150,9 @@ _PATCH = ModulePatch(
     logger=logger,
 )
 
-#: The cost ``install(cost=...)`` balances by (None: verl's own workload).
-_SOURCE: list[CostSource | None] = [None]
+#: The cost ``install(cost=...)`` balances by (None: verl's own workload); under ``learn=``
+#: the learnt cost, whose ``current()`` is None until one is saved.
+_SOURCE: list[CostSource | LearntSource | None] = [None]
 
 
 def calculate_workload(seqlen_list: Any) -> Any:
@@ -158,7 +160,8 @@ def calculate_workload(seqlen_list: Any) -> Any:
     `TimeCost` (``rint(cost(lengths) * 1e9)``) or FLOPs of a `ModelCost`, shaped as the input,
     a tensor on its device (installed by ``install(cost=...)``)."""
     source = _SOURCE[0]
-    if source is None:  # uninstalled, yet still referenced somewhere: verl's own
+    # Uninstalled yet still referenced somewhere, or nothing learnt yet: verl's own.
+    if source is None or source.current() is None:
         return _WORKLOAD.originals["calculate_workload"](seqlen_list)
     lengths, device = lengths_of(seqlen_list)
     return as_trainer_tensor(source.nanoseconds(lengths.reshape(-1)), lengths.shape, device)
@@ -185,6 +188,8 @@ def install(
     *,
     cost: TimeCost | ModelCost | str | os.PathLike[str] | None = None,
     step: bool | None = None,
+    learn: str | os.PathLike[str] | None = None,
+    learn_every: int = 10,
 ) -> list[str]:
     """Run verl's partitioners on seqbalance in this process, and balance by ``cost`` when
     one is given; return the names replaced.
@@ -219,10 +224,23 @@ def install(
     it replaced follow the others in the answer. ``step=False`` is the behaviour without it,
     answer for answer, and puts back what an earlier ``step=True`` replaced.
 
+    ``learn=path`` (``None``: the environment variable ``SEQBALANCE_LEARN`` when set) makes
+    verl's FSDP engines learn the cost from the micro-batches they train: each training
+    micro-batch of ``FSDPEngine.forward_backward_batch`` is timed, every mini-batch's times are
+    gathered once on the data-parallel group and fitted (`seqbalance.TimeCost.fit_synchronized`
+    from nothing, updated after; a `TimeCost` given as ``cost`` is updated instead, a
+    `ModelCost` is the model fitted), and global rank 0 saves the cost to ``path`` every
+    ``learn_every`` mini-batches; the balancing reads it from there (verl's own until the
+    first save). ``learn`` turns the planned step on unless ``step=False`` or
+    ``SEQBALANCE_STEP`` says otherwise, so the driver reads each version once, at its plan.
+    verl's Megatron engine learns nothing (a warning says so once). See "Balance by measured
+    time" in the docs.
+
     Raises:
         TypeError, ValueError: ``refine`` is not ``False``, ``True`` or ``"exact"``; ``cost``
             is none of the above, or its file (or ``SEQBALANCE_COST``'s) is not a saved
-            `TimeCost` (``FileNotFoundError`` when missing), named in the message.
+            `TimeCost` (``FileNotFoundError`` when missing); ``learn`` is not a path whose
+            folder exists, or ``learn_every`` not an int >= 1; named in the message.
         ImportError: ``verl.utils.seqlen_balancing`` cannot be imported (verl or one of its
             import-time dependencies is missing); the message says which.
         IntegrationError: one of the functions is missing, or its parameters differ from the
@@ -237,13 +255,17 @@ def install(
     """
     check_refine(refine)
     planned = step_wanted(step)
-    source = resolve(cost)
-    # Both checked before either patches: all or nothing.
+    _, learning, source = resolve_learning(learn, learn_every, cost)
+    if learning is not None and step is None and not os.environ.get(_verl_step.ENVIRONMENT):
+        planned = True  # the driver reads the learnt cost once per plan
+    # All checked before any patches: all or nothing.
     _PATCH.check()
     if source is not None:
         _WORKLOAD.check()
     if planned:
         _verl_step.check()
+    if learning is not None:
+        _learn_patches.VERL.check()
     names = _PATCH.install(refine)
     _SOURCE[0] = source
     if source is None:
@@ -251,9 +273,13 @@ def install(
     else:
         names += _WORKLOAD.install()
     if planned:
-        return names + _verl_step.install(source)
-    _verl_step.uninstall()
-    return names
+        names += _verl_step.install(source)
+    else:
+        _verl_step.uninstall()
+    if learning is None:
+        _learn_patches.VERL.uninstall()
+        return names
+    return names + _learn_patches.VERL.install(learning, source)
 
 
 def uninstall() -> list[str]:
@@ -263,7 +289,12 @@ def uninstall() -> list[str]:
     puts verl's ``calculate_workload`` back where ``install(cost=...)`` replaced it. Without a
     prior `install` it does nothing and returns ``[]``.
     """
-    names = _PATCH.uninstall() + _WORKLOAD.uninstall() + _verl_step.uninstall()
+    names = (
+        _PATCH.uninstall()
+        + _WORKLOAD.uninstall()
+        + _verl_step.uninstall()
+        + _learn_patches.VERL.uninstall()
+    )
     _SOURCE[0] = None
     return names
 
