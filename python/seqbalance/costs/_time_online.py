@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from typing import NoReturn
 
 import numpy as np
 
@@ -268,7 +269,7 @@ class FitState:
 
     def _refuse_beyond_float64(
         self, fit: np.ndarray, times: np.ndarray, name: str, label: Callable[[int], str]
-    ) -> None:
+    ) -> NoReturn:
         # The row largest in the fit, compared as powers of ten (quotients overflow).
         with np.errstate(divide="ignore"):
             size = np.log10(np.abs(fit).max(axis=1)) - np.log10(times)

@@ -28,6 +28,7 @@ import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import FrameType
 
 import numpy as np
 
@@ -194,7 +195,7 @@ def outside_stacklevel() -> int:
     frame outside the seqbalance package: the user's line, however deep inside the library
     (a planner calling the cost, a loader calling `TimeCost.from_dict`) the warning arose.
     Frames of the import system are not counted, as `warnings.warn` does not count them."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_INSIDE):
         frame = frame.f_back

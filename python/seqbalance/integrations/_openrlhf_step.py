@@ -271,7 +271,8 @@ def setup_dynamic_batch(self: Any, strategy: Any) -> Any:
     plans = _plans(self, strategy, torch, dist)
     if plans is None:
         return original(self, strategy)
-    module = sys.modules[_BUFFER[0]]
+    # OpenRLHF's replay-buffer module, imported at install: its functions are looked up by name.
+    module: Any = sys.modules[_BUFFER[0]]
     counts = iter([len(plan) for plan in plans])
     partitions = iter(plans)
     saved = (module.get_minimum_num_micro_batch_size, module.get_seqlen_balanced_partitions)

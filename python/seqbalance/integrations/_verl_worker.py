@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,7 @@ def _slot_codes(batch: Any, n: int) -> np.ndarray | None:
 
 def _engine_mode(num_batches_divided_by: Any) -> tuple[StepMode, str]:
     """The step the calling engine runs: Megatron's 1F1B at its pipeline size, else lockstep."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(8):
         if frame is None:
             break
@@ -149,7 +150,7 @@ def rearrange_micro_batches(
             reason,
         )
         return original(*arguments)
-    assert lengths is not None and dist is not None
+    assert lengths is not None and torch is not None and dist is not None
     device = _collective_device(dist)
     agreed = torch.tensor([int(parts is not None)], dtype=torch.int64, device=device)
     dist.all_reduce(agreed, op=dist.ReduceOp.MIN)

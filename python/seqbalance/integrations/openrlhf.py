@@ -39,8 +39,8 @@ from typing import Any
 from .. import partition as _partition
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
-from ._capped import CappedByTokens
 from . import _learn_openrlhf, _openrlhf_step
+from ._capped import CappedByTokens
 from ._learn_source import resolve_learning
 from ._patching import IntegrationError, ModulePatch
 from ._verl_step import step_wanted
