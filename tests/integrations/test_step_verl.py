@@ -386,6 +386,7 @@ def on_ranks(world, run, monkeypatch):
         distributed=dist,
         int64="int64",
         tensor=lambda values, dtype=None, device=None: Tensor(values),
+        from_numpy=lambda array: array,  # the answers of an installed calculate_workload
     )
     monkeypatch.setitem(sys.modules, "torch", torch)
     answers = [None] * world

@@ -14,11 +14,17 @@ cost in use, with one WARNING per version of the file; one that stays missing fo
 `MISSING_GRACE` seconds is warned of once. A poor fit (`seqbalance.TimeCostWarning`) is warned of when the cost is first read, and
 after that only when a reload turns it poor, not at every save.
 
+Every rank one version: where a trainer forms micro-batches on its workers (verl's
+``rearrange_micro_batches``, OpenRLHF's ``setup_dynamic_batch``), `call_agreed` runs that
+formation on global rank 0's version of a followed file, agreed by one all-gather on the
+default group, so the ranks of one replica never form them from two versions of the file.
+
 Nothing here imports torch: a tensor comes from a trainer that imported it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,6 +32,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -34,7 +41,7 @@ from .._inputs import _describe
 from ..costs import ModelCost, TimeCost, TimeCostWarning
 from ..costs._time_trust import outside_stacklevel, poor_fit
 
-__all__ = ["ENVIRONMENT", "CostSource", "resolve"]
+__all__ = ["ENVIRONMENT", "CostSource", "agreed_cost", "call_agreed", "resolve"]
 
 #: The environment variable naming a saved `TimeCost` when ``install()`` is given no cost.
 ENVIRONMENT = "SEQBALANCE_COST"
@@ -98,6 +105,9 @@ class CostSource:
         #: that absence was warned of.
         self._missing_since: float | None = None
         self._missing_warned = False
+        #: The version `pinned` holds for this thread's calls (a rank's formation of its
+        #: micro-batches, `call_agreed`).
+        self._pin = threading.local()
         if path is None:
             assert cost is not None
             self._cost: TimeCost | ModelCost = cost
@@ -109,7 +119,11 @@ class CostSource:
         self._poor = isinstance(self._cost, TimeCost) and poor_fit(self._cost.fit_error) is not None
 
     def current(self) -> TimeCost | ModelCost:
-        """The cost to use now (a changed file is read first)."""
+        """The cost to use now: the version `pinned` in this thread, else the file's (a
+        changed file is read first)."""
+        pinned = getattr(self._pin, "cost", None)
+        if pinned is not None:
+            return pinned
         if self.path is None:
             return self._cost
         seen = _signature(self.path)
@@ -140,6 +154,16 @@ class CostSource:
                     )
                 self._poor = poor is not None
         return self._cost
+
+    @contextlib.contextmanager
+    def pinned(self, cost: TimeCost | ModelCost) -> Iterator[None]:
+        """Within: `current` in this thread is ``cost``, whatever the file holds."""
+        before = getattr(self._pin, "cost", None)
+        self._pin.cost = cost
+        try:
+            yield
+        finally:
+            self._pin.cost = before
 
     def _gone(self) -> None:
         """The followed file is missing: warned of once, when it stays missing past
@@ -184,6 +208,40 @@ def _flops(cost: ModelCost, lengths: Any) -> np.ndarray:
     if values and max(values) >= 2**63:
         raise ValueError("a sample's FLOPs are beyond int64: lengths far above any model's")
     return np.array(values, dtype=np.int64)
+
+
+def agreed_cost(source: Any) -> TimeCost | ModelCost | None:
+    """Global rank 0's version of the cost file ``source`` follows, sent to every rank by one
+    ``all_gather_object`` on the default group (every rank of every replica enters it, as each
+    enters the trainer's formation of its micro-batches); ``None`` where there is nothing to
+    agree: no followed file (a fixed cost is the same everywhere), or no ``torch.distributed``
+    initialised (one process)."""
+    if not isinstance(source, CostSource) or source.path is None:
+        return None
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    mine = source.current() if dist.get_rank() == 0 else None
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, mine)
+    agreed = gathered[0]
+    if not isinstance(agreed, (TimeCost, ModelCost)):
+        raise RuntimeError(
+            f"seqbalance: global rank 0 sent {_describe(agreed)} as its cost version, not a "
+            "TimeCost: every rank must install the same cost"
+        )
+    return agreed
+
+
+def call_agreed(source: Any, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` with ``source`` pinned to `agreed_cost`'s version for its
+    calls in this thread (as it is, where there is nothing to agree)."""
+    cost = agreed_cost(source)
+    if cost is None:
+        return function(*args, **kwargs)
+    with source.pinned(cost):
+        return function(*args, **kwargs)
 
 
 def resolve(cost: Any) -> CostSource | None:

@@ -32,8 +32,10 @@ Importing this module imports nothing of OpenRLHF; `install` imports the module.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import sys
 from typing import Any
 
 from .. import partition as _partition
@@ -41,6 +43,7 @@ from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
 from . import _learn_openrlhf, _openrlhf_step
 from ._capped import CappedByTokens
+from ._costs import CostSource, call_agreed
 from ._learn_source import resolve_learning
 from ._patching import IntegrationError, ModulePatch
 from ._verl_step import step_wanted
@@ -100,6 +103,54 @@ _COUNT = ModulePatch(
     logger=logger,
 )
 
+_BUFFER = ("openrlhf.trainer.ppo_utils.replay_buffer", "NaiveReplayBuffer")
+
+#: install(cost=path) without the planned step: the source followed and OpenRLHF's own
+#: ``NaiveReplayBuffer.setup_dynamic_batch`` (None: not replaced).
+_PINNED: dict[str, Any] = {"source": None, "original": None}
+
+
+def setup_dynamic_batch(self: Any, strategy: Any) -> Any:
+    """OpenRLHF's own ``NaiveReplayBuffer.setup_dynamic_batch``, its partitions weighed by one
+    version of the cost file: global rank 0's, agreed by one all-gather on the default group
+    when ``torch.distributed`` is initialised (installed by ``install(cost=path)`` without the
+    planned step)."""
+    original = _PINNED["original"]
+    assert original is not None
+    return call_agreed(_PINNED["source"], original, self, strategy)
+
+
+def _buffer_class() -> Any:
+    """OpenRLHF's replay buffer class, or None where this OpenRLHF has none to pin."""
+    try:
+        module = importlib.import_module(_BUFFER[0])
+    except ImportError:
+        return None
+    cls = getattr(module, _BUFFER[1], None)
+    return cls if cls is not None and "setup_dynamic_batch" in vars(cls) else None
+
+
+def _pin(source: CostSource) -> list[str]:
+    cls = _buffer_class()
+    if cls is None:
+        return []
+    if vars(cls)["setup_dynamic_batch"] is not setup_dynamic_batch:
+        _PINNED["original"] = vars(cls)["setup_dynamic_batch"]
+        cls.setup_dynamic_batch = setup_dynamic_batch
+    _PINNED["source"] = source
+    return ["NaiveReplayBuffer.setup_dynamic_batch"]
+
+
+def _unpin() -> list[str]:
+    module = sys.modules.get(_BUFFER[0])
+    cls = None if module is None else getattr(module, _BUFFER[1], None)
+    _PINNED["source"] = None
+    if cls is None or vars(cls).get("setup_dynamic_batch") is not setup_dynamic_batch:
+        return []
+    cls.setup_dynamic_batch = _PINNED["original"]
+    return ["NaiveReplayBuffer.setup_dynamic_batch"]
+
+
 # Module-level, as install() puts them into the trainer's module (their __module__ is this one).
 karmarkar_karp = _PATCH.replacements["karmarkar_karp"]
 greedy_partition = _PATCH.replacements["greedy_partition"]
@@ -127,7 +178,11 @@ def install(
     more tokens than the heaviest part of OpenRLHF's token split (``equal_size=False``, as its
     dynamic batching calls it): the token cap is learnt from OpenRLHF's
     ``get_minimum_num_micro_batch_size``, replaced too (its answers unchanged), which counts the
-    same lengths first. A later ``install`` without one partitions the lengths again.
+    same lengths first. A later ``install`` without one partitions the lengths again. With a
+    path (and without ``step=True``), ``NaiveReplayBuffer.setup_dynamic_batch`` is OpenRLHF's
+    own on one version of the file: where ``torch.distributed`` is initialised, global rank 0's
+    (one all-gather on the default group), so the ranks of one replica never form their
+    micro-batches from two versions.
 
     ``step=True`` (``None``: the environment variable ``SEQBALANCE_STEP``) makes OpenRLHF run
     seqbalance's planned lockstep step: ``balance_experiences`` plans every optimizer step's
@@ -170,9 +225,14 @@ def install(
     else:
         names = names + _COUNT.install()
     if planned:
+        _unpin()
         names += _openrlhf_step.install(source)
     else:
         _openrlhf_step.uninstall()
+        if isinstance(source, CostSource) and source.path is not None:
+            names += _pin(source)
+        else:
+            _unpin()
     if learning is None:
         _learn_openrlhf.OPENRLHF.uninstall()
         return names
@@ -185,6 +245,7 @@ def uninstall() -> list[str]:
     return (
         _PATCH.uninstall()
         + _COUNT.uninstall()
+        + _unpin()
         + _openrlhf_step.uninstall()
         + _learn_openrlhf.OPENRLHF.uninstall()
     )

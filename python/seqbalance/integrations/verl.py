@@ -70,6 +70,7 @@ Importing this module imports neither torch nor verl; `install` imports
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from typing import Any
@@ -81,7 +82,7 @@ from .._inputs import as_int64_array, check_refine
 from ..costs import ModelCost, TimeCost
 from ..planning import groups as _groups
 from . import _learn_patches, _verl_step
-from ._costs import CostSource, as_trainer_tensor, lengths_of
+from ._costs import CostSource, as_trainer_tensor, call_agreed, lengths_of
 from ._learn_source import LearntSource, resolve_learning
 from ._patching import IntegrationError, ModulePatch
 from ._verl_step import step_wanted
@@ -177,6 +178,38 @@ _WORKLOAD = ModulePatch(
     logger=logger,
 )
 
+
+def rearrange_micro_batches(*args: Any, **kwargs: Any) -> Any:
+    """verl's own ``rearrange_micro_batches``, its ``calculate_workload`` calls on one version of
+    the cost file: global rank 0's, agreed by one all-gather on the default group when
+    ``torch.distributed`` is initialised (installed by ``install(cost=path)`` without the planned
+    step; verl's parameters, whatever they are, and verl's answers)."""
+    return call_agreed(_SOURCE[0], _PIN.originals["rearrange_micro_batches"], *args, **kwargs)
+
+
+_PIN = ModulePatch(
+    target="verl.utils.seqlen_balancing",
+    package="verl",
+    replacements={"rearrange_micro_batches": rearrange_micro_batches},
+    optional=("rearrange_micro_batches",),
+    what="verl's own, on one cost version every rank agrees (install(cost=path))",
+    owner=__name__,
+    install_hint=_PATCH.install_hint,
+    logger=logger,
+)
+
+
+def _pin_check() -> None:
+    """`_PIN.check` for verl's ``rearrange_micro_batches`` as it is: the pass-through takes
+    its parameters (it forwards them all), so it is checked under verl's own signature."""
+    module = _PIN._import_target()
+    current = getattr(module, "rearrange_micro_batches", None)
+    if callable(current) and current is not rearrange_micro_batches:
+        # Python reads a function's __signature__; typeshed's function type does not declare it.
+        rearrange_micro_batches.__signature__ = inspect.signature(current)  # type: ignore[attr-defined]
+    _PIN.check()
+
+
 # Module-level, as install() puts them into the trainer's module (their __module__ is this one).
 karmarkar_karp = _PATCH.replacements["karmarkar_karp"]
 greedy_partition = _PATCH.replacements["greedy_partition"]
@@ -213,7 +246,10 @@ def install(
     weighs ``rint(cost(lengths) * 1e9)`` int64 nanoseconds of a `TimeCost` (the FLOPs of a
     `ModelCost`), and a cost given by path is read again whenever its file changes. Without a
     cost (and without the variable), verl's ``calculate_workload`` is verl's, restored if an
-    earlier call replaced it.
+    earlier call replaced it. With a path (and without ``step=True``), ``rearrange_micro_batches``
+    is replaced by a pass-through to verl's: where ``torch.distributed`` is initialised, each
+    call forms its micro-batches from global rank 0's version of the file (one all-gather on the
+    default group), so the ranks of one replica never form them from two versions.
 
     ``step=True`` (``None``: the environment variable ``SEQBALANCE_STEP``, unset meaning off)
     makes verl run seqbalance's planned step (`seqbalance.plan_dp_micro_batches` for the step
@@ -251,7 +287,7 @@ def install(
     >>> sb_verl.install()  # doctest: +SKIP
     ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions']
     >>> sb_verl.install(cost="time-cost.json")  # doctest: +SKIP
-    ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions', 'calculate_workload']
+    ['karmarkar_karp', 'greedy_partition', 'get_seqlen_balanced_partitions', 'get_group_balanced_partitions', 'calculate_workload', 'rearrange_micro_batches']
     """
     check_refine(refine)
     planned = step_wanted(step)
@@ -260,8 +296,12 @@ def install(
         planned = True  # the driver reads the learnt cost once per plan
     # All checked before any patches: all or nothing.
     _PATCH.check()
+    # A followed file, re-planned on the workers by verl's own code: one version per formation.
+    pinning = isinstance(source, CostSource) and source.path is not None and not planned
     if source is not None:
         _WORKLOAD.check()
+    if pinning:
+        _pin_check()
     if planned:
         _verl_step.check()
     if learning is not None:
@@ -272,10 +312,14 @@ def install(
         _WORKLOAD.uninstall()
     else:
         names += _WORKLOAD.install()
+    if not planned:
+        _verl_step.uninstall()  # first: it puts back what _PIN then wraps
+    if pinning:
+        names += _PIN.install()
+    else:
+        _PIN.uninstall()
     if planned:
         names += _verl_step.install(source)
-    else:
-        _verl_step.uninstall()
     if learning is None:
         _learn_patches.VERL.uninstall()
         return names
@@ -292,6 +336,7 @@ def uninstall() -> list[str]:
     names = (
         _PATCH.uninstall()
         + _WORKLOAD.uninstall()
+        + _PIN.uninstall()
         + _verl_step.uninstall()
         + _learn_patches.VERL.uninstall()
     )
