@@ -76,7 +76,7 @@ def test_every_rank_learns_the_truth_and_the_driver_plans_from_the_saved_file(
     if trainer == "verl":  # nothing learnt yet: verl's own workload
         assert driver.calculate_workload(values).tolist() == (24576 * values + values**2).tolist()
     else:
-        assert sb_openrlhf._PATCH.weigh(lengths).tolist() == lengths
+        assert sb_openrlhf._CAPPED.weigh(lengths).tolist() == lengths
 
     answers = standin.run(WORLD, _scenario(packages, path, trainer))
 
@@ -95,7 +95,7 @@ def test_every_rank_learns_the_truth_and_the_driver_plans_from_the_saved_file(
     if trainer == "verl":
         assert driver.calculate_workload(values).tolist() == np.rint(saved(values) * 1e9).tolist()
     else:
-        assert sb_openrlhf._PATCH.weigh(lengths).tolist() == saved(lengths).tolist()
+        assert sb_openrlhf._CAPPED.weigh(lengths).tolist() == saved(lengths).tolist()
 
 
 def test_the_fit_starts_from_nothing_once_the_slots_determine_it(packages, tmp_path):
