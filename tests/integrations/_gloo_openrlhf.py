@@ -9,11 +9,10 @@ and ``all_reduce`` (DeepSpeed is not needed for these functions).
 
 from __future__ import annotations
 
-import os
-import sys
-import traceback
 import types
 from typing import Any
+
+from tests.integrations._gloo_step import serve
 
 
 def arguments(scenario: dict[str, Any], world: int) -> Any:
@@ -129,38 +128,19 @@ def _scenario(rank: int, world: int, scenario: dict[str, Any], state: dict[str, 
     raise ValueError(f"unknown scenario {kind!r}")
 
 
+def _prepare() -> tuple[Any, dict[str, Any]]:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import torch
+
+    torch.cuda.current_device = lambda: "cpu"  # OpenRLHF's collectives' device: the CPU
+    from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
+
+    return _scenario, {"setup_original": NaiveReplayBuffer.__dict__["setup_dynamic_batch"]}
+
+
 def rank_main(
     rank: int, world: int, port: int, scenarios: list[dict[str, Any]], results: Any
 ) -> None:
-    answers: dict[str, Any] = {}
-    try:
-        os.environ.update(
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world)
-        )
-        import warnings
-
-        warnings.simplefilter("ignore")
-        import torch
-        import torch.distributed as dist
-
-        torch.cuda.current_device = lambda: "cpu"  # OpenRLHF's collectives' device: the CPU
-        from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
-
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        state: dict[str, Any] = {
-            "setup_original": NaiveReplayBuffer.__dict__["setup_dynamic_batch"]
-        }
-        for scenario in scenarios:
-            if os.environ.get("SEQBALANCE_GLOO_TRACE"):
-                print(f"rank {rank}: {scenario['name']}", file=sys.stderr, flush=True)
-            try:
-                answers[scenario["name"]] = ("ok", _scenario(rank, world, scenario, state))
-            except Exception as exc:  # noqa: BLE001  (what a rank raised is the test's answer)
-                answers[scenario["name"]] = ("raised", type(exc).__name__, str(exc))
-                if os.environ.get("SEQBALANCE_GLOO_TRACE"):
-                    traceback.print_exc()
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException:  # noqa: BLE001
-        answers["__crash__"] = ("raised", "crash", traceback.format_exc())
-    results.put((rank, answers))
+    serve(rank, world, port, scenarios, results, _prepare)

@@ -285,35 +285,26 @@ def _scenario(rank: int, world: int, scenario: dict[str, Any], state: dict[str, 
     raise ValueError(f"unknown scenario {kind!r}")
 
 
-def _rank(rank: int, world: int, port: int, scenarios: list[dict[str, Any]], results: Any) -> None:
+def serve(
+    rank: int, world: int, port: int, scenarios: list[dict[str, Any]], results: Any, prepare: Any
+) -> None:
+    """One rank's whole life: the rendezvous environment, ``prepare()`` (the trainer's imports and
+    patches, before its gloo group; returns the scenario function and its state), the group, every
+    scenario in order (what one raised is its answer), then every answer back on ``results``."""
     answers: dict[str, Any] = {}
     try:
         os.environ.update(
             MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world)
         )
-        os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-        import warnings
-
-        if os.environ.get("SEQBALANCE_GLOO_TRACE"):
-            import faulthandler
-
-            faulthandler.dump_traceback_later(150, exit=True)
-
-        warnings.simplefilter("ignore")
+        scenario_of, state = prepare()
         import torch.distributed as dist
-        from verl.utils import seqlen_balancing
-        from verl.workers.engine import utils as engine_utils
 
-        # verl picks its collectives' device itself (CUDA here, which this machine lacks):
-        # pointed at the CPU, where gloo runs.
-        seqlen_balancing.get_device_name = lambda: "cpu"
         dist.init_process_group("gloo", rank=rank, world_size=world)
-        state: dict[str, Any] = {"original": engine_utils.rearrange_micro_batches}
         for scenario in scenarios:
             if os.environ.get("SEQBALANCE_GLOO_TRACE"):
                 print(f"rank {rank}: {scenario['name']}", file=sys.stderr, flush=True)
             try:
-                answers[scenario["name"]] = ("ok", _scenario(rank, world, scenario, state))
+                answers[scenario["name"]] = ("ok", scenario_of(rank, world, scenario, state))
             except Exception as exc:  # noqa: BLE001  (what a rank raised is the test's answer)
                 answers[scenario["name"]] = ("raised", type(exc).__name__, str(exc))
                 if os.environ.get("SEQBALANCE_GLOO_TRACE"):
@@ -323,3 +314,26 @@ def _rank(rank: int, world: int, port: int, scenarios: list[dict[str, Any]], res
     except BaseException:  # noqa: BLE001
         answers["__crash__"] = ("raised", "crash", traceback.format_exc())
     results.put((rank, answers))
+
+
+def _prepare_verl() -> tuple[Any, dict[str, Any]]:
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    import warnings
+
+    if os.environ.get("SEQBALANCE_GLOO_TRACE"):
+        import faulthandler
+
+        faulthandler.dump_traceback_later(150, exit=True)
+
+    warnings.simplefilter("ignore")
+    from verl.utils import seqlen_balancing
+    from verl.workers.engine import utils as engine_utils
+
+    # verl picks its collectives' device itself (CUDA here, which this machine lacks):
+    # pointed at the CPU, where gloo runs.
+    seqlen_balancing.get_device_name = lambda: "cpu"
+    return _scenario, {"original": engine_utils.rearrange_micro_batches}
+
+
+def _rank(rank: int, world: int, port: int, scenarios: list[dict[str, Any]], results: Any) -> None:
+    serve(rank, world, port, scenarios, results, _prepare_verl)
