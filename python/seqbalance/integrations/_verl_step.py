@@ -108,6 +108,26 @@ def _say(planned: Any, cost: Any, settings: dict[str, Any], dp_size: int) -> Non
     )
 
 
+def _verl_balance_then_settings(
+    version: str, self: Any, batch: Any, metrics: Any, logging_prefix: Any, keep_minibatch: Any
+) -> tuple[Any, dict[str, Any] | None]:
+    """verl's own ``_balance_batch`` of driver ``version`` ("V0" or "V1"), then the settings
+    to plan with: ``(verl's answer, None)`` (said once why) where the driver keeps verl's
+    layout: seqbalance off, verl's prefix grouper on (V0), or `_driver_settings` refusing."""
+    original = _STATE.originals[(_driver_class(version), "_balance_batch")]
+    answer = original(self, batch, metrics, logging_prefix, keep_minibatch)
+    tag = version.lower() + ":"
+    if not _STATE.on:
+        return answer, None
+    if version == "V0" and getattr(self, "use_prefix_grouper", False):
+        _STATE.once(tag + "prefix", "seqbalance: verl's prefix grouper keeps its own layout")
+        return answer, None
+    settings, why = _driver_settings(self.config)
+    if settings is None:
+        _STATE.once(tag + why, "seqbalance: the driver keeps verl's layout: %s", why)
+    return answer, settings
+
+
 def _balance_batch_v0(
     self: Any,
     batch: Any,
@@ -115,16 +135,10 @@ def _balance_batch_v0(
     logging_prefix: Any = "global_seqlen",
     keep_minibatch: Any = False,
 ) -> Any:
-    original = _STATE.originals[(_driver_class("V0"), "_balance_batch")]
-    answer = original(self, batch, metrics, logging_prefix, keep_minibatch)
-    if not _STATE.on:
-        return answer
-    if getattr(self, "use_prefix_grouper", False):
-        _STATE.once("v0:prefix", "seqbalance: verl's prefix grouper keeps its own layout")
-        return answer
-    settings, why = _driver_settings(self.config)
+    answer, settings = _verl_balance_then_settings(
+        "V0", self, batch, metrics, logging_prefix, keep_minibatch
+    )
     if settings is None:
-        _STATE.once("v0:" + why, "seqbalance: the driver keeps verl's layout: %s", why)
         return answer
     mask = batch.batch["attention_mask"]
     torch = sys.modules.get("torch") if hasattr(mask, "detach") else None
@@ -153,13 +167,10 @@ def _balance_batch_v1(
     logging_prefix: Any = "global_seqlen",
     keep_minibatch: Any = False,
 ) -> Any:
-    original = _STATE.originals[(_driver_class("V1"), "_balance_batch")]
-    batch = original(self, batch, metrics, logging_prefix, keep_minibatch)
-    if not _STATE.on:
-        return batch
-    settings, why = _driver_settings(self.config)
+    batch, settings = _verl_balance_then_settings(
+        "V1", self, batch, metrics, logging_prefix, keep_minibatch
+    )
     if settings is None:
-        _STATE.once("v1:" + why, "seqbalance: the driver keeps verl's layout: %s", why)
         return batch
     lengths = np.array([int(tag["seq_len"]) for tag in batch.tags], dtype=np.int64)
     mapping = self.actor_rollout_wg._dispatch_info["actor"]
