@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
-import multiprocessing
 import os
-import queue
-import socket
 import sys
 import time
 import traceback
@@ -29,46 +26,19 @@ from typing import Any
 
 import numpy as np
 
+from tests.integrations import _gloo_step
 from tests.integrations._learn_standin import CAP, TRUTH, sft_lengths, truth_seconds
 
 __all__ = ["CAP", "TRUTH", "relative", "run"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run(world: int, scenario: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
     """Every rank's answer (spawned processes, one a rank), or an error after ``timeout``."""
-    context = multiprocessing.get_context("spawn")
-    results: Any = context.Queue()
-    port = free_port()
-    processes = [
-        context.Process(target=_rank, args=(rank, world, port, scenario, results))
-        for rank in range(world)
-    ]
-    for process in processes:
-        process.start()
-    answers: dict[int, Any] = {}
-    try:
-        while len(answers) < world:
-            rank, answer = results.get(timeout=timeout)
-            answers[rank] = answer
-    except queue.Empty:
-        raise TimeoutError(
-            f"ranks {sorted(set(range(world)) - set(answers))} gave no answer in {timeout} s"
-        ) from None
-    finally:
-        for process in processes:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.kill()
-    errors = {r: a["error"] for r, a in answers.items() if "error" in a}
+    answers = _gloo_step.run(world, scenario, timeout, target=_rank)
+    errors = {r: a["error"] for r, a in enumerate(answers) if "error" in a}
     if errors:
         raise AssertionError(f"ranks raised: {errors}")
-    return [answers[rank] for rank in range(world)]
+    return answers
 
 
 def _rank(rank: int, world: int, port: int, scenario: dict[str, Any], results: Any) -> None:

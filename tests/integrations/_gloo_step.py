@@ -47,9 +47,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run(
-    world: int, scenarios: list[dict[str, Any]], timeout: float, target: Any = None
-) -> list[dict[str, Any]]:
+def run(world: int, scenarios: Any, timeout: float, target: Any = None) -> list[dict[str, Any]]:
+    """Each rank's answer from ``target`` (`_rank` unless given), called with the rank, the
+    world, the rendezvous port, ``scenarios`` and the results queue."""
     context = multiprocessing.get_context("spawn")
     results: Any = context.Queue()
     port = free_port()
