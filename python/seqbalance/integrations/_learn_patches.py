@@ -25,12 +25,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from ._learn import Learner, LearnSettings
-from ._own_plans import verl_micro_batches
 from ._patching import IntegrationError
-from ._step import UnmetConstraint, trainer_weights
+from ._verl_common import _verl_trainer_plan
 from ._verl_worker import _row_lengths
 
 __all__ = ["VERL", "Patches"]
@@ -271,8 +268,8 @@ def _megatron_forward_backward_batch(
 
 
 def _verl_own_plan(data: Any) -> Any:
-    """verl's own micro-batching of every rank's lengths (`_step.verl_micro_batches`), where
-    the pass's data says it was dynamic; None otherwise."""
+    """verl's own micro-batching of every rank's lengths (`_verl_trainer_plan`), where the
+    pass's data says it was dynamic; None otherwise."""
     try:
         tu = sys.modules["verl.utils.tensordict_utils"]
         if not tu.get_non_tensor_data(data=data, key="use_dynamic_bsz", default=True):
@@ -284,19 +281,7 @@ def _verl_own_plan(data: Any) -> Any:
         return None
     source = VERL.source
     cost = None if source is None else source.current()
-
-    def own(rank_lengths: list[np.ndarray]) -> Any:
-        try:
-            return verl_micro_batches(
-                rank_lengths,
-                cap,
-                weights=lambda lengths: trainer_weights(cost, lengths, "workload"),
-                force_group_size=group,
-            )
-        except UnmetConstraint:
-            return None
-
-    return own
+    return _verl_trainer_plan(cap, cost, group_size=group)
 
 
 def _verl_targets() -> list[tuple[Any, str, Any, list[str]]]:
