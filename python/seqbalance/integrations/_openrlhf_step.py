@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import partition as _partition
 from ._costs import CostSource
-from ._patching import IntegrationError
+from ._patching import IntegrationError, SaysOnce
 from ._slots import decode_slots, describe_step, plan_driver
 from ._step import StepMode, UnmetConstraint, plan_fixed, trainer_weights
 
@@ -48,8 +48,9 @@ _BUFFER = ("openrlhf.trainer.ppo_utils.replay_buffer", "NaiveReplayBuffer")
 LOCKSTEP = StepMode("micro_batch")
 
 
-class _State:
+class _State(SaysOnce):
     def __init__(self) -> None:
+        super().__init__(logger)
         self.lock = threading.Lock()
         self.on = False
         self.source: CostSource | None = None
@@ -57,12 +58,6 @@ class _State:
         self.balance_original: Callable[..., Any] | None = None
         self.setup_original: Callable[..., Any] | None = None
         self.rebound: list[tuple[Any, str]] = []
-        self.said: set[str] = set()
-
-    def once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self.said:
-            self.said.add(key)
-            logger.info(message, *args)
 
 
 _STATE = _State()

@@ -42,6 +42,20 @@ class IntegrationError(RuntimeError):
     """
 
 
+class SaysOnce:
+    """An integration's state that says each message once per key (at info level, on the
+    integration's own logger): what holds for every step is said at the first."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.said: set[str] = set()
+        self._logger = logger
+
+    def once(self, key: str, message: str, *args: Any) -> None:
+        if key not in self.said:
+            self.said.add(key)
+            self._logger.info(message, *args)
+
+
 def _parameters(function: Any) -> list[tuple[str, Any, Any]]:
     """What a caller relies on: each parameter's name, kind and default, in order."""
     return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]

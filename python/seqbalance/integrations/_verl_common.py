@@ -35,6 +35,7 @@ import numpy as np
 
 from ._costs import CostSource
 from ._own_plans import verl_micro_batches
+from ._patching import SaysOnce
 from ._step import UnmetConstraint, trainer_weights
 
 __all__ = ["ENVIRONMENT", "step_wanted"]
@@ -78,20 +79,15 @@ def step_wanted(step: Any) -> bool:
     raise TypeError(f"step must be True, False or None, got {type(step).__name__} {step!r}")
 
 
-class _State:
+class _State(SaysOnce):
     def __init__(self) -> None:
+        super().__init__(logger)
         self.lock = threading.Lock()
         self.on = False
         self.source: CostSource | None = None
         #: (module or class, attribute) -> the original
         self.originals: dict[tuple[Any, str], Any] = {}
         self.worker_original: Callable[..., Any] | None = None
-        self.said: set[str] = set()
-
-    def once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self.said:
-            self.said.add(key)
-            logger.info(message, *args)
 
 
 _STATE = _State()
