@@ -73,6 +73,11 @@ def trainer_fixed(chunks, cap, group, minimum, multiple):
         return None
 
 
+def _global(plan, per_rank):
+    """Rank ``r``'s own indexes (its chunk of ``per_rank`` samples) as indexes of all samples."""
+    return [[[i + r * per_rank for i in part] for part in rank] for r, rank in enumerate(plan)]
+
+
 def steps(plan, lengths, mode):
     return simulate_step(
         plan, lengths, cost="workload", sync=mode.sync, pipeline_stages=mode.pipeline_stages
@@ -100,16 +105,11 @@ def test_fixed_ranks_guarantees_and_never_above_the_trainer(problem):
         # Only where the trainer's own code cannot plan either.
         assert trainer is None
         return
-    offsets = [r * per_rank for r in range(dp)]
-    flat = [
-        [[i + offsets[r] for i in part] for part in rank] for r, rank in enumerate(planned.plan)
-    ]
+    flat = _global(planned.plan, per_rank)
     check_guarantees(flat, lengths, cap, group, minimum, multiple, [per_rank] * dp)
     assert steps(flat, lengths, mode) == pytest.approx(planned.seconds, rel=1e-12)
     if trainer is not None:
-        tflat = [
-            [[i + offsets[r] for i in part] for part in rank] for r, rank in enumerate(trainer)
-        ]
+        tflat = _global(trainer, per_rank)
         assert planned.seconds <= steps(tflat, lengths, mode) * (1 + 1e-9)
         assert planned.trainer_seconds == pytest.approx(steps(tflat, lengths, mode), rel=1e-12)
 
@@ -121,9 +121,7 @@ def test_free_ranks_guarantees_and_never_above_the_trainer(problem):
     chunks = [lengths[r * per_rank : (r + 1) * per_rank] for r in range(dp)]
     trainer = trainer_fixed(chunks, cap, group, minimum, multiple)
     if trainer is not None:
-        trainer = [
-            [[i + r * per_rank for i in part] for part in rank] for r, rank in enumerate(trainer)
-        ]
+        trainer = _global(trainer, per_rank)
     try:
         planned = _step.plan_free(
             lengths,
