@@ -136,22 +136,7 @@ def test_lockstep_batches_of_lognormal_documents_recover_the_model_exactly(seed)
     """Units as a trainer's plan makes them (8 ranks, 1 to 8 documents of lognormal lengths
     each, now and then an idle rank, 24 units): the rule settles on every unit's slowest
     member and the fit is the model."""
-    rng = np.random.default_rng(seed)
-    coefficients = (
-        10 ** rng.uniform(-3, -2),
-        10 ** rng.uniform(-6, -4),
-        10 ** rng.uniform(-8, -6),
-        10 ** rng.uniform(-13, -11),
-    )
-
-    def member():
-        if rng.uniform() < 0.1:
-            return []
-        sizes = rng.lognormal(8.5, 1.2, int(rng.integers(1, 9))).astype(int) + 1
-        return np.minimum(sizes, 32_768).tolist()
-
-    units = [[member() for _ in range(8)] for _ in range(24)]
-    seconds = [max(took(m, coefficients) for m in unit) for unit in units]
+    coefficients, units, seconds = lognormal_units(np.random.default_rng(seed), 24)
     cost = TimeCost.fit_synchronized(units, seconds)
     probe = [[1], [1000], [50_000], [300] * 7]
     assert cost.predict(probe) == pytest.approx([took(b, coefficients) for b in probe], rel=1e-6)
