@@ -64,9 +64,9 @@ inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python ru
 # What the banners say each suite takes on 2 cores, idle (the load average the tests' own) and
 # loaded (shared with other jobs); the README's Install section gives the full figures.
 PYTEST_MINUTES_IDLE := 7.8-9.3
-PYTEST_MINUTES_LOADED := 10
+PYTEST_MINUTES_LOADED := 14-17
 CARGO_TEST_MINUTES_IDLE := 3
-CARGO_TEST_MINUTES_LOADED := 7
+CARGO_TEST_MINUTES_LOADED := 4-6
 
 test: install  ## the whole test suite: Python (benchmarks disabled) and Rust, both run; fails if either fails
 	@$(MAKE) --no-print-directory test-suites
