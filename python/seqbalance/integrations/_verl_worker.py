@@ -86,9 +86,9 @@ def _collective_device(dist: Any) -> str:
 
 
 def _select(batch: Any, parts: list[list[int]]) -> list[Any]:
-    tensordict_utils = sys.modules.get("verl.utils.tensordict_utils")
-    if tensordict_utils is None:
-        tensordict_utils = importlib.import_module("verl.utils.tensordict_utils")
+    # import_module, not sys.modules: a module another rank's thread is still importing is in
+    # sys.modules half initialised; import_module waits on its import lock.
+    tensordict_utils = importlib.import_module("verl.utils.tensordict_utils")
     return [tensordict_utils.index_select_tensor_dict(batch, part) for part in parts]
 
 
