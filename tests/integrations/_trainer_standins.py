@@ -13,6 +13,7 @@ import importlib
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from seqbalance.integrations import openrlhf as sb_openrlhf
 from seqbalance.integrations import verl as sb_verl
@@ -194,6 +195,15 @@ def purge(package: str) -> None:
     for name in list(sys.modules):
         if name in (package, f"{package}_outside") or name.startswith(package + "."):
             del sys.modules[name]
+
+
+def fresh_root(root: Path, monkeypatch: Any, package: str) -> None:
+    """Forget every imported module of ``package``, put ``root`` first on sys.path, and unset
+    ``SEQBALANCE_COST`` and ``SEQBALANCE_STEP``: where a stand-in of ``package`` is written."""
+    purge(package)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
+    monkeypatch.delenv("SEQBALANCE_STEP", raising=False)
 
 
 class StandIn:

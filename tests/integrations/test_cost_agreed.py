@@ -17,7 +17,7 @@ from seqbalance.integrations import openrlhf as sb_openrlhf
 from seqbalance.integrations import verl as sb_verl
 from seqbalance.integrations._costs import CostSource
 from tests.integrations._gloo_step import two_versions
-from tests.integrations._trainer_standins import StandIn, purge
+from tests.integrations._trainer_standins import StandIn, fresh_root, purge
 from tests.integrations.test_step_verl import on_ranks
 
 LENGTHS = np.random.default_rng(11).integers(1, 4096, size=24).tolist()
@@ -44,10 +44,7 @@ class Views(CostSource):
 
 @pytest.fixture
 def verl(tmp_path, monkeypatch):
-    purge("verl")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
-    monkeypatch.delenv("SEQBALANCE_STEP", raising=False)
+    fresh_root(tmp_path, monkeypatch, "verl")
     standin = StandIn(tmp_path, "verl")
     # verl's engine utils import it by name.
     engine = tmp_path / "verl/workers/engine/utils.py"
@@ -82,10 +79,7 @@ class NaiveReplayBuffer:
 
 @pytest.fixture
 def openrlhf(tmp_path, monkeypatch):
-    purge("openrlhf")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
-    monkeypatch.delenv("SEQBALANCE_STEP", raising=False)
+    fresh_root(tmp_path, monkeypatch, "openrlhf")
     StandIn(tmp_path, "openrlhf")
     for path, text in {
         "openrlhf/trainer/ppo_utils/__init__.py": "",

@@ -16,7 +16,7 @@ import pytest
 from seqbalance.integrations import _openrlhf_step, _slots
 from seqbalance.integrations import openrlhf as sb_openrlhf
 from seqbalance.integrations.openrlhf import IntegrationError
-from tests.integrations._trainer_standins import StandIn, purge
+from tests.integrations._trainer_standins import StandIn, fresh_root, purge
 
 # OpenRLHF's experience helpers and driver balancing, in plain Python: an experience is a list
 # of samples; balance_experiences sorts by length and deals the ranks as OpenRLHF interleaves.
@@ -74,10 +74,7 @@ def arguments(ranks=2, cap=4096, train=16):
 
 @pytest.fixture
 def openrlhf(tmp_path, monkeypatch):
-    purge("openrlhf")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
-    monkeypatch.delenv("SEQBALANCE_STEP", raising=False)
+    fresh_root(tmp_path, monkeypatch, "openrlhf")
     StandIn(tmp_path, "openrlhf")
     files = {
         "openrlhf/trainer/ppo_utils/__init__.py": PACKAGE_INIT,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from seqbalance import simulate_step
 from seqbalance.integrations import slime as sb_slime
-from tests.integrations._trainer_standins import purge
+from tests.integrations._trainer_standins import fresh_root, purge
 
 # slime's signature and answer form; its algorithm in plain Python: each step's samples dealt
 # to the ranks in turn, each rank first-fit under the cap, every rank then split (its largest
@@ -64,10 +64,7 @@ ROLLOUT = "from slime.utils.dp_schedule import build_dp_schedule\n"
 
 @pytest.fixture
 def slime(tmp_path, monkeypatch):
-    purge("slime")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("SEQBALANCE_STEP", raising=False)
-    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
+    fresh_root(tmp_path, monkeypatch, "slime")
     for path, text in {
         "slime/__init__.py": "",
         "slime/utils/__init__.py": "",

@@ -21,7 +21,7 @@ from seqbalance.integrations import verl as sb_verl
 from seqbalance.integrations._costs import CostSource
 from seqbalance.integrations.verl import IntegrationError
 from tests.integrations._gloo_step import two_versions
-from tests.integrations._trainer_standins import StandIn, purge
+from tests.integrations._trainer_standins import StandIn, fresh_root, purge
 
 ENGINE_UTILS = '''
 """Stand-in for verl.workers.engine.utils (verl 0.9.1's names and parameters)."""
@@ -116,10 +116,7 @@ def config(strategy="fsdp", stages=1, cap=4096, dynamic=True):
 @pytest.fixture
 def verl(tmp_path, monkeypatch):
     """The stand-in verl with engine utils and both drivers (2 data-parallel ranks)."""
-    purge("verl")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("SEQBALANCE_COST", raising=False)
-    monkeypatch.delenv("SEQBALANCE_STEP", raising=False)
+    fresh_root(tmp_path, monkeypatch, "verl")
     files = {
         "verl/workers/__init__.py": "",
         "verl/workers/engine/__init__.py": "",
