@@ -21,6 +21,7 @@ __all__ = [
     "_pack",
     "_pipeline_makespans",
     "_plan_context_parallel",
+    "_plan_packed_steps",
     "_plan_ranks",
     "_plan_step",
     "_purge_delay",
@@ -75,6 +76,16 @@ def _plan_context_parallel(
     cap: int,
     method: str = "best",
 ) -> tuple[list[list[tuple[int, list[int], list[int]]]], float, str]: ...
+def _plan_packed_steps(
+    lengths: npt.NDArray[np.int64],
+    weights: npt.NDArray[Any],
+    ranks: int,
+    steps: int,
+    pack_max_length: int,
+    refine: str,
+    max_sequences: int | None = None,
+    padded: bool = False,
+) -> list[list[list[list[int]]]]: ...
 @overload
 def _pack(
     lengths: npt.NDArray[np.int64],

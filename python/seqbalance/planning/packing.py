@@ -28,9 +28,9 @@ from .._inputs import (
     check_pad_to_multiple_of,
     check_per_item,
     check_refine,
+    normalize_weights,
 )
 from ..costs.workload import check_total, pad_lengths, sample_costs
-from ..partition import get_seqlen_balanced_partitions
 
 __all__ = [
     "ALGORITHMS",
@@ -315,27 +315,11 @@ def plan_packed_steps(
     weights = sample_costs(cost, values)
     if weights is not values and weights.dtype.kind != "f":
         check_total(weights)
-    plan: list[list[list[list[int]]]] = []
-    for rank_part in get_seqlen_balanced_partitions(weights, ranks, False, refine=refine):
-        rank_samples = np.asarray(rank_part, dtype=np.int64)
-        filled = min(steps, rank_samples.size)
-        step_parts = get_seqlen_balanced_partitions(
-            weights[rank_samples], filled, False, refine=refine
-        )
-        rank_plan: list[list[list[int]]] = []
-        for part in step_parts:
-            bucket = rank_samples[np.asarray(part, dtype=np.int64)]
-            if limit is None and not padded:
-                packs = _native._pack(values[bucket], cap, "bfd")
-            else:
-                packs = _native._pack(values[bucket], cap, "bfd", False, limit, padded)
-            rank_plan.append([bucket[pack].tolist() for pack in packs])
-        rank_plan.extend([] for _ in range(steps - filled))
-        plan.append(rank_plan)
-    for step in range(steps):
-        width = max(len(rank_plan[step]) for rank_plan in plan)
-        for rank_plan in plan:
-            rank_plan[step].extend([] for _ in range(width - len(rank_plan[step])))
+    # One native request: both balancing steps, every bucket's packing and the padding.
+    mode = "exact" if refine == "exact" else ("local" if refine else "no")
+    plan: list[list[list[list[int]]]] = _native._plan_packed_steps(
+        values, normalize_weights(weights).values, ranks, steps, cap, mode, limit, padded
+    )
     logger.debug("planned %d samples over %d ranks x %d steps", values.size, ranks, steps)
     return plan
 

@@ -33,12 +33,14 @@ mod constrained;
 mod first_fit;
 mod order;
 mod ordered;
+mod steps;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
 
 pub use constrained::{packing_constrained, Constraints, Footprint};
+pub use steps::{packed_steps, StepPlan};
 
 use crate::alloc;
 use crate::error::CoreError;
