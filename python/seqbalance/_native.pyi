@@ -19,11 +19,11 @@ __all__ = [
     "_order_micro_batches",
     "_own_count",
     "_pack",
-    "_pipeline_makespans",
     "_plan_context_parallel",
     "_plan_packed_steps",
     "_plan_ranks",
     "_plan_step",
+    "_step_time",
     "_purge_delay",
     "_refine",
     "_refine_candidate",
@@ -204,12 +204,13 @@ def _plan_step(
     longest: npt.NDArray[np.int64] | None = None,
     keys: npt.NDArray[np.int64] | None = None,
 ) -> tuple[int, _PlanAnswer, float, int, float, _PlanAnswer | None]: ...
-def _pipeline_makespans(
+def _step_time(
     times: npt.NDArray[np.float64],
     counts: npt.NDArray[np.int64],
+    sync: str,
     stages: int,
     forward_share: float,
-) -> npt.NDArray[np.float64]: ...
+) -> tuple[float, npt.NDArray[np.float64]]: ...
 
 @final
 class _StreamCore:

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 
 use seqbalance_core::alloc;
 use seqbalance_core::error::CoreError;
-use seqbalance_core::planner::{plan_step, EqualCounts, Pipeline, StepError, StepOptions, Sync};
+use seqbalance_core::planner::{plan_step, step_time, EqualCounts, StepError, StepOptions, Sync};
 
 use crate::errors::{core_error, guard, interruptible};
 use crate::planner::{with_items, PlanRequest, RanksInput};
@@ -153,58 +153,83 @@ fn report(line: &str) {
     });
 }
 
-/// The 1F1B makespan of every rank's pipeline: `times` holds each rank's micro-batch times in
-/// order, rank after rank, `counts` how many each rank has; `stages >= 1`, `forward_share` in
-/// (0, 1) (the caller checks).
+/// `seqbalance.simulate_step`'s step in the planners' own step model
+/// ([`seqbalance_core::planner::step_time`]): `times` holds each rank's micro-batch times in
+/// order, rank after rank, `counts` how many each rank has; `sync` is `"step"` or
+/// `"micro_batch"` (then every count is equal), `stages >= 1` (more than 1 only with
+/// `"step"`), `forward_share` in (0, 1) (the caller checks). Answers the step and each rank's
+/// busy time (its times summed in order, as the model sums them).
 #[pyfunction]
-#[pyo3(name = "_pipeline_makespans", signature = (times, counts, stages, forward_share))]
-fn pipeline_makespans_py<'py>(
+#[pyo3(name = "_step_time", signature = (times, counts, sync, stages, forward_share))]
+fn step_time_py<'py>(
     py: Python<'py>,
     times: PyReadonlyArray1<'_, f64>,
     counts: PyReadonlyArray1<'_, i64>,
+    sync: &str,
     stages: usize,
     forward_share: f64,
-) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    guard("_pipeline_makespans", || {
-        if stages == 0 || !(forward_share > 0.0 && forward_share < 1.0) {
-            return Err(PyValueError::new_err("stages must be >= 1 and forward_share in (0, 1)"));
+) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
+    guard("_step_time", || {
+        let sync = match sync {
+            "step" => Sync::Step,
+            "micro_batch" => Sync::MicroBatch,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "sync must be 'step' or 'micro_batch', got {other:?}"
+                )))
+            }
+        };
+        if stages == 0 || !(forward_share > 0.0 && forward_share < 1.0) || (stages > 1 && sync != Sync::Step)
+        {
+            return Err(PyValueError::new_err(
+                "stages must be >= 1 (1 under micro_batch) and forward_share in (0, 1)",
+            ));
         }
-        let times = alloc::collect(times.as_array().iter().copied(), "the micro-batch times")
-            .map_err(|e| core_error(py, e))?;
+        let view = times.as_array();
         let counts = counts.as_array();
         if counts.iter().any(|&c| c < 0) {
             return Err(PyValueError::new_err("counts must be >= 0"));
         }
-        let counts = alloc::collect(counts.iter().map(|&c| c as usize), "the micro-batch counts")
-            .map_err(|e| core_error(py, e))?;
-        if counts.iter().try_fold(0usize, |total, &c| total.checked_add(c)) != Some(times.len()) {
+        if counts.iter().try_fold(0usize, |total, &c| total.checked_add(c as usize)) != Some(view.len()) {
             return Err(PyValueError::new_err("counts must sum to the number of times"));
         }
-        if times.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
+        if sync == Sync::MicroBatch && counts.iter().any(|&c| c != counts[0]) {
+            return Err(PyValueError::new_err("under micro_batch every rank has the same count"));
+        }
+        if view.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
             return Err(PyValueError::new_err("times must be finite and >= 0"));
         }
-        let work = times.len().saturating_mul(stages);
+        let mut ranks: Vec<Vec<f64>> =
+            alloc::with_capacity(counts.len(), "the ranks' times").map_err(|e| core_error(py, e))?;
+        let mut start = 0usize;
+        for &count in counts.iter() {
+            let count = count as usize;
+            ranks.push(
+                alloc::collect(
+                    view.slice(numpy::ndarray::s![start..start + count]).iter().copied(),
+                    "the micro-batch times",
+                )
+                .map_err(|e| core_error(py, e))?,
+            );
+            start += count;
+        }
+        let work = view.len().saturating_mul(stages);
         let (result, raised) = interruptible(py, work >= 1 << 14, |interrupt| {
-            let mut pipeline = Pipeline::new(stages, forward_share, interrupt)?;
-            let mut spans = alloc::with_capacity(counts.len(), "the makespans")?;
-            let mut start = 0;
-            for &count in &counts {
-                spans.push(pipeline.makespan(&times[start..start + count], interrupt)?);
-                start += count;
-            }
-            Ok::<_, CoreError>(spans)
+            let step = step_time(&ranks, sync, stages, forward_share, interrupt)?;
+            let busy = alloc::collect(ranks.iter().map(|rank| rank.iter().sum::<f64>()), "the busy times")?;
+            Ok::<_, CoreError>((step, busy))
         });
-        let spans = result.map_err(|error| match (error, raised) {
+        let (step, busy) = result.map_err(|error| match (error, raised) {
             (CoreError::Interrupted, Some(raised)) => raised,
             (error, _) => core_error(py, error),
         })?;
-        Ok(spans.into_pyarray(py))
+        Ok((step, busy.into_pyarray(py)))
     })
 }
 
 /// Add the step functions to the `_native` module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_step_py, m)?)?;
-    m.add_function(wrap_pyfunction!(pipeline_makespans_py, m)?)?;
+    m.add_function(wrap_pyfunction!(step_time_py, m)?)?;
     Ok(())
 }

@@ -380,14 +380,14 @@ def test_ctrl_c_stops_a_long_step_search_promptly():
 def test_too_little_memory_for_a_pipeline_is_a_memory_error_and_the_next_call_works():
     child = helpers.run_child(
         """
-        _native._pipeline_makespans(np.ones(4), np.array([4]), 2, 0.5)
+        _native._step_time(np.ones(4), np.array([4]), "step", 2, 0.5)
         # 2**26 micro-batches (one float of real memory, broadcast): their times and end
         # times take 2.5 GB, beyond the limit and the allocator's reserved gigabyte.
         times, counts = np.broadcast_to(np.float64(1.0), (2**26,)), np.array([2**26])
         limit = address_space() + 100 * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
         try:
-            _native._pipeline_makespans(times, counts, 2, 0.5)
+            _native._step_time(times, counts, "step", 2, 0.5)
         except MemoryError as error:
             print("MemoryError:", error)
         else:

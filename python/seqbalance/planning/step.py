@@ -179,14 +179,8 @@ def simulate_step(
     flat = _cell_times(values, samples, cells, int(counts.sum()), cost)
     splits = np.cumsum(counts)[:-1]
     times = tuple(np.split(flat, splits))
-    busy = np.array([float(t.sum()) for t in times], dtype=np.float64)
-    if sync == "micro_batch":
-        seconds = float(np.stack(times).max(axis=0).sum()) if counts[0] else 0.0
-    elif stages == 1:
-        seconds = float(busy.max())
-    else:
-        spans = _native._pipeline_makespans(flat, counts, stages, share)
-        seconds = float(spans.max())
+    # The planners' own step model (one piece of code): the step and each rank's busy time.
+    seconds, busy = _native._step_time(flat, counts, sync, stages, share)
     waiting = seconds - busy / stages
     bubble = 1.0 - float(busy.mean()) / (stages * seconds) if seconds > 0 else 0.0
     lower_bound = float(busy.sum()) / (busy.size * stages)

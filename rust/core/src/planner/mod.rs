@@ -42,7 +42,8 @@ pub use ranks::{
     PlanOptions, RankItems, RankPlans,
 };
 pub use step::{
-    lockstep_step, plan_step, EqualCounts, Pipeline, StepError, StepOptions, StepPlan, Sync, MARGIN,
+    lockstep_step, plan_step, step_time, EqualCounts, Pipeline, StepError, StepOptions, StepPlan, Sync,
+    MARGIN,
 };
 
 type Result<T> = std::result::Result<T, crate::error::CoreError>;

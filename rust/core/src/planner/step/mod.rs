@@ -327,11 +327,26 @@ fn items_of_samples<C: PlanCost>(plan: &[Vec<Vec<u32>>], items: &Items<'_, C>) -
 
 /// The step of these times (`times[rank][slot]`) under `step`'s synchronisation.
 pub(super) fn step_of(times: &[Vec<f64>], step: &StepOptions, interrupt: &Interrupt) -> Result<f64> {
-    match (step.sync, step.stages) {
+    step_time(times, step.sync, step.stages, step.forward_share, interrupt)
+}
+
+/// The step model, once for the planners and `seqbalance.simulate_step`: the step that
+/// micro-batch times `times[rank][slot]` make under `sync`, with `stages`-stage 1F1B pipelines
+/// (`stages > 1` only with [`Sync::Step`]; `forward_share` in (0, 1)). Ranks run in lockstep
+/// (`Σ_k max_r t`), meet once a step (`max_r Σ_k t`, each rank's times summed in slot order), or
+/// run a pipeline each ([`Pipeline::makespan`], the slowest rank's).
+pub fn step_time(
+    times: &[Vec<f64>],
+    sync: Sync,
+    stages: usize,
+    forward_share: f64,
+    interrupt: &Interrupt,
+) -> Result<f64> {
+    match (sync, stages) {
         (Sync::MicroBatch, _) => Ok(model::lockstep(times)),
         (Sync::Step, 1) => Ok(times.iter().map(|rank| rank.iter().sum::<f64>()).fold(0.0, f64::max)),
         (Sync::Step, stages) => {
-            let mut pipeline = Pipeline::new(stages, step.forward_share, interrupt)?;
+            let mut pipeline = Pipeline::new(stages, forward_share, interrupt)?;
             let mut slowest = 0.0f64;
             for rank in times {
                 slowest = slowest.max(pipeline.makespan(rank, interrupt)?);
