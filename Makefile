@@ -7,12 +7,21 @@ PYTHON ?= python3
 VENV_NOTE = $(PYTHON) -c "import sys; sys.prefix != sys.base_prefix or print('note: installing into', \
 	sys.prefix, '(not a virtual environment; see the README, Install)', file=sys.stderr)"
 
-# The release wheel that install, test, lint, docs and test-integrations install: built once per
-# change of the sources (pip fetches maturin for the build) into a folder of its own, so no other
-# wheel (make wheel's, a maturin build of yours in dist/) is ever picked up by mistake.
+# Two wheels, each built once per change of the sources (pip fetches maturin for the build) into a
+# folder of its own, so no other wheel (make wheel's, a maturin build of yours in dist/) is ever
+# picked up by mistake: the release wheel (install-run, local-wheel; what make wheel builds too),
+# and the test build that install, test, lint, docs and test-integrations install: the same
+# release profile with the cargo feature `test-hooks`, which adds the tests' entry points
+# (_native._purge_delay, _input_reads, _internal_error_check and the read counter). The release
+# wheel has none of them.
 LOCAL_WHEEL_DIR := target/local-wheel
 LOCAL_WHEEL_STAMP := $(LOCAL_WHEEL_DIR)/.built
 LOCAL_WHEEL = $(wildcard $(LOCAL_WHEEL_DIR)/seqbalance-*.whl)
+TEST_WHEEL_DIR := target/test-wheel
+TEST_WHEEL_STAMP := $(TEST_WHEEL_DIR)/.built
+TEST_WHEEL = $(wildcard $(TEST_WHEEL_DIR)/seqbalance-*.whl)
+# The cargo features of the test build (maturin's PEP 517 backend reads MATURIN_PEP517_ARGS).
+TEST_FEATURES := test-hooks
 # What goes into the wheel; a change to any of these rebuilds it (cargo itself only recompiles
 # what changed).
 WHEEL_SOURCES := $(shell find rust python -type f \( -name '*.rs' -o -name '*.py' -o -name '*.pyi' \
@@ -32,7 +41,15 @@ $(LOCAL_WHEEL_STAMP): $(WHEEL_SOURCES)
 	@echo "== building the release wheel into $(LOCAL_WHEEL_DIR)/ (fat LTO: the first build takes" \
 		"about a minute on 2 idle cores; later ones only recompile what changed) =="
 	@rm -rf $(LOCAL_WHEEL_DIR)
-	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(LOCAL_WHEEL_DIR) .
+	env -u MATURIN_PEP517_ARGS $(PYTHON) -m pip wheel --no-deps --wheel-dir $(LOCAL_WHEEL_DIR) .
+	@touch $@
+
+$(TEST_WHEEL_STAMP): $(WHEEL_SOURCES)
+	@echo "== building the test build (release profile, features $(TEST_FEATURES)) into" \
+		"$(TEST_WHEEL_DIR)/ (fat LTO: about a minute on 2 idle cores) =="
+	@rm -rf $(TEST_WHEEL_DIR)
+	MATURIN_PEP517_ARGS="--features $(TEST_FEATURES)" \
+		$(PYTHON) -m pip wheel --no-deps --wheel-dir $(TEST_WHEEL_DIR) .
 	@touch $@
 
 local-wheel: $(LOCAL_WHEEL_STAMP)  ## the release wheel in target/local-wheel/ (rebuilt when a source changes)
@@ -40,25 +57,26 @@ local-wheel: $(LOCAL_WHEEL_STAMP)  ## the release wheel in target/local-wheel/ (
 # A comma inside $(call ...) would split its argument: extras lists write $(comma).
 comma := ,
 # pip keeps an installed 0.2.0 when asked to install another 0.2.0: the second line replaces it.
-define install_local_wheel
-	$(PYTHON) -m pip install "$(LOCAL_WHEEL)$(1)"
-	$(PYTHON) -m pip install --no-deps --force-reinstall "$(LOCAL_WHEEL)"
+# $(1): the wheel, $(2): its extras.
+define install_wheel
+	$(PYTHON) -m pip install "$(1)$(2)"
+	$(PYTHON) -m pip install --no-deps --force-reinstall "$(1)"
 endef
 
-install: $(LOCAL_WHEEL_STAMP)  ## build the release extension and install it with the test dependencies
+install: $(TEST_WHEEL_STAMP)  ## build the test build (release profile + test hooks) and install it with the test dependencies
 	@$(VENV_NOTE)
-	$(call install_local_wheel,[test])
+	$(call install_wheel,$(TEST_WHEEL),[test])
 
 install-run: $(LOCAL_WHEEL_STAMP)  ## build the release extension and install it with what running needs (NumPy) only
 	@$(VENV_NOTE)
-	$(call install_local_wheel,)
+	$(call install_wheel,$(LOCAL_WHEEL),)
 
-dev:  ## editable install for development (release profile, see pyproject.toml)
+dev:  ## editable install for development (release profile and the test hooks, see pyproject.toml)
 	@$(VENV_NOTE)
-	$(PYTHON) -m pip install -e ".[test]"
+	MATURIN_PEP517_ARGS="--features $(TEST_FEATURES)" $(PYTHON) -m pip install -e ".[test]"
 
-inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python runs (quick profile; no install)
-	cargo build --profile quick --lib
+inplace:  ## build the extension into python/seqbalance for PYTHONPATH=python runs (quick profile and the test hooks; no install)
+	cargo build --profile quick --lib --features $(TEST_FEATURES)
 	cp target/quick/libseqbalance.so python/seqbalance/_native.abi3.so
 
 # What the banners say each suite takes on 2 cores, idle (the load average the tests' own) and
@@ -100,21 +118,23 @@ bench: install  ## pytest-benchmark: native against the reference
 report: install  ## the benchmark report (terminal table + bench-report.json)
 	$(PYTHON) benches/report.py
 
-lint: $(LOCAL_WHEEL_STAMP)  ## ruff (check + format), mypy, stubtest, cargo fmt, clippy -D warnings
-	$(call install_local_wheel,[dev])
+lint: $(TEST_WHEEL_STAMP)  ## ruff (check + format), mypy, stubtest, cargo fmt, clippy -D warnings
+	$(call install_wheel,$(TEST_WHEEL),[dev])
 	$(PYTHON) -m ruff check python tests benches docs/extensions
 	$(PYTHON) -m ruff format --check python tests benches docs/extensions
 	$(PYTHON) -m mypy
-	$(PYTHON) -m mypy.stubtest seqbalance._native
+	$(PYTHON) -m mypy.stubtest seqbalance._native --allowlist .ci/stubtest-allowlist.txt \
+		--ignore-unused-allowlist
 	cargo fmt --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --features $(TEST_FEATURES) -- -D warnings
 
 # NO_MKDOCS_2_WARNING: Material for MkDocs prints an end-of-life banner on every build; the
 # project stays on MkDocs 1.6 and Material 9 (pinned below 2 and 10) until it moves, see
 # docs/development.md, so the banner says nothing new. tests/test_site.py then checks the
 # built site (examples as code, no Google Fonts, tables within the page).
-docs: $(LOCAL_WHEEL_STAMP)  ## the documentation site in site/ (mkdocs build --strict), then its tests
-	$(call install_local_wheel,[docs$(comma)test])
+docs: $(TEST_WHEEL_STAMP)  ## the documentation site in site/ (mkdocs build --strict), then its tests
+	$(call install_wheel,$(TEST_WHEEL),[docs$(comma)test])
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 	SEQBALANCE_SITE=site $(PYTHON) -m pytest -q -rfEs tests/test_site.py
 
@@ -128,8 +148,8 @@ integration-venv:
 	$(INTEGRATION_PYTHON) -m pip install -r .ci/requirements-integration.txt
 	$(INTEGRATION_PYTHON) -m pip install --no-deps -r .ci/requirements-integration-nodeps.txt
 
-test-integrations: $(LOCAL_WHEEL_STAMP) integration-venv  ## every `integration` test, none may skip
-	$(INTEGRATION_PYTHON) -m pip install --no-deps --force-reinstall "$(LOCAL_WHEEL)"
+test-integrations: $(TEST_WHEEL_STAMP) integration-venv  ## every `integration` test, none may skip
+	$(INTEGRATION_PYTHON) -m pip install --no-deps --force-reinstall "$(TEST_WHEEL)"
 	@echo "== pytest -m integration --require-integrations (Ray starts with 2 CPUs; each test" \
 		"stops after $(INTEGRATION_TIMEOUT) s) =="
 	@rc=0; RAY_USAGE_STATS_ENABLED=0 $(INTEGRATION_PYTHON) -m pytest -q -rfEs -m integration \

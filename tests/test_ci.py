@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from seqbalance import _native
+
 ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
 
@@ -153,3 +155,70 @@ def test_make_test_installs_first_and_its_banners_give_idle_and_loaded_times(tmp
     ]
     for banner in banners[:2]:
         assert re.search(r"about \S+ minutes idle, \S+ loaded\)", banner), banner
+
+
+#: The tests' entry points into the extension, built only with the cargo feature `test-hooks`.
+TEST_HOOKS = ("_purge_delay", "_input_reads", "_internal_error_check")
+
+
+def test_the_test_hooks_are_behind_a_cargo_feature_only_the_test_build_enables():
+    # The release wheel (make install-run, make wheel, pyproject's [tool.maturin]) builds
+    # without the feature; the test build (make install, and so test/lint/docs, make inplace,
+    # make dev) builds with it. Checked on the wiring, not by building both (minutes).
+    cargo = (ROOT / "Cargo.toml").read_text(encoding="utf-8")
+    features = re.search(r"^\[features\]\n((?:[^\[].*\n|\n)*)", cargo, flags=re.M)
+    assert features and re.search(r"^test-hooks = \[\]$", features.group(1), flags=re.M)
+    assert not re.search(r"^default\s*=", features.group(1), flags=re.M)
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r"^\[tool\.maturin\]\n(?:.+\n)*?features = \[\]$", pyproject, flags=re.M)
+    assert re.search(r"^TEST_FEATURES := test-hooks$", MAKEFILE, flags=re.M)
+    with_hooks = 'MATURIN_PEP517_ARGS="--features $(TEST_FEATURES)"'
+    assert with_hooks in _recipe("$(TEST_WHEEL_STAMP)")
+    assert "$(TEST_FEATURES)" not in _recipe("$(LOCAL_WHEEL_STAMP)")
+    assert "env -u MATURIN_PEP517_ARGS" in _recipe("$(LOCAL_WHEEL_STAMP)")
+    assert "--features $(TEST_FEATURES)" in _recipe("inplace")
+    assert with_hooks in _recipe("dev")
+    for target in ("install", "lint", "docs", "test-integrations"):
+        rule = re.search(rf"^{re.escape(target)}:(.*)$", MAKEFILE, flags=re.M)
+        assert rule and "$(TEST_WHEEL_STAMP)" in rule.group(1), target
+        assert "$(LOCAL_WHEEL" not in _recipe(target), target
+    assert re.search(r"^test: install\b", MAKEFILE, flags=re.M)
+    assert re.search(r"^install-run: \$\(LOCAL_WHEEL_STAMP\)", MAKEFILE, flags=re.M)
+    assert "$(LOCAL_WHEEL)" in _recipe("install-run") and "TEST" not in _recipe("install-run")
+    assert "--features" not in _recipe("wheel") and "MATURIN_PEP517_ARGS" not in _recipe("wheel")
+
+
+def test_every_test_hook_is_compiled_only_with_the_feature():
+    # Each hook's #[pyfunction] and its registration sit under #[cfg(feature = "test-hooks")].
+    sources = "".join(
+        (ROOT / "rust" / "bind" / name).read_text(encoding="utf-8")
+        for name in ("lib.rs", "convert.rs")
+    )
+    gate = '#[cfg(feature = "test-hooks")]'
+    for hook in TEST_HOOKS:
+        definition = re.search(rf"((?:^#\[.*\]\n)+)(?:pub )?fn {hook}\(", sources, flags=re.M)
+        assert definition and gate in definition.group(1), hook
+    registering = re.search(
+        r'#\[cfg\(feature = "test-hooks"\)\]\nfn register_test_hooks\([^{]*\{\n((?:    .*\n)*)\}',
+        sources,
+    )
+    assert registering, "no gated register_test_hooks in rust/bind/lib.rs"
+    outside = sources.replace(registering.group(0), "")
+    for hook in TEST_HOOKS:
+        assert hook in registering.group(1), hook
+        assert f"wrap_pyfunction!({hook}" not in outside and (
+            f"wrap_pyfunction!(convert::{hook}" not in outside
+        ), hook
+    assert re.search(r'#\[cfg\(feature = "test-hooks"\)\]\nstatic INPUT_READS', sources)
+    allowlist = (ROOT / ".ci" / "stubtest-allowlist.txt").read_text(encoding="utf-8")
+    listed = {line for line in allowlist.splitlines() if line and not line.startswith("#")}
+    assert listed == {f"seqbalance._native.{hook}" for hook in TEST_HOOKS}
+    assert "--allowlist .ci/stubtest-allowlist.txt" in _recipe("lint")
+
+
+def test_the_build_the_tests_run_on_has_the_hooks():
+    # make test runs on the test build: the tests that use the hooks run, never skip.
+    missing = [hook for hook in TEST_HOOKS if not callable(getattr(_native, hook, None))]
+    assert not missing, f"not the test build (cargo feature test-hooks): {missing}"
+    # Not in __all__, so that __all__ (and the stub's) is the same in both builds.
+    assert not set(TEST_HOOKS) & set(_native.__all__)

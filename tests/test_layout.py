@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import seqbalance
-from seqbalance import _compat
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "python" / "seqbalance"
@@ -25,8 +24,19 @@ def _lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
 
+#: 0.1's module paths (moved in 0.2) -> the new place, whose public names each re-exports.
+MOVED_MODULES = {
+    "seqbalance.groups": "seqbalance.planning.groups",
+    "seqbalance.metrics": "seqbalance.planning.metrics",
+    "seqbalance.micro_batches": "seqbalance.planning.micro_batches",
+    "seqbalance.packing": "seqbalance.planning.packing",
+}
+
+
 def test_the_package_top_level_holds_at_most_twelve_modules():
-    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    # 0.1's moved module paths are one-line aliases kept for a release, not modules of their own.
+    stubs = {old.split(".")[1] + ".py" for old in MOVED_MODULES}
+    modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in stubs)
     assert len(modules) <= 12, modules
 
 
@@ -78,7 +88,7 @@ def test_no_test_oracle_ships_in_the_package():
     )
 
 
-@pytest.mark.parametrize("old", sorted(_compat.MOVED_MODULES))
+@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
 def test_an_old_module_path_imports_with_a_deprecation_warning(old):
     sys.modules.pop(old, None)
     namespace: dict[str, object] = {}
@@ -89,9 +99,44 @@ def test_an_old_module_path_imports_with_a_deprecation_warning(old):
     module = namespace["module"]
     assert [w.category for w in caught] == [DeprecationWarning]
     assert old in str(caught[0].message) and caught[0].filename == "user_code.py"
-    new = importlib.import_module(_compat.MOVED_MODULES[old][0])
+    new = importlib.import_module(MOVED_MODULES[old])
+    assert f"import from {MOVED_MODULES[old]}" in str(caught[0].message)
+    assert "goes in 0.3" in str(caught[0].message) and module.REMOVED_IN == "0.3"
+    assert module.MOVED_TO[0] == MOVED_MODULES[old]
     for name in new.__all__:
         assert getattr(module, name) is getattr(new, name)
+
+
+def test_the_old_module_paths_are_plain_files_and_import_seqbalance_adds_no_hook():
+    # No import hook: the old paths are modules on disk, found by Python's own finders, and
+    # importing seqbalance leaves sys.meta_path as it was.
+    for old in MOVED_MODULES:
+        assert (PACKAGE / (old.split(".")[1] + ".py")).is_file(), old
+    assert not (PACKAGE / "_compat.py").exists()
+    code = (
+        "import sys\n"
+        "before = [type(f).__qualname__ for f in sys.meta_path]\n"
+        "import seqbalance\n"
+        "after = [type(f).__qualname__ for f in sys.meta_path]\n"
+        "assert after == before, (before, after)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr
+
+
+def test_from_an_old_path_import_star_gives_its_0_1_names():
+    namespace: dict[str, object] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        exec("from seqbalance.metrics import *", namespace)
+        exec("from seqbalance.micro_batches import *", namespace)
+    for name in ("BalanceReport", "LoadStats", "balance_report", "calculate_workload"):
+        assert namespace[name] is getattr(seqbalance, name)
+    assert namespace["log_seqlen_unbalance"] is seqbalance.log_seqlen_unbalance
+    assert namespace["plan_micro_batches"] is seqbalance.plan_micro_batches
+    assert namespace["plan_dp_micro_batches"] is seqbalance.plan_dp_micro_batches
 
 
 def test_old_paths_keep_their_public_names():
@@ -134,7 +179,7 @@ def test_seqbalance_costs_is_a_package_that_serves_0_1s_names_without_a_warning(
         [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120
     )
     assert child.returncode == 0, child.stderr
-    assert "seqbalance.costs" not in _compat.MOVED_MODULES
+    assert "seqbalance.costs" not in MOVED_MODULES
     costs = importlib.import_module("seqbalance.costs")
     assert costs.TransformerCost is seqbalance.TransformerCost
     assert costs.ModelCost is seqbalance.ModelCost and costs.TimeCost is seqbalance.TimeCost

@@ -12,7 +12,7 @@ The partitioners return exactly what the pure-Python Karmarkar–Karp functions 
 
 from __future__ import annotations
 
-from . import _compat, _headroom  # noqa: F401  (_headroom checks the room to load _native)
+from . import _headroom  # noqa: F401  (_headroom checks the room to load _native)
 from ._errors import PartitionError
 from ._native import __version__
 from .costs import (
@@ -56,9 +56,6 @@ from .samplers import (
     SeqlenBalancedSampler,
     SequentialSampler,
 )
-
-# seqbalance.micro_batches, seqbalance.metrics, ... (0.1's paths) still import, with a warning.
-_compat.install()
 
 __all__ = [
     "BaseSampler",

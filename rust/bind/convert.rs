@@ -12,6 +12,7 @@
 //!
 //! Both directions allocate fallibly (a list too large for memory is a `MemoryError`, never an
 //! abort or a panic on a null pointer) and let Python handle signals every [`SIGNAL_EVERY`] items.
+#[cfg(feature = "test-hooks")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -32,14 +33,19 @@ use crate::errors::{core_error, out_of_memory};
 /// Inputs read into a buffer of the binding's own, for the tests (`_native._input_reads`): a
 /// partitioning call, refinement included, reads its input once. Counted when a reader
 /// completes ([`fast_weights`], [`normalised_weights`], [`unsigned_array`], [`count_read`]).
+/// Only in the test build (feature `test-hooks`).
+#[cfg(feature = "test-hooks")]
 static INPUT_READS: AtomicUsize = AtomicUsize::new(0);
 
-/// Count one completed read of an input (see [`INPUT_READS`]).
+/// Count one completed read of an input (a test hook: nothing in the release build).
+#[inline(always)]
 pub fn count_read() {
+    #[cfg(feature = "test-hooks")]
     INPUT_READS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// How many inputs the binding has read so far (a test hook).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 pub fn _input_reads() -> usize {
     INPUT_READS.load(Ordering::Relaxed)

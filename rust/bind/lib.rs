@@ -54,6 +54,7 @@ fn keep_freed_pages_a_while() {
 
 /// mimalloc's purge delay in milliseconds (a test hook: the option's place in the enum is
 /// checked against `MIMALLOC_PURGE_DELAY` by the tests).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 fn _purge_delay() -> i64 {
     // SAFETY: reading an option has no side effect.
@@ -209,6 +210,7 @@ fn partition_ids<'py>(
 }
 
 /// Test hook of the panic boundary: panics inside it (after releasing the GIL when `detached`).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 fn _internal_error_check(py: Python<'_>, detached: bool) -> PyResult<()> {
     guard("_internal_error_check", || {
@@ -236,22 +238,36 @@ fn build_profile() -> &'static str {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_freed_pages_a_while();
     convert::init_shared_indexes(m.py());
-    m.add_function(wrap_pyfunction!(_purge_delay, m)?)?;
     m.add_function(wrap_pyfunction!(karmarkar_karp, m)?)?;
     m.add_function(wrap_pyfunction!(get_seqlen_balanced_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(greedy_partition, m)?)?;
     m.add_function(wrap_pyfunction!(partition_ids, m)?)?;
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
-    m.add_function(wrap_pyfunction!(convert::_input_reads, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     dlpack::register(m)?;
-    m.add_function(wrap_pyfunction!(_internal_error_check, m)?)?;
     cp::register(m)?;
     packing::register(m)?;
     planner::register(m)?;
     refine::register(m)?;
     step::register(m)?;
     stream::register(m)?;
+    register_test_hooks(m)
+}
+
+/// The tests' entry points, in the test build only (feature `test-hooks`; see Cargo.toml).
+/// Set as attributes, not added to `__all__`, so the module's `__all__` is the same in both
+/// builds (and the stub's, for stubtest).
+#[cfg(feature = "test-hooks")]
+fn register_test_hooks(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.setattr("_purge_delay", wrap_pyfunction!(_purge_delay, m)?)?;
+    m.setattr("_input_reads", wrap_pyfunction!(convert::_input_reads, m)?)?;
+    m.setattr("_internal_error_check", wrap_pyfunction!(_internal_error_check, m)?)?;
+    Ok(())
+}
+
+/// The release build has no test entry point.
+#[cfg(not(feature = "test-hooks"))]
+fn register_test_hooks(_m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }

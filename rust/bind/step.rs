@@ -28,7 +28,8 @@ struct StepRequest {
     /// `"free"`, `"equal"` or `"nearly"`.
     equal_counts: String,
     n_samples: usize,
-    /// Seconds after which the search reports on stderr, and between two reports.
+    /// Seconds after which the search reports its progress (logger `seqbalance.plan`), and
+    /// between two reports.
     progress_after: f64,
     /// Who reports (`seqbalance.plan_dp_micro_batches`).
     progress_label: String,
@@ -140,16 +141,17 @@ fn plan_step_py<'py>(
     })
 }
 
-/// One progress line on Python's stderr (a closed stderr is not an error of the plan).
+/// One progress record, `INFO` on the logger `seqbalance.plan` (never stderr itself: whoever
+/// wants it attaches a handler, as the command line does); a failing handler is not an error
+/// of the plan.
 fn report(line: &str) {
     Python::attach(|py| {
-        let write = || -> PyResult<()> {
-            let stderr = py.import("sys")?.getattr("stderr")?;
-            stderr.call_method1("write", (format!("{line}\n"),))?;
-            stderr.call_method0("flush")?;
+        let log = || -> PyResult<()> {
+            let logger = py.import("logging")?.call_method1("getLogger", ("seqbalance.plan",))?;
+            logger.call_method1("info", (line,))?;
             Ok(())
         };
-        let _ = write();
+        let _ = log();
     });
 }
 

@@ -5,6 +5,7 @@ when the mode is not the default; bad flag values end with one line and exit sta
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from seqbalance import TimeCost, plan_dp_micro_batches, simulate_step
 from seqbalance.__main__ import main
 from seqbalance.cli.readers import synthetic_rl_batch
+from seqbalance.planning import step as step_module
 from tests.cli._cli_runs import assert_one_line_error, run
 from tests.planning import step_oracle
 
@@ -176,3 +178,19 @@ def test_plan_help_names_the_step_flags():
     assert result.returncode == 0
     for flag in ("--sync", "--pipeline-stages", "--forward-share", "--max-micro-batches"):
         assert flag in result.stdout
+
+
+def test_the_command_line_prints_the_librarys_progress_on_stderr(capsys, files, monkeypatch):
+    # The library only logs its progress (issue 42); the verb attaches the handler that prints
+    # it, for the run only.
+    saved, batch, _, _ = files
+    monkeypatch.setattr(step_module, "PROGRESS_AFTER", 0.0)
+    args = ("plan", str(batch), "--dp", "4", "--max-token-len", "65536", "--time-cost", str(saved))
+    assert main([*args, "--pipeline-stages", "4", "--json"]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out)
+    lines = captured.err.splitlines()
+    assert lines and all(
+        line.startswith("seqbalance.plan_dp_micro_batches: step search: ") for line in lines
+    )
+    assert not logging.getLogger("seqbalance.plan").handlers

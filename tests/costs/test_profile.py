@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -163,14 +164,44 @@ def test_explicit_lengths_and_a_model():
     assert cost.coefficients["attention"] == pytest.approx(3e-15, rel=1e-6)
 
 
-def test_progress_goes_to_stderr(capsys):
+def test_progress_reaches_logging_and_the_callback_and_nothing_is_printed(capsys, caplog):
+    gpu = FakeGPU()
+    seen = []
+    with caplog.at_level(logging.INFO, logger="seqbalance.profile"):
+        profile(
+            gpu.run,
+            max_length=2048,
+            timer=gpu.timer,
+            repeats=1,
+            warmup=0,
+            progress=lambda *args: seen.append(args),
+        )
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    grid = default_grid(2048)
+    total = len(grid)
+    records = [r for r in caplog.records if r.name == "seqbalance.profile"]
+    assert len(records) == total and all(r.levelno == logging.INFO for r in records)
+    assert records[-1].getMessage().startswith(f"{total}/{total} micro-batches timed (")
+    assert [(done, of, lengths) for done, of, lengths, _ in seen] == [
+        (i + 1, total, batch) for i, batch in enumerate(grid)
+    ]
+    assert all(isinstance(seconds, float) and seconds > 0 for *_, seconds in seen)
+
+
+def test_without_a_listener_profile_prints_nothing(capfd):
+    # No handler configured and no callback: no line on the process's stderr (nor stdout).
     gpu = FakeGPU()
     profile(gpu.run, max_length=2048, timer=gpu.timer, repeats=1, warmup=0)
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    lines = captured.err.splitlines()
-    total = len(default_grid(2048))
-    assert len(lines) == total and lines[-1].startswith(f"seqbalance.profile: {total}/{total}")
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_a_progress_that_is_not_callable_is_refused_before_anything_runs():
+    gpu = FakeGPU()
+    with pytest.raises(TypeError, match="progress must be None or a callable, got 3 \\(int\\)"):
+        profile(gpu.run, max_length=2048, timer=gpu.timer, progress=3)
+    assert gpu.calls == []
 
 
 def test_a_run_that_raises_stops_with_the_lengths_it_was_given():

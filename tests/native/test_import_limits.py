@@ -90,3 +90,49 @@ def test_too_tight_a_limit_is_a_memory_error_that_says_why() -> None:
     assert child.returncode == 0, child.stderr
     assert "seqbalance needs about 80 MiB of free address space" in child.stdout
     assert "RLIMIT_AS" in child.stdout
+
+
+#: A child's check of what ``import seqbalance`` does to ``os.environ``: it prints the keys
+#: added, removed or changed, as ``KEY=VALUE`` (``KEY`` alone when removed), one a line.
+_ENVIRON_DIFF = """
+import os, resource, sys
+os.environ.pop("MIMALLOC_ARENA_RESERVE", None)
+{preset}
+_, hard = resource.getrlimit(resource.RLIMIT_AS)
+{limit}
+before = dict(os.environ)
+import seqbalance
+after = dict(os.environ)
+for key in sorted(set(before) | set(after)):
+    if before.get(key) != after.get(key):
+        print(key if key not in after else f"{{key}}={{after[key]}}")
+print("limit", resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY)
+"""
+
+
+def test_without_an_address_space_limit_the_import_leaves_os_environ_as_it_was() -> None:
+    child = helpers.run_child(
+        _ENVIRON_DIFF.format(
+            preset="",
+            limit="resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, hard))",
+        )
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["limit False"]
+
+
+def test_under_an_address_space_limit_the_import_bounds_mimallocs_arena_only() -> None:
+    # The one documented import-time effect: under a finite RLIMIT_AS the import sets
+    # MIMALLOC_ARENA_RESERVE (and nothing else); a value the user set wins.
+    limit = (
+        "used = next(int(line.split()[1]) * 1024 for line in open('/proc/self/status') "
+        "if line.startswith('VmSize'))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (used + 2**30, hard))"
+    )
+    child = helpers.run_child(_ENVIRON_DIFF.format(preset="", limit=limit))
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["MIMALLOC_ARENA_RESERVE=32MiB", "limit True"]
+    preset = 'os.environ["MIMALLOC_ARENA_RESERVE"] = "64MiB"'
+    child = helpers.run_child(_ENVIRON_DIFF.format(preset=preset, limit=limit))
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["limit True"]

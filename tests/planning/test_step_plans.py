@@ -5,6 +5,7 @@ the step spec's batches, and every refusal by name."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 
@@ -324,18 +325,23 @@ def test_golden_small_plans_in_each_mode():
     )
 
 
-def test_progress_goes_to_stderr_once_the_search_takes_long(monkeypatch, capsys):
+def test_progress_goes_to_logging_once_the_search_takes_long(monkeypatch, capsys, caplog):
+    # The library writes nothing to stderr (issue 42): INFO records on "seqbalance.plan".
     monkeypatch.setattr(step_module, "PROGRESS_AFTER", 0.0)
-    plan_dp_micro_batches(step_oracle.rl_batch(1), 4, 65_536, cost=TIME_COST, pipeline_stages=4)
+    with caplog.at_level(logging.INFO, logger="seqbalance.plan"):
+        plan_dp_micro_batches(step_oracle.rl_batch(1), 4, 65_536, cost=TIME_COST, pipeline_stages=4)
     captured = capsys.readouterr()
-    assert captured.out == ""
-    lines = captured.err.splitlines()
+    assert captured.out == "" and captured.err == ""
+    lines = [r.getMessage() for r in caplog.records if r.name == "seqbalance.plan"]
     assert lines and all(
         line.startswith("seqbalance.plan_dp_micro_batches: step search: ") for line in lines
     )
+    caplog.clear()
     monkeypatch.setattr(step_module, "PROGRESS_AFTER", 3.0)
-    plan_dp_micro_batches(step_oracle.rl_batch(1), 4, 65_536, cost=TIME_COST, pipeline_stages=4)
-    assert capsys.readouterr().err == ""  # well under three seconds: no line
+    with caplog.at_level(logging.INFO, logger="seqbalance.plan"):
+        plan_dp_micro_batches(step_oracle.rl_batch(1), 4, 65_536, cost=TIME_COST, pipeline_stages=4)
+    # Well under three seconds: no record.
+    assert not [r for r in caplog.records if r.name == "seqbalance.plan"]
 
 
 CHILD = helpers.CHILD_MEMORY + textwrap.dedent(

@@ -4,12 +4,14 @@ reading the input, the wall clock and progress lines."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -276,6 +278,36 @@ def progress(args: argparse.Namespace, n_items: int, text: str) -> None:
     """One progress line on stderr for an input of ``n_items`` when that takes seconds."""
     if n_items >= PROGRESS_FROM:
         say(f"seqbalance {args.command}: {text}")
+
+
+#: The library's loggers whose ``INFO`` records are progress (the library never prints it: the
+#: command line attaches the handler that does).
+PROGRESS_LOGGERS = ("seqbalance.plan", "seqbalance.profile")
+
+
+class _SayHandler(logging.Handler):
+    """Each record as one line on stderr, through `say`."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        say(record.getMessage())
+
+
+@contextlib.contextmanager
+def library_progress() -> Iterator[None]:
+    """Print the library's progress records on stderr while a verb runs."""
+    handler = _SayHandler(logging.INFO)
+    saved = []
+    for name in PROGRESS_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level))
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger, level in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
 
 
 def say(line: str) -> None:

@@ -31,6 +31,7 @@ from ._common import (
     _int_list,
     _Parser,
     _share,
+    library_progress,
     resolve_cost,
     say,
 )
@@ -356,7 +357,8 @@ def _main(argv: Sequence[str] | None) -> int:
             # A verb says what a time cost warns of itself, once, as a "warning:" line on
             # stderr (stdout stays one JSON document under --json).
             warnings.simplefilter("ignore", TimeCostWarning)
-            return int(args.run(args))
+            with library_progress():
+                return int(args.run(args))
     except (InputError, ValueError, TypeError, OverflowError) as exc:
         # The library's own messages name the argument and the value, in its keywords: the
         # shell user set them with flags, so the message names those.

@@ -3,6 +3,7 @@ a `seqbalance.TimeCost` to what it measured."""
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import time
@@ -18,7 +19,12 @@ from ._time_trust import outside_stacklevel, poor_fit
 from .model import ModelCost
 from .time_cost import TimeCost, TimeCostWarning
 
-__all__ = ["default_grid", "profile"]
+__all__ = ["PROGRESS_LOGGER", "default_grid", "profile"]
+
+#: The logger `profile` reports its progress to, one ``INFO`` record per micro-batch timed.
+PROGRESS_LOGGER = "seqbalance.profile"
+
+logger = logging.getLogger(PROGRESS_LOGGER)
 
 #: The shortest single document of the default grid, when ``max_length`` allows it.
 SHORTEST = 512
@@ -95,6 +101,7 @@ def profile(
     warmup: int = 1,
     timer: Callable[[], float] | None = None,
     model: ModelCost | None = None,
+    progress: Callable[[int, int, list[int], float], Any] | None = None,
 ) -> TimeCost:
     """Time ``run`` over packed micro-batches and fit a `TimeCost` to the measurements.
 
@@ -104,7 +111,13 @@ def profile(
     attention kernel; see the docs page "Balance by measured time"). Each micro-batch is run
     ``warmup`` times untimed, then ``repeats`` times timed; its time is the least of those.
     When torch is imported and has initialised CUDA, CUDA is synchronised before each reading
-    of the clock, so the time is the GPU's, not the launch's. Progress goes to stderr.
+    of the clock, so the time is the GPU's, not the launch's.
+
+    Progress is reported, never printed: after each micro-batch is timed, one ``INFO`` record
+    goes to the logger ``"seqbalance.profile"`` (`PROGRESS_LOGGER`; attach a handler, or call
+    ``logging.basicConfig(level=logging.INFO)``, to see it) and ``progress``, if given, is
+    called. A poor fit is said by a `TimeCostWarning` (``warnings``). Nothing is written to
+    stderr.
 
     Args:
         run: the callable to time; its return value is ignored.
@@ -117,6 +130,9 @@ def profile(
         timer: a zero-argument clock in seconds (default `time.perf_counter`), read before and
             after each call.
         model: fit with `ModelCost` features (see `TimeCost.fit`).
+        progress: called as ``progress(done, total, document_lengths, seconds)`` after each
+            micro-batch is timed (``done`` of ``total``; ``seconds``, its least time); what
+            it returns is ignored and what it raises stops the profile.
 
     Returns:
         The fitted `TimeCost`.
@@ -127,7 +143,7 @@ def profile(
         ValueError: a bad argument, a micro-batch of ``lengths`` above ``max_length`` tokens,
             ``lengths`` that could not tell the coefficients apart (checked before anything
             runs), a timer reading that is not finite, or one that did not advance over a call.
-        TypeError: ``run`` or ``timer`` is not callable, a timer reading that is not a number,
+        TypeError: ``run``, ``timer`` or ``progress`` is not callable, a timer reading that is not a number,
             or an argument of the wrong type (``model`` is checked before anything runs).
 
     Example:
@@ -143,6 +159,8 @@ def profile(
     clock = time.perf_counter if timer is None else timer
     if not callable(clock):
         raise TypeError(f"timer must be a zero-argument callable, got {_describe(timer)}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable, got {_describe(progress)}")
     if model is not None and not isinstance(model, ModelCost):
         # Checked before the grid runs: a typo must not cost the whole profile.
         raise TypeError(f"model must be None or a ModelCost, got {_describe(model)}")
@@ -169,14 +187,14 @@ def profile(
     for position, batch in enumerate(grid):
         seconds.append(_time_one(run, batch, repeats, warmup, clock))
         _progress(position + 1, len(grid), batch, seconds[-1])
+        if progress is not None:
+            progress(position + 1, len(grid), list(batch), seconds[-1])
     with warnings.catch_warnings():
-        # Said once below, on stderr beside the progress and as a warning from this call.
+        # Said once below, as a warning from this call (not from inside the fit).
         warnings.simplefilter("ignore", TimeCostWarning)
         cost = TimeCost.fit(grid, seconds, model=model)
     poor = poor_fit(cost.fit_error)
     if poor is not None:
-        sys.stderr.write(f"warning: seqbalance.profile: {poor}\n")
-        sys.stderr.flush()
         warnings.warn(poor, TimeCostWarning, stacklevel=outside_stacklevel())
     return cost
 
@@ -248,9 +266,14 @@ def _shown(batch: list[int]) -> str:
 
 
 def _progress(done: int, total: int, batch: list[int], seconds: float) -> None:
-    documents = f"{len(batch)} document{'s' if len(batch) > 1 else ''}"
-    sys.stderr.write(
-        f"seqbalance.profile: {done}/{total} micro-batches timed "
-        f"({sum(batch):,} tokens in {documents}: {seconds * 1e3:.3f} ms)\n"
-    )
-    sys.stderr.flush()
+    """One ``INFO`` record on the progress logger (built only when someone listens)."""
+    if logger.isEnabledFor(logging.INFO):
+        documents = f"{len(batch)} document{'s' if len(batch) > 1 else ''}"
+        logger.info(
+            "%d/%d micro-batches timed (%s tokens in %s: %.3f ms)",
+            done,
+            total,
+            f"{sum(batch):,}",
+            documents,
+            seconds * 1e3,
+        )
