@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeVar
 
 __all__ = [
     "REGISTRY",
+    "WORKLOAD_NOTE",
     "Deprecation",
     "changed_default",
     "moved_module",
@@ -43,6 +44,8 @@ __all__ = [
     "renamed_attribute",
     "renamed_function",
     "renamed_params",
+    "retired_flag",
+    "workload_flag",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -83,6 +86,8 @@ class Deprecation:
     def message(self) -> str:
         """The warning's text."""
         head = f"is deprecated since {self.since} and is removed in {self.removed_in}"
+        if self.kind == "parameter" and self.new.endswith(")"):
+            return f"{self.old}= {head}; call {self.new}"
         if self.kind == "parameter":
             return f"{self.old}= {head}; pass {self.new}="
         if self.kind == "function":
@@ -216,6 +221,55 @@ def _positional(signature: inspect.Signature, args: tuple[Any, ...]) -> set[str]
     return set(names[: len(args)])
 
 
+def retired_flag(
+    flag: str,
+    replacement: Callable[..., Any],
+    *,
+    since: str = SINCE,
+    removed_in: str = REMOVED_IN,
+) -> Callable[[F], F]:
+    """Decorate a function whose bool keyword ``flag`` switched to ``replacement`` (a separate
+    function with the same other parameters): ``flag=True`` calls ``replacement``, ``flag=False``
+    the function itself; either warns once per call site (``as_ids=`` -> `pack_ids`)."""
+    from ._inputs import check_flag
+
+    def decorate(func: F) -> F:
+        entry = _register(
+            Deprecation(
+                "parameter",
+                _qualname(func),
+                flag,
+                f"seqbalance.{replacement.__name__}(...)",
+                since,
+                removed_in,
+                note=f"`{flag}=True` is `{replacement.__name__}(...)`",
+            )
+        )
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if kwargs and flag in kwargs:
+                warn(entry)
+                if check_flag(kwargs.pop(flag), flag):
+                    return replacement(*args, **kwargs)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+#: How the retired ``balance_workload=`` translates (`workload_flag`).
+WORKLOAD_NOTE = '`balance_workload=True` is `cost="workload"`, `False` is `cost="tokens"`'
+
+
+def workload_flag(value: Any) -> str:
+    """The ``cost`` a retired ``balance_workload=`` flag meant."""
+    from ._inputs import check_flag
+
+    return "workload" if check_flag(value, "balance_workload") else "tokens"
+
+
 def renamed_function(
     new_func: F,
     old_name: str,
@@ -339,6 +393,10 @@ _TITLES: dict[str, str] = {
 }
 
 
+def _spelled(kind: str, text: str) -> str:
+    return text + "=" if kind == "parameter" and not text.endswith(")") else text
+
+
 def render_markdown(entries: list[Deprecation] | None = None) -> str:
     """The docs' deprecations page (``docs/deprecations.md``), generated from the registry."""
     rows = REGISTRY if entries is None else entries
@@ -369,13 +427,13 @@ def render_markdown(entries: list[Deprecation] | None = None) -> str:
                 for e in chosen
             ]
             continue
-        suffix = "=" if kind == "parameter" else ""
+
         lines += [
             "| where | old | new | since | removed in | note |",
             "|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| `{e.where}` | `{e.old}{suffix}` | `{e.new}{suffix}` | {e.since} | {e.removed_in} "
+            f"| `{e.where}` | `{_spelled(kind, e.old)}` | `{_spelled(kind, e.new)}` | {e.since} | {e.removed_in} "
             f"| {e.note} |"
             for e in chosen
         ]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqbalance import StepTime, plan_dp_micro_batches, simulate_step
+from seqbalance import StepTime, plan_dp_ids, plan_dp_micro_batches, simulate_step
 from tests.planning import step_oracle
 
 TIME_COST = step_oracle.spec_time_cost()
@@ -157,7 +157,7 @@ def test_a_time_cost_adds_its_micro_batch_term_once_per_micro_batch_with_a_docum
 @given(st.lists(st.integers(1, 300), min_size=4, max_size=40), st.integers(1, 4))
 def test_the_ids_triple_is_the_list_plan(lengths, ranks):
     plan = plan_dp_micro_batches(lengths, ranks, 300, cost="tokens")
-    ids = plan_dp_micro_batches(lengths, ranks, 300, cost="tokens", as_ids=True)
+    ids = plan_dp_ids(lengths, ranks, 300, cost="tokens")
     for model in ({}, {"sync": "micro_batch"}, {"pipeline_stages": 3}):
         a, b = simulate_step(plan, lengths, **model), simulate_step(ids, lengths, **model)
         assert a.seconds == b.seconds and a.busy.tolist() == b.busy.tolist()

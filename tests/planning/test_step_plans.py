@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seqbalance.planning.step as step_module
-from seqbalance import PartitionError, TimeCost, plan_dp_micro_batches, simulate_step
+from seqbalance import PartitionError, TimeCost, plan_dp_ids, plan_dp_micro_batches, simulate_step
 from seqbalance.planning.dp_plan import plan_dp_with_today
 from tests import helpers
 from tests.planning import step_oracle
@@ -76,7 +76,7 @@ def test_every_mode_keeps_every_guarantee_and_is_never_above_today(case, mode, c
         assert largest is not None and largest < len(today[0])
         assert f"max_num_micro_batches = {largest} is below the {len(today[0])}" in str(error)
         return
-    g = options["force_group_size"]
+    g = options["group_size"]
     check_guarantees(
         lengths, dp, cap, options, plan, [(s, s + g) for s in range(0, len(lengths), g)]
     )
@@ -99,9 +99,7 @@ def test_every_mode_keeps_every_guarantee_and_is_never_above_today(case, mode, c
     old = simulate_step(today, padded, cost=options["cost"], **model).seconds
     assert new <= old
     assert plan_dp_micro_batches(lengths, dp, cap, **options, **mode) == plan  # deterministic
-    rank_ids, micro_batch_ids, ids_count = plan_dp_micro_batches(
-        lengths, dp, cap, **options, **mode, as_ids=True
-    )
+    rank_ids, micro_batch_ids, ids_count = plan_dp_ids(lengths, dp, cap, **options, **mode)
     assert ids_count == count
     for r, rank in enumerate(plan):
         for k, batch in enumerate(rank):
@@ -161,7 +159,7 @@ def test_every_mode_keeps_the_shape_limits(problem, dp_size, group, mode):
         "cost": _cost_argument(costs),
         "min_num_micro_batches": minimum,
         "num_micro_batches_multiple": multiple,
-        "force_group_size": group,
+        "group_size": group,
         **_limits(max_sequences, padded, keys),
     }
     today = plan_dp_micro_batches(lengths, dp_size, cap, **arguments)

@@ -87,7 +87,7 @@ def _run_plan(
     else:
         function = "plan_dp_micro_batches"
         grouping: dict[str, Any] = (
-            {"uid_list": uids} if uids is not None else {"force_group_size": args.group_size}
+            {"uid_list": uids} if uids is not None else {"group_size": args.group_size}
         )
         planned = plan_dp_with_today(
             lengths,
@@ -183,7 +183,7 @@ def _two_step(
     balance the ranks, then plan each rank's micro-batches with the count they agree on (the
     largest), as ``(rank_ids, micro_batch_ids, count)``."""
     cap, group_size = args.max_token_len, args.group_size
-    keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=group_size, **limits)
+    keywords: dict[str, Any] = dict(cost=args.cost, group_size=group_size, **limits)
     # Checked on the whole batch first, so an error names the user's index, not a rank's.
     min_num_micro_batches_for(lengths, cap, **keywords)
     costs = sample_costs(args.cost, lengths)

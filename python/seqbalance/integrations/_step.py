@@ -261,7 +261,7 @@ def plan_fixed(
                 lengths,
                 max_token_len,
                 num_micro_batches_multiple=num_micro_batches_multiple,
-                force_group_size=force_group_size,
+                group_size=force_group_size,
             )
             for lengths in arrays
         )
@@ -291,7 +291,7 @@ def plan_fixed(
                 cost=cost,
                 min_num_micro_batches=count,
                 num_micro_batches_multiple=num_micro_batches_multiple,
-                force_group_size=force_group_size,
+                group_size=force_group_size,
                 sync="step",
                 pipeline_stages=mode.pipeline_stages,
                 max_num_micro_batches=count,
