@@ -23,6 +23,16 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+START = [[0, 1, 2, 3], [4, 5, 6, 7]]
+UIDS = ["a", "a", "b", "b", "c", "c", "d", "d"]
+
+
+def _refine(lengths: Any = None, **kw: Any) -> list[list[int]]:
+    if lengths is not None:
+        kw["lengths"] = lengths
+    return sb.refine_partitions(partitions=START, **kw)
+
+
 def _packer(**kw: Any) -> list[list[int]]:
     packer = sb.StreamPacker(**kw)
     return packer.add_many(LENGTHS) + packer.flush()
@@ -30,6 +40,28 @@ def _packer(**kw: Any) -> list[list[int]]:
 
 #: (name, call, positional args, old keyword, old value, new keyword, new value)
 RENAMES: list[tuple[str, Callable[..., Any], tuple[Any, ...], str, Any, str, Any]] = [
+    (
+        "partition_ids",
+        lambda **kw: sb.partition_ids(k_partitions=2, **kw),
+        (),
+        "seqlen_list",
+        LENGTHS,
+        "lengths",
+        LENGTHS,
+    ),
+    (
+        "group_balanced_partitions",
+        lambda **kw: sb.group_balanced_partitions(uid_list=UIDS, k_partitions=2, **kw),
+        (),
+        "seqlen_list",
+        LENGTHS,
+        "lengths",
+        LENGTHS,
+    ),
+    ("refine_partitions", _refine, (), "seqlen_list", LENGTHS, "lengths", LENGTHS),
+    ("refine_partitions", _refine, (LENGTHS,), "refine", True, "search", "local"),
+    ("refine_partitions", _refine, (LENGTHS,), "refine", "exact", "search", "exact"),
+    ("refine_partitions", _refine, (LENGTHS,), "refine", False, "search", "none"),
     ("pack_sequences", sb.pack_sequences, (LENGTHS,), "pack_max_length", 500, "max_token_len", 500),
     (
         "plan_packed_steps",
@@ -133,7 +165,7 @@ def test_a_renamed_parameter(
     assert str(caught[0].message) == (
         f"{old}= is deprecated since 0.3 and is removed in 1.0; pass {new}="
     )
-    if call is not _packer:  # the packer's warning points at _packer's line, in this file too
+    if call.__module__ != __name__:  # a public function: the warning names this very line
         assert (caught[0].filename, caught[0].lineno) == (__file__, line)
     else:
         assert caught[0].filename == __file__

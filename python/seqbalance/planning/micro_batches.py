@@ -247,7 +247,9 @@ def _refined_micro_batches(
     parts = [np.unique(group_of_sample[batch]).tolist() for batch in batches if batch]
     empty = len(batches) - len(parts)
     if parts:
-        refined = refine_partitions(problem.weights, parts, refine=problem.refine)
+        refined = refine_partitions(
+            problem.weights, parts, search="exact" if problem.refine == "exact" else "local"
+        )
         if keeps_limits(problem.limits, problem.tokens, problem.sizes, refined, problem.cap):
             parts = refined
     parts = _ordered(parts, problem, order)
