@@ -73,8 +73,8 @@ def checked(lengths: np.ndarray, ranks: int, cap: int, mode: dict) -> tuple[floa
         flat = np.concatenate([np.asarray(mb, np.int64) for rank in made for mb in rank])
         assert np.array_equal(np.sort(flat), np.arange(lengths.size))
         assert max(int(lengths[mb].sum()) for rank in made for mb in rank if mb) <= cap
-    old = simulate_step(today, lengths, cost=COST, **model_of(mode)).seconds
-    new = simulate_step(plan, lengths, cost=COST, **model_of(mode)).seconds
+    old = simulate_step(today, lengths, cost=COST, **model_of(mode)).makespan
+    new = simulate_step(plan, lengths, cost=COST, **model_of(mode)).makespan
     assert new <= old
     return old, new, len(today[0]), len(plan[0])
 

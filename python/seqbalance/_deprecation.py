@@ -45,6 +45,7 @@ __all__ = [
     "renamed_function",
     "renamed_params",
     "retired_flag",
+    "retired_value",
     "workload_flag",
 ]
 
@@ -86,6 +87,8 @@ class Deprecation:
     def message(self) -> str:
         """The warning's text."""
         head = f"is deprecated since {self.since} and is removed in {self.removed_in}"
+        if self.kind == "parameter" and "=" in self.old:
+            return f"{self.old} {head}; pass {self.new}"
         if self.kind == "parameter" and self.new.endswith(")"):
             return f"{self.old}= {head}; call {self.new}"
         if self.kind == "parameter":
@@ -270,6 +273,42 @@ def workload_flag(value: Any) -> str:
     return "workload" if check_flag(value, "balance_workload") else "tokens"
 
 
+def retired_value(
+    parameter: str,
+    value: Any,
+    replacement: Any,
+    *,
+    since: str = SINCE,
+    removed_in: str = REMOVED_IN,
+) -> Callable[[F], F]:
+    """Decorate a function whose keyword ``parameter`` no longer takes ``value`` (``None``):
+    passing it warns once per call site and passes ``replacement`` (``balance_report``'s
+    ``group_size=None`` is ``group_size=1``)."""
+
+    def decorate(func: F) -> F:
+        entry = _register(
+            Deprecation(
+                "parameter",
+                _qualname(func),
+                f"{parameter}={value!r}",
+                f"{parameter}={replacement!r}",
+                since,
+                removed_in,
+            )
+        )
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if kwargs and parameter in kwargs and kwargs[parameter] is value:
+                warn(entry)
+                kwargs[parameter] = replacement
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
 def renamed_function(
     new_func: F,
     old_name: str,
@@ -394,7 +433,8 @@ _TITLES: dict[str, str] = {
 
 
 def _spelled(kind: str, text: str) -> str:
-    return text + "=" if kind == "parameter" and not text.endswith(")") else text
+    plain = kind == "parameter" and not text.endswith(")") and "=" not in text
+    return text + "=" if plain else text
 
 
 def render_markdown(entries: list[Deprecation] | None = None) -> str:

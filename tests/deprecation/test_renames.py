@@ -62,6 +62,15 @@ RENAMES: list[tuple[str, Callable[..., Any], tuple[Any, ...], str, Any, str, Any
     ("refine_partitions", _refine, (LENGTHS,), "refine", True, "search", "local"),
     ("refine_partitions", _refine, (LENGTHS,), "refine", "exact", "search", "exact"),
     ("refine_partitions", _refine, (LENGTHS,), "refine", False, "search", "none"),
+    (
+        "balance_report",
+        lambda **kw: sb.balance_report(partitions=START, **kw),
+        (),
+        "values",
+        LENGTHS,
+        "weights",
+        LENGTHS,
+    ),
     ("pack_sequences", sb.pack_sequences, (LENGTHS,), "pack_max_length", 500, "max_token_len", 500),
     (
         "plan_packed_steps",
@@ -229,3 +238,59 @@ def _next_line() -> int:
     frame = inspect.currentframe()
     assert frame is not None and frame.f_back is not None
     return frame.f_back.f_lineno + 1
+
+
+def test_balance_report_group_size_none_is_one() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = sb.balance_report(LENGTHS, START)
+        assert sb.balance_report(LENGTHS, START, group_size=1) == expected
+        assert sb.balance_report(LENGTHS, START, uid_list=UIDS).naive.counts == (4, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = _next_line()
+        answer = sb.balance_report(LENGTHS, START, group_size=None)
+    assert answer == expected
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert str(caught[0].message) == (
+        "group_size=None is deprecated since 0.3 and is removed in 1.0; pass group_size=1"
+    )
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
+
+
+def test_balance_report_k_is_k_partitions() -> None:
+    report = sb.balance_report(LENGTHS, START)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = _next_line()
+        k = report.k
+    assert k == report.k_partitions == 2
+    assert [str(w.message) for w in caught] == [
+        "BalanceReport.k is deprecated since 0.3 and is removed in 1.0; "
+        "use BalanceReport.k_partitions"
+    ]
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
+
+
+def test_step_time_seconds_is_makespan_and_warns_unless_the_unit_is_seconds() -> None:
+    plan = [[[0, 1], [2]], [[3, 4], [5, 6, 7]]]
+    step = sb.simulate_step(plan, LENGTHS, cost="tokens")
+    assert step.unit == "tokens"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = _next_line()
+        seconds = step.seconds
+    assert seconds == step.makespan
+    assert [str(w.message) for w in caught] == [
+        "StepTime.seconds is deprecated since 0.3 and is removed in 1.0; use StepTime.makespan"
+    ]
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
+    cost = sb.TimeCost.fit(
+        [[n] for n in (10, 50, 100, 200, 300, 400)] + [[100, 100], [50, 20, 30]],
+        [0.5 + 1e-3 * n for n in (10, 50, 100, 200, 300, 400)] + [0.702, 0.603],
+    )
+    timed = sb.simulate_step(plan, LENGTHS, cost=cost)
+    assert timed.unit == "seconds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert timed.seconds == timed.makespan > 0

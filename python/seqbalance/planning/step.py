@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
+from .._deprecation import renamed_attribute
 from .._inputs import (
     MAX_COUNT,
     _describe,
@@ -46,7 +47,8 @@ class StepTime:
     """What `simulate_step` found: the step and how each rank spent it.
 
     Attributes:
-        seconds: the step, in the cost's units (seconds with a `TimeCost`).
+        makespan: the step, in the cost's units (seconds with a `TimeCost`); ``seconds`` is the
+            same number, a deprecated alias except under a `TimeCost` (whose unit is seconds).
         busy: each rank's ``Σ_k t(r, k)`` (float64 array, one per rank): its predicted time,
             summed over its micro-batches.
         waiting: each rank's step minus its busy time per stage (``seconds - busy / P``):
@@ -57,9 +59,11 @@ class StepTime:
         times: each rank's micro-batch times, in plan order (a tuple of float64 arrays).
         sync: ``"step"`` or ``"micro_batch"``.
         pipeline_stages: ``P``.
+        unit: ``"seconds"`` under a `TimeCost`, else the cost's name (``"tokens"``,
+            ``"workload"``) or ``"cost"`` for any other cost.
     """
 
-    seconds: float
+    makespan: float
     busy: npt.NDArray[np.float64]
     waiting: npt.NDArray[np.float64]
     bubble: float
@@ -67,6 +71,7 @@ class StepTime:
     times: tuple[npt.NDArray[np.float64], ...]
     sync: str
     pipeline_stages: int
+    unit: str = "cost"
 
     def __str__(self) -> str:
         where = (
@@ -77,7 +82,7 @@ class StepTime:
             ]
         )
         return (
-            f"step {self.seconds:.6g} ({where}, {len(self.busy)} ranks): bubble "
+            f"step {self.makespan:.6g} ({where}, {len(self.busy)} ranks): bubble "
             f"{self.bubble:.2%}, lower bound {self.lower_bound:.6g}"
         )
 
@@ -142,7 +147,7 @@ def simulate_step(
             pricing it, as the planner given the same value does.
 
     Returns:
-        A `StepTime`: ``seconds``, ``busy``, ``waiting``, ``bubble``, ``lower_bound`` and
+        A `StepTime`: ``makespan``, ``busy``, ``waiting``, ``bubble``, ``lower_bound`` and
         each rank's micro-batch ``times``.
 
     Raises:
@@ -157,12 +162,12 @@ def simulate_step(
 
     Example:
         >>> plan = [[[0], [1, 2]], [[3], [4]]]
-        >>> simulate_step(plan, [300, 100, 200, 250, 200]).seconds
+        >>> simulate_step(plan, [300, 100, 200, 250, 200]).makespan
         600.0
         >>> step = simulate_step(plan, [300, 100, 200, 250, 200], sync="micro_batch")
-        >>> step.seconds, step.busy.tolist(), round(step.bubble, 4)
+        >>> step.makespan, step.busy.tolist(), round(step.bubble, 4)
         (600.0, [600.0, 450.0], 0.125)
-        >>> simulate_step(plan, [300, 100, 200, 250, 200], pad_to_multiple_of=128).seconds
+        >>> simulate_step(plan, [300, 100, 200, 250, 200], pad_to_multiple_of=128).makespan
         768.0
     """
     sync, stages, share = check_step_model(sync, pipeline_stages, forward_share)
@@ -190,7 +195,23 @@ def simulate_step(
     waiting = seconds - busy / stages
     bubble = 1.0 - float(busy.mean()) / (stages * seconds) if seconds > 0 else 0.0
     lower_bound = float(busy.sum()) / (busy.size * stages)
-    return StepTime(seconds, busy, waiting, bubble, lower_bound, times, sync, stages)
+    return StepTime(seconds, busy, waiting, bubble, lower_bound, times, sync, stages, _unit(cost))
+
+
+def _unit(cost: Any) -> str:
+    """`StepTime.unit` for ``cost``."""
+    if isinstance(cost, TimeCost):
+        return "seconds"
+    return cost if isinstance(cost, str) and cost in ("tokens", "workload") else "cost"
+
+
+renamed_attribute(
+    StepTime,
+    "seconds",
+    "makespan",
+    note="valid without a warning under a `TimeCost` (its unit is seconds)",
+    warns_unless=lambda step: step.unit == "seconds",
+)
 
 
 def _cells(plan: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
