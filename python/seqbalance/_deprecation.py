@@ -16,8 +16,8 @@ that implements it:
 Each warning points at the first line outside seqbalance (`outside_stacklevel`), so Python's
 warning filters show it once per call site. The frozen surface (the upstream drop-ins,
 `seqbalance.reference`, the TransferQueue samplers and every function ``install()`` patches in)
-is never wrapped. `render_markdown` writes the docs' deprecations page (``docs/deprecations.md``)
-from the registry; a test keeps the page and the registry equal, and another fails once a
+is never wrapped. `seqbalance._deprecation_docs.render_markdown` writes the docs' deprecations
+page (``docs/deprecations.md``) from the registry; a test keeps the page and the registry equal, and another fails once a
 registered removal version is reached.
 """
 
@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Literal, TypeVar
 
+from ._inputs import check_flag
+
 __all__ = [
     "REGISTRY",
     "WORKLOAD_NOTE",
@@ -40,7 +42,6 @@ __all__ = [
     "changed_default",
     "moved_module",
     "outside_stacklevel",
-    "render_markdown",
     "renamed_attribute",
     "renamed_function",
     "renamed_params",
@@ -49,7 +50,7 @@ __all__ = [
     "workload_flag",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 Kind = Literal["parameter", "function", "attribute", "module", "default"]
 
@@ -160,7 +161,7 @@ def renamed_params(
     convert: dict[str, Callable[[Any], Any]] | None = None,
     notes: dict[str, str] | None = None,
     **old_to_new: str,
-) -> Callable[[F], F]:
+) -> Callable[[_F], _F]:
     """Decorate a function whose parameters ``old_to_new`` keys were renamed to its values.
 
     The old keyword still works: it warns once per call site and is passed on under the new name
@@ -169,7 +170,7 @@ def renamed_params(
     ``TypeError`` naming both. Calls without an old keyword pay one dictionary check.
     """
 
-    def decorate(func: F) -> F:
+    def decorate(func: _F) -> _F:
         owner = where or _qualname(func)
         entries = {
             old: _register(
@@ -230,13 +231,12 @@ def retired_flag(
     *,
     since: str = SINCE,
     removed_in: str = REMOVED_IN,
-) -> Callable[[F], F]:
+) -> Callable[[_F], _F]:
     """Decorate a function whose bool keyword ``flag`` switched to ``replacement`` (a separate
     function with the same other parameters): ``flag=True`` calls ``replacement``, ``flag=False``
     the function itself; either warns once per call site (``as_ids=`` -> `pack_ids`)."""
-    from ._inputs import check_flag
 
-    def decorate(func: F) -> F:
+    def decorate(func: _F) -> _F:
         entry = _register(
             Deprecation(
                 "parameter",
@@ -268,8 +268,6 @@ WORKLOAD_NOTE = '`balance_workload=True` is `cost="workload"`, `False` is `cost=
 
 def workload_flag(value: Any) -> str:
     """The ``cost`` a retired ``balance_workload=`` flag meant."""
-    from ._inputs import check_flag
-
     return "workload" if check_flag(value, "balance_workload") else "tokens"
 
 
@@ -280,12 +278,12 @@ def retired_value(
     *,
     since: str = SINCE,
     removed_in: str = REMOVED_IN,
-) -> Callable[[F], F]:
+) -> Callable[[_F], _F]:
     """Decorate a function whose keyword ``parameter`` no longer takes ``value`` (``None``):
     passing it warns once per call site and passes ``replacement`` (``balance_report``'s
     ``group_size=None`` is ``group_size=1``)."""
 
-    def decorate(func: F) -> F:
+    def decorate(func: _F) -> _F:
         entry = _register(
             Deprecation(
                 "parameter",
@@ -310,13 +308,13 @@ def retired_value(
 
 
 def renamed_function(
-    new_func: F,
+    new_func: _F,
     old_name: str,
     *,
     since: str = SINCE,
     removed_in: str = REMOVED_IN,
     where: str = "seqbalance",
-) -> F:
+) -> _F:
     """An alias of ``new_func`` under ``old_name`` that warns once per call site."""
     entry = _register(
         Deprecation(
@@ -394,13 +392,13 @@ def changed_default(
     flips_in: str,
     since: str = SINCE,
     register: bool = True,
-) -> Callable[[F], F]:
+) -> Callable[[_F], _F]:
     """Decorate a function whose ``parameter`` default changes from ``old`` to ``new`` in
     ``flips_in``. Until then the function's default stays ``old``; a call that omits the
     argument warns a ``FutureWarning`` once per call site, a call that passes it says nothing.
     """
 
-    def decorate(func: F) -> F:
+    def decorate(func: _F) -> _F:
         signature = inspect.signature(func)
         if parameter not in signature.parameters:
             raise TypeError(f"{func.__name__} has no parameter {parameter}=")
@@ -421,72 +419,6 @@ def changed_default(
         return wrapper  # type: ignore[return-value]
 
     return decorate
-
-
-_TITLES: dict[str, str] = {
-    "parameter": "Renamed parameters",
-    "function": "Renamed functions",
-    "attribute": "Renamed result attributes",
-    "module": "Moved modules",
-    "default": "Changed defaults",
-}
-
-
-def _spelled(kind: str, text: str) -> str:
-    plain = kind == "parameter" and not text.endswith(")") and "=" not in text
-    return text + "=" if plain else text
-
-
-def render_markdown(entries: list[Deprecation] | None = None) -> str:
-    """The docs' deprecations page (``docs/deprecations.md``), generated from the registry."""
-    rows = REGISTRY if entries is None else entries
-    lines = [
-        "# Deprecations",
-        "",
-        "<!-- Generated from seqbalance._deprecation.REGISTRY by render_markdown(); do not edit. -->",
-        "",
-        "Every retired spelling keeps working until the version that removes it and warns once "
-        "per call site (a `DeprecationWarning` naming the old spelling, the new one and that "
-        "version); passing both spellings is a `TypeError`. A default that changes after a "
-        "release warns a `FutureWarning` when the argument is omitted. See the changelog's "
-        "version policy.",
-    ]
-    for kind, title in _TITLES.items():
-        chosen = [e for e in rows if e.kind == kind]
-        lines += ["", f"## {title}", ""]
-        if not chosen:
-            lines.append("None.")
-            continue
-        if kind == "default":
-            lines += [
-                "| where | parameter | old default | new default | since | flips in |",
-                "|---|---|---|---|---|---|",
-            ]
-            lines += [
-                f"| `{e.where}` | `{e.parameter}` | `{e.old}` | `{e.new}` | {e.since} | {e.removed_in} |"
-                for e in chosen
-            ]
-            continue
-
-        lines += [
-            "| where | old | new | since | removed in | note |",
-            "|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| `{e.where}` | `{_spelled(kind, e.old)}` | `{_spelled(kind, e.new)}` | {e.since} | {e.removed_in} "
-            f"| {e.note} |"
-            for e in chosen
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
-
-
-def reached(version: str, removed_in: str) -> bool:
-    """Whether ``version`` (the package's) has reached ``removed_in``."""
-    return _version(version) >= _version(removed_in)
 
 
 # 0.1's module paths, moved in 0.2 (seqbalance._compat serves them until 0.3).

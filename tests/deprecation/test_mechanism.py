@@ -12,6 +12,7 @@ import pytest
 
 import seqbalance
 from seqbalance import _deprecation as dep
+from seqbalance import _deprecation_docs as docs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,9 +143,9 @@ def test_moved_modules_are_registered() -> None:
 
 def test_docs_page_is_the_rendered_registry() -> None:
     page = (ROOT / "docs" / "deprecations.md").read_text()
-    assert page == dep.render_markdown(), (
+    assert page == docs.render_markdown(), (
         "docs/deprecations.md is generated: run "
-        "`PYTHONPATH=python python -c 'import seqbalance, seqbalance._deprecation as d; "
+        "`PYTHONPATH=python python -c 'import seqbalance, seqbalance._deprecation_docs as d; "
         'print(d.render_markdown(), end="")\' > docs/deprecations.md`'
     )
 
@@ -159,15 +160,15 @@ def test_no_registered_removal_version_is_reached() -> None:
     versions = {seqbalance.__version__, cargo.group(1)}
     for version in versions:
         due = [
-            e for e in dep.REGISTRY if e.kind != "default" and dep.reached(version, e.removed_in)
+            e for e in dep.REGISTRY if e.kind != "default" and docs.reached(version, e.removed_in)
         ]
         assert not due, f"version {version} removes these deprecated spellings: {due}"
 
 
 def test_reached_compares_versions_numerically() -> None:
-    assert dep.reached("0.3.0", "0.3") and dep.reached("1.0.0", "0.3")
-    assert not dep.reached("0.2.0", "0.3") and not dep.reached("0.10.0", "1.0")
-    assert dep.reached("0.10.0", "0.3")
+    assert docs.reached("0.3.0", "0.3") and docs.reached("1.0.0", "0.3")
+    assert not docs.reached("0.2.0", "0.3") and not docs.reached("0.10.0", "1.0")
+    assert docs.reached("0.10.0", "0.3")
 
 
 def _line() -> int:

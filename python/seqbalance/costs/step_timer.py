@@ -35,7 +35,7 @@ from ._time_trust import beyond, warn
 from .profiling import _reading, _synchronize
 from .time_cost import TimeCost
 
-F = TypeVar("F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["StepTimer", "StepTimes"]
 
@@ -70,7 +70,7 @@ SYNC_REQUIRED = (
 )
 
 
-def _sync_required(init: F) -> F:
+def _sync_required(init: _F) -> _F:
     """``StepTimer.__init__`` with a ``TypeError`` naming ``sync`` and its choices when it is
     omitted (Python's own message names neither the choices nor what they mean)."""
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import _native
 from .._deprecation import renamed_params, retired_flag
@@ -29,7 +28,7 @@ from .micro_batches import (
     _round_up,
     logger,
 )
-from .step import DpPlan, plan_step
+from .step import DpIds, DpPlan, plan_step
 
 __all__ = ["DpIds", "DpPlan", "plan_dp_ids", "plan_dp_micro_batches", "plan_dp_with_today"]
 
@@ -64,20 +63,6 @@ def _heaviest_at_bound(weights: np.ndarray, rank_of_group: np.ndarray, n_ranks: 
     sums = np.zeros(n_ranks, dtype=np.int64)
     np.add.at(sums, rank_of_group, weights)
     return int(sums.max()) == -(-int(sums.sum()) // n_ranks)
-
-
-class DpIds(NamedTuple):
-    """`plan_dp_ids`' answer: the plan of `plan_dp_micro_batches` as arrays.
-
-    Attributes:
-        rank_ids: the rank of every sample (int64, ranks numbered heaviest first).
-        micro_batch_ids: the micro-batch of every sample (int64: its place in the rank's order).
-        num_micro_batches: the count every rank runs (empty micro-batches survive in it).
-    """
-
-    rank_ids: npt.NDArray[np.int64]
-    micro_batch_ids: npt.NDArray[np.int64]
-    num_micro_batches: int
 
 
 def plan_dp_ids(

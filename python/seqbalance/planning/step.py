@@ -10,7 +10,7 @@ per-micro-batch term included; with any other cost the sum of its samples' costs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ from .micro_batches import _Problem, _request, logger
 
 __all__ = [
     "PROGRESS_AFTER",
+    "DpIds",
     "DpPlan",
     "StepTime",
     "micro_batch_term",
@@ -40,6 +41,20 @@ __all__ = [
 #: Seconds after which the step planner's search reports its progress on stderr (and between
 #: two reports).
 PROGRESS_AFTER = 3.0
+
+
+class DpIds(NamedTuple):
+    """`plan_dp_ids`' answer: the plan of `plan_dp_micro_batches` as arrays.
+
+    Attributes:
+        rank_ids: the rank of every sample (int64, ranks numbered heaviest first).
+        micro_batch_ids: the micro-batch of every sample (int64: its place in the rank's order).
+        num_micro_batches: the count every rank runs (empty micro-batches survive in it).
+    """
+
+    rank_ids: npt.NDArray[np.int64]
+    micro_batch_ids: npt.NDArray[np.int64]
+    num_micro_batches: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,7 +150,7 @@ def simulate_step(
 
     Args:
         plan: ``plan[rank][micro_batch] -> sample indexes`` (the list answer of
-            `plan_dp_micro_batches`), or its ``as_ids`` triple ``(rank_ids,
+            `plan_dp_micro_batches`), or `plan_dp_ids`' ``DpIds`` triple ``(rank_ids,
             micro_batch_ids, count)`` (a sample whose ids are -1 is in no micro-batch; the
             ranks are ``0 .. max(rank_ids)``). Each index at most once.
         lengths: every sample's length (non-negative ints), as given to the planner.
@@ -155,7 +170,7 @@ def simulate_step(
             ``pad_to_multiple_of`` (named), a
             pipeline with ``sync="micro_batch"`` (naming both), a plan with no rank, an
             index outside ``lengths`` or given twice, ranks with different numbers of
-            micro-batches under ``sync="micro_batch"``, an ``as_ids`` triple whose count or
+            micro-batches under ``sync="micro_batch"``, a ``DpIds`` triple whose count or
             highest rank id is above ``2**24``.
         TypeError: a plan that is neither lists of lists of ints nor the ids triple; bad
             lengths or cost (as the planners raise).
