@@ -8,8 +8,8 @@ Report (the figure the CLI is held to: the whole command at most 2x the library 
 
 It writes the lengths to a ``.npy`` file, times the command in a child process (wall time: the
 interpreter's start-up, the read, the plan and the summary, what the user waits for), then in this
-process ``plan_dp_micro_batches`` on the same array with ``as_ids=True`` (what the command calls)
-and with list output, and prints each with its ratio to the ``as_ids`` call. ``--before DIR`` also
+process ``plan_dp_ids`` on the same array (the arrays the command reads)
+and ``plan_dp_micro_batches`` (list output), and prints each with its ratio to the ``plan_dp_ids`` call. ``--before DIR`` also
 times the same job run from another source tree's ``python/`` folder, as ``seqbalance partition
 --dp 64 --max-token-len 65536`` (the route before the ``plan`` verb), so a before/after pair comes
 from one run on one machine.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seqbalance import plan_dp_micro_batches
+from seqbalance import plan_dp_ids, plan_dp_micro_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import best_of, rl_lengths  # noqa: E402
@@ -74,10 +74,10 @@ def run_command(path: Path, verb: str, source: str | None) -> tuple[float, float
 FRESH_CALL = """
 import sys, time
 import numpy as np
-from seqbalance import plan_dp_micro_batches
+from seqbalance import plan_dp_ids, plan_dp_micro_batches
 lengths = np.load(sys.argv[1])
 start = time.perf_counter()
-plan_dp_micro_batches(lengths, int(sys.argv[2]), int(sys.argv[3]), cost="tokens", as_ids=True)
+plan_dp_ids(lengths, int(sys.argv[2]), int(sys.argv[3]), cost="tokens")
 print(time.perf_counter() - start)
 """
 
@@ -123,7 +123,7 @@ def main() -> None:
         if args.before is not None:
             before = min(run_command(path, "partition", args.before)[0] for _ in range(args.rounds))
         ids = best_of(
-            lambda: plan_dp_micro_batches(lengths, DP, CAP, cost="tokens", as_ids=True),
+            lambda: plan_dp_ids(lengths, DP, CAP, cost="tokens"),
             args.rounds,
         )
         lists = best_of(lambda: plan_dp_micro_batches(lengths, DP, CAP, cost="tokens"), args.rounds)
@@ -138,7 +138,7 @@ def main() -> None:
         print(
             f"    of which plan_dp_micro_batches     {inside:8.2f} s   (wall {cli / inside:.2f}x it)"
         )
-    print(f"  plan_dp_micro_batches(as_ids=True)   {ids:8.2f} s   1.00x   (warm, in this process)")
+    print(f"  plan_dp_ids(...)            {ids:8.2f} s   1.00x   (warm, in this process)")
     print(
         f"    the same, first call of a process  {fresh:8.2f} s   (wall of plan: {cli / fresh:.2f}x it)"
     )

@@ -66,7 +66,7 @@ ATTENTION = LINEAR / 22_000
 KV_BYTES = 2 * 8 * 128 * 2 * 32
 LINKS = {"NVLink 450 GB/s": 450e9, "InfiniBand 50 GB/s": 50e9}
 
-#: Long-tail families: (world_size, max_tokens_per_rank, n).
+#: Long-tail families: (world_size, max_token_len, n).
 FAMILIES = [
     (8, 16_384, 512),
     (8, 32_768, 1024),

@@ -16,7 +16,7 @@ import bisect
 import numpy as np
 import pytest
 
-from seqbalance import min_num_micro_batches_for, pack_sequences, plan_micro_batches
+from seqbalance import min_num_micro_batches_for, pack_ids, pack_sequences, plan_micro_batches
 
 N = 100_000
 PACK_MAX_LENGTH = 16_384
@@ -97,12 +97,12 @@ SHAPES = {
 @pytest.mark.parametrize("algorithm", ["ffd", "bfd"])
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_shaped_packing_ids(benchmark, lengths, algorithm, shape):
-    """The shape options of the planning spec (as_ids answers), beside numpy.sort below."""
+    """The shape options of the planning spec (pack_ids answers), beside numpy.sort below."""
     options = dict(SHAPES[shape])
     keys = np.arange(N) % 4 if options.get("keys") == "four" else None
     if keys is not None:
         options["keys"] = keys
-    ids = pack_sequences(lengths, PACK_MAX_LENGTH, algorithm=algorithm, as_ids=True, **options)
+    ids = pack_ids(lengths, PACK_MAX_LENGTH, algorithm=algorithm, **options)
     packs = [np.flatnonzero(ids == p) for p in range(int(ids.max()) + 1)]
     for pack in packs[:: max(1, len(packs) // 200)]:
         charged = (
@@ -113,7 +113,7 @@ def test_shaped_packing_ids(benchmark, lengths, algorithm, shape):
         assert 0 < pack.size <= options.get("max_sequences", N) and charged <= PACK_MAX_LENGTH
         assert keys is None or np.unique(keys[pack]).size == 1
     benchmark.group = f"packing shapes, n={N}"
-    benchmark(pack_sequences, lengths, PACK_MAX_LENGTH, algorithm=algorithm, as_ids=True, **options)
+    benchmark(pack_ids, lengths, PACK_MAX_LENGTH, algorithm=algorithm, **options)
 
 
 def test_numpy_sort_floor(benchmark, lengths):

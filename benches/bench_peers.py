@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 import seqbalance
-from seqbalance import pack_sequences
+from seqbalance import pack_ids, pack_sequences
 
 CAP = 32_768
 #: The partition rows' k. seq-len-balance's free mode at k = 1024 and 10^6 items needs more
@@ -144,13 +144,13 @@ def packing_row(n: int, algorithm: str, repeat: int) -> Row:
 
 
 def packing_ids_row(n: int, repeat: int) -> Row:
-    """Array answers: ``as_ids=True`` (bfd) against seqpacker's ``pack_flat`` (obfd)."""
+    """Array answers: ``pack_ids`` (bfd) against seqpacker's ``pack_flat`` (obfd)."""
     import seqpacker
 
     lengths = workload(n)
 
     def ours() -> np.ndarray:
-        return pack_sequences(lengths, CAP, as_ids=True)
+        return pack_ids(lengths, CAP)
 
     def peer() -> tuple[np.ndarray, np.ndarray]:
         return seqpacker.Packer(CAP, "obfd").pack_flat(lengths)
@@ -164,7 +164,7 @@ def packing_ids_row(n: int, repeat: int) -> Row:
     assert np.array_equal(np.sort(items), np.arange(n))
     ours_time, peer_time = taking_turns(ours, peer, repeat)
     return Row(
-        "pack bfd as_ids vs seqpacker pack_flat (arrays)",
+        "pack_ids bfd vs seqpacker pack_flat (arrays)",
         n,
         ours_time,
         peer_time,
@@ -264,7 +264,7 @@ def test_packing_ids_against_seqpacker_flat(benchmark, size):
     print("\n" + row.line())
     lengths = workload(size)
     benchmark.group = f"peers: pack ids, n={size}"
-    benchmark.pedantic(pack_sequences, args=(lengths, CAP), kwargs={"as_ids": True}, rounds=3)
+    benchmark.pedantic(pack_ids, args=(lengths, CAP), rounds=3)
 
 
 @pytest.mark.parametrize("equal_size", [False, True], ids=["free", "equal"])

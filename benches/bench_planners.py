@@ -3,7 +3,7 @@
 Workload (planning spec, "Speed of the planners"): int64 lengths
 ``min(int(lognormal(mean=7, sigma=1)) + 1, 32768)``; ``plan_micro_batches`` at n = 2^17 with caps
 of 32,768 and 262,144 tokens (target: within 25x numpy.sort), ``plan_dp_micro_batches`` at
-n = 2^20, dp = 64, cap 65,536 (target: within 40x; with ``as_ids=True``, the array answer, within
+n = 2^20, dp = 64, cap 65,536 (target: within 40x; with ``plan_dp_ids``, the array answer, within
 25x: issue 22). ``numpy.argsort(kind="stable")`` is timed
 beside them for context.
 
@@ -88,14 +88,11 @@ def test_plan_dp_micro_batches(benchmark, dp_lengths):
 
 def test_plan_dp_micro_batches_as_ids(benchmark, dp_lengths):
     benchmark.group = "plan_dp_micro_batches 2^20, dp 64, cap 65536"
-    rank_ids, micro_batch_ids, count = seqbalance.plan_dp_micro_batches(
-        dp_lengths, DP, DP_CAP, as_ids=True
-    )
+    rank_ids, micro_batch_ids, count = seqbalance.plan_dp_ids(dp_lengths, DP, DP_CAP)
     assert int(micro_batch_ids.max()) < count and sorted(set(rank_ids.tolist())) == list(range(DP))
     benchmark.pedantic(
-        seqbalance.plan_dp_micro_batches,
+        seqbalance.plan_dp_ids,
         args=(dp_lengths, DP, DP_CAP),
-        kwargs={"as_ids": True},
         rounds=1,
     )
 
@@ -143,10 +140,8 @@ def report(repeat: int = 5, cpu_time: bool = False, reference_n: int = 2**13) ->
     rows.append(
         (f"plan_dp_micro_batches n=2^20 dp={DP} cap={DP_CAP}", seconds, sort, argsort, "40x")
     )
-    seconds = _best(
-        lambda: seqbalance.plan_dp_micro_batches(large, DP, DP_CAP, as_ids=True), repeat, clock
-    )
-    rows.append(("  the same, as_ids=True", seconds, sort, argsort, "25x"))
+    seconds = _best(lambda: seqbalance.plan_dp_ids(large, DP, DP_CAP), repeat, clock)
+    rows.append(("  the same, plan_dp_ids", seconds, sort, argsort, "25x"))
     # The refined candidate of plan_dp_micro_batches (issue 22): the local search with its early
     # exit when it moves nothing, beside _refine_ids, which reads the renumbered split out.
     weights = np.asarray(calculate_workload(large), dtype=np.int64)

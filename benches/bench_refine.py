@@ -48,14 +48,14 @@ def test_partition_alone(benchmark, per_rank, ranks, equal_size):
     assert result == start
 
 
-@pytest.mark.parametrize("mode", [True, "exact"])
+@pytest.mark.parametrize("mode", ["local", "exact"])
 @pytest.mark.parametrize(("per_rank", "ranks", "equal_size"), SHAPES)
 def test_refine_on_top(benchmark, per_rank, ranks, equal_size, mode):
     values, start = case(per_rank, ranks, equal_size)
-    refined = refine_partitions(values, start, equal_size=equal_size, refine=mode)
+    refined = refine_partitions(values, start, equal_size=equal_size, search=mode)
     check(values, start, refined, equal_size)
     benchmark.group = f"refine {per_rank}x{ranks} equal_size={equal_size}"
-    again = benchmark(refine_partitions, values, start, equal_size=equal_size, refine=mode)
+    again = benchmark(refine_partitions, values, start, equal_size=equal_size, search=mode)
     assert again == refined
 
 

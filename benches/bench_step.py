@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seqbalance import _native, plan_dp_micro_batches, simulate_step
+from seqbalance import _native, plan_dp_ids, plan_dp_micro_batches, simulate_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.planning.step_oracle import spec_time_cost  # noqa: E402
@@ -73,8 +73,8 @@ def checked(lengths: np.ndarray, ranks: int, cap: int, mode: dict) -> tuple[floa
         flat = np.concatenate([np.asarray(mb, np.int64) for rank in made for mb in rank])
         assert np.array_equal(np.sort(flat), np.arange(lengths.size))
         assert max(int(lengths[mb].sum()) for rank in made for mb in rank if mb) <= cap
-    old = simulate_step(today, lengths, cost=COST, **model_of(mode)).seconds
-    new = simulate_step(plan, lengths, cost=COST, **model_of(mode)).seconds
+    old = simulate_step(today, lengths, cost=COST, **model_of(mode)).makespan
+    new = simulate_step(plan, lengths, cost=COST, **model_of(mode)).makespan
     assert new <= old
     return old, new, len(today[0]), len(plan[0])
 
@@ -122,7 +122,7 @@ def timing(rounds: int, clock) -> None:
 def timed(lengths: np.ndarray, ranks: int, mode: dict, rounds: int, clock) -> float:
     """The best of ``rounds`` calls in ``mode`` (``{}``: today's), as ids."""
     return best_of(
-        lambda: plan_dp_micro_batches(lengths, ranks, 65_536, cost=COST, as_ids=True, **mode),
+        lambda: plan_dp_ids(lengths, ranks, 65_536, cost=COST, **mode),
         rounds,
         clock,
     )

@@ -113,7 +113,7 @@ def worker_plan(lengths: np.ndarray, ranks: int, cap: int, mode: _step.StepMode)
 def step_of(plan: list, lengths: np.ndarray, mode: _step.StepMode) -> float:
     return simulate_step(
         plan, lengths, cost=COST, sync=mode.sync, pipeline_stages=mode.pipeline_stages
-    ).seconds
+    ).makespan
 
 
 def checked(plan: list, lengths: np.ndarray, cap: int) -> list:

@@ -130,7 +130,7 @@ def small_table(cases: int, equal_size: bool) -> list[dict]:
             answers = {
                 "reference": start,
                 "refine": refine_partitions(values, start, equal_size=equal_size),
-                "exact": refine_partitions(values, start, equal_size=equal_size, refine="exact"),
+                "exact": refine_partitions(values, start, equal_size=equal_size, search="exact"),
             }
             maxima = {name: max_load(values, parts) for name, parts in answers.items()}
             best = optimum(values.tolist(), ranks, equal_size, min(maxima.values()) + 1)

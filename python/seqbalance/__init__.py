@@ -32,6 +32,7 @@ from .partition import (
 )
 from .planning import (
     BalanceReport,
+    DpIds,
     LoadStats,
     StepTime,
     StreamPacker,
@@ -41,8 +42,10 @@ from .planning import (
     group_balanced_partitions,
     log_seqlen_unbalance,
     min_num_micro_batches_for,
+    pack_ids,
     pack_sequences,
     plan_context_parallel,
+    plan_dp_ids,
     plan_dp_micro_batches,
     plan_micro_batches,
     plan_packed_steps,
@@ -71,6 +74,7 @@ __all__ = [
     "partition_ids",
     # planning toolkit
     "BalanceReport",
+    "DpIds",
     "ModelCost",
     "TransformerCost",
     "TimeCost",
@@ -83,8 +87,10 @@ __all__ = [
     "group_balanced_partitions",
     "log_seqlen_unbalance",
     "min_num_micro_batches_for",
+    "pack_ids",
     "pack_sequences",
     "plan_context_parallel",
+    "plan_dp_ids",
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
+from ._deprecation import renamed_params
 from ._errors import PartitionError
 from ._inputs import (
     EqualSize,
@@ -195,8 +196,9 @@ def greedy_partition(
     return cast("list[list[int]]", answer)
 
 
+@renamed_params(seqlen_list="lengths")
 def partition_ids(
-    seqlen_list: Lengths,
+    lengths: Lengths,
     k_partitions: int,
     *,
     equal_size: EqualSize = False,
@@ -210,21 +212,19 @@ def partition_ids(
     `get_seqlen_balanced_partitions` (the refined parts, numbered heaviest first).
 
     Returns:
-        A 1-D ``int64`` array of length ``len(seqlen_list)`` with values in ``[0, k_partitions)``.
+        A 1-D ``int64`` array of length ``len(lengths)`` with values in ``[0, k_partitions)``.
 
     >>> partition_ids([10, 20, 30, 40], 2, equal_size=True).tolist()
     [0, 1, 1, 0]
     """
     if cost is not None:
-        seqlen_list = _weights(seqlen_list, cost)
+        lengths = _weights(lengths, cost)
     answer = (
-        None
-        if refine is None
-        else _native.partition_ids(seqlen_list, k_partitions, equal_size, refine)
+        None if refine is None else _native.partition_ids(lengths, k_partitions, equal_size, refine)
     )
     if answer is None:
         mode = check_refine(refine)
         answer = _native.partition_ids(
-            *_checked(seqlen_list, k_partitions, equal_size), mode, checked=True
+            *_checked(lengths, k_partitions, equal_size), mode, checked=True
         )
     return cast(np.ndarray, answer)

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from ._inputs import Weights, check_equal_size, check_refine, normalize_weights
+from ._deprecation import renamed_params
+from ._inputs import Weights, check_choice, check_equal_size, check_refine, normalize_weights
 from ._native import _refine, _refine_ids
 
-__all__ = ["apply_refine_ids", "check_refine", "refine_partitions"]
+__all__ = ["SEARCHES", "apply_refine_ids", "check_refine", "refine_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def apply_refine_ids(
 
 # Every index appears exactly once and no partition is empty, so neither the number of partitions
 # nor the length of one can exceed the number of items.
-_BOUND_REASON = " (there are only len(seqlen_list) items, each in exactly one partition)"
+_BOUND_REASON = " (there are only len(lengths) items, each in exactly one partition)"
 
 
 def _finite(items: Any, limit: int, name: str) -> Any:
@@ -96,47 +97,66 @@ def _finite_partitions(partitions: Any, n_items: int) -> Any:
     return outer
 
 
+#: `refine_partitions`' ``search``: the local search, the exact one, or none (validate only).
+SEARCHES = ("local", "exact", "none")
+
+
+def _search_of_refine(refine: Any) -> str:
+    """The ``search`` a retired ``refine_partitions(refine=)`` meant."""
+    mode = check_refine(refine)
+    return "exact" if mode == "exact" else "local" if mode else "none"
+
+
+@renamed_params(
+    seqlen_list="lengths",
+    refine="search",
+    convert={"refine": _search_of_refine},
+    notes={
+        "refine": '`refine=True` is `search="local"`, `"exact"` is `"exact"`, `False` is `"none"`'
+    },
+)
 def refine_partitions(
-    seqlen_list: Any,
+    lengths: Any,
     partitions: Any,
     *,
     equal_size: bool | str = False,
-    refine: bool | str = True,
+    search: str = "local",
 ) -> list[list[int]]:
-    """Improve a partition of ``seqlen_list`` so its heaviest partition is lighter.
+    """Improve a partition of ``lengths`` so its heaviest partition is lighter.
 
     Args:
-        seqlen_list: the item lengths, as accepted by
+        lengths: the item lengths, as accepted by
             `seqbalance.get_seqlen_balanced_partitions` (list, tuple or 1-D integer array).
-        partitions: a list of lists of indexes into ``seqlen_list``, every index exactly once, no
+        partitions: a list of lists of indexes into ``lengths``, every index exactly once, no
             partition empty (for example the output of ``get_seqlen_balanced_partitions``).
         equal_size: ``True`` or ``"nearly"``: keep every partition's item count (only swaps);
             ``False``: items may also move. Strict as in the partitioners (a ``TypeError`` for
             anything but a bool, 0/1 or ``"nearly"``).
-        refine: ``True`` for the local search, ``"exact"`` for the exact search on small inputs
-            (at most 32 items), ``False`` to only validate and put the partitions in the output
-            order below.
+        search: ``"local"`` for the local search, ``"exact"`` for the exact search on small
+            inputs (at most 32 items), ``"none"`` to only validate and put the partitions in the
+            output order below. (``refine=True``/``"exact"``/``False``, its spelling before 0.3,
+            is a deprecated alias: ``refine`` means the partitioners' switch everywhere else.)
 
     Returns:
         ``len(partitions)`` lists of indexes, ascending inside, heaviest partition first (equal
         loads: smaller smallest index first). Its maximum load is never above the input's.
 
     Raises:
-        TypeError / ValueError / OverflowError: bad ``seqlen_list`` (as the partitioners),
-            a ``refine`` other than ``False``, ``True``, ``"exact"``, or ``partitions`` that are
+        TypeError / ValueError / OverflowError: bad ``lengths`` (as the partitioners),
+            a ``search`` other than ``"local"``, ``"exact"``, ``"none"``, or ``partitions`` that are
             not lists of ints covering every index exactly once with no partition empty.
-            Partitions may be any iterables; one that yields more items than ``seqlen_list`` has
+            Partitions may be any iterables; one that yields more items than ``lengths`` has
             (an endless generator, say) is a ``ValueError`` as soon as it does.
 
     Example:
         >>> refine_partitions([10, 9, 1, 2], [[0, 1], [2, 3]], equal_size=True)
         [[0, 2], [1, 3]]
     """
-    mode = check_refine(refine)
+    mode = check_choice(search, "search", SEARCHES)
     keep_counts = check_equal_size(equal_size) is not False
-    values = normalize_weights(seqlen_list).values
+    values = normalize_weights(lengths).values
     # Zero effort still validates, sorts and orders the partitions, but exchanges nothing.
-    effort = 0 if mode is False else None
+    effort = 0 if mode == "none" else None
     partitions = _finite_partitions(partitions, len(values))
     refined = _refine(
         np.ascontiguousarray(values), partitions, keep_counts, mode == "exact", effort

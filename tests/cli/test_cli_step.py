@@ -46,7 +46,7 @@ def test_the_default_report_shows_its_step_as_todays(capsys):
     step = payload["predicted_step"]
     assert set(step) == KEYS
     model = simulate_step(payload["plan"], lengths, cost="workload")
-    assert step["seconds"] == model.seconds and step["today_seconds"] == model.seconds
+    assert step["seconds"] == model.makespan and step["today_seconds"] == model.makespan
     assert step["bubble"] == model.bubble and step["lower_bound"] == model.lower_bound
     assert (payload["sync"], payload["pipeline_stages"]) == ("step", 1)
     # wall_seconds comes last: read once everything before it was written (issue 37, item 6).
@@ -68,8 +68,8 @@ def test_lockstep_reports_both_steps_in_cost_units(capsys):
     today = plan_dp_micro_batches(lengths, 8, 65536, cost="workload")
     step = payload["predicted_step"]
     lockstep = {"cost": "workload", "sync": "micro_batch"}
-    assert step["seconds"] == simulate_step(payload["plan"], lengths, **lockstep).seconds
-    assert step["today_seconds"] == simulate_step(today, lengths, **lockstep).seconds
+    assert step["seconds"] == simulate_step(payload["plan"], lengths, **lockstep).makespan
+    assert step["today_seconds"] == simulate_step(today, lengths, **lockstep).makespan
     assert step["seconds"] <= step["today_seconds"]
     assert payload["sync"] == "micro_batch" and payload["order"] == "searched"
     assert main(["plan", *args, "--sync", "micro_batch"]) == 0
@@ -98,9 +98,9 @@ def test_pipelines_with_a_time_cost_report_seconds(capsys, files):
     assert payload["plan"] == plan
     pipeline = {"cost": cost, "pipeline_stages": 4, "forward_share": 0.25}
     step = payload["predicted_step"]
-    assert step["seconds"] == simulate_step(plan, lengths, **pipeline).seconds
+    assert step["seconds"] == simulate_step(plan, lengths, **pipeline).makespan
     today = plan_dp_micro_batches(lengths, 4, 65536, cost=cost)
-    assert step["today_seconds"] == simulate_step(today, lengths, **pipeline).seconds
+    assert step["today_seconds"] == simulate_step(today, lengths, **pipeline).makespan
     assert step["seconds"] < step["today_seconds"] * 0.99
     assert (payload["pipeline_stages"], payload["forward_share"]) == (4, 0.25)
     assert payload["max_micro_batches"] == 60
@@ -139,7 +139,7 @@ def test_the_old_partition_route_reports_the_step_too(capsys):
     step = payload["predicted_step"]
     assert step["seconds"] == step["today_seconds"]
     lengths = synthetic_rl_batch()
-    assert step["seconds"] == simulate_step(payload["plan"], lengths).seconds
+    assert step["seconds"] == simulate_step(payload["plan"], lengths).makespan
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ thing, several gloo processes, is in test_step_timer_gloo.py (integration)."""
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import pickle
 import subprocess
@@ -144,7 +145,7 @@ def test_lockstep_steps_apply_one_synchronised_update_per_slot_on_every_rank(dis
 
     def body(rank):
         clock = Clock()
-        timer = StepTimer(costs[rank], timer=clock, group="dp")
+        timer = StepTimer(costs[rank], sync="micro_batch", timer=clock, group="dp")
         return [lockstep_step(timer, clock, PLAN, rank) for _ in range(2)]
 
     results = run_ranks(fake, body)
@@ -174,7 +175,7 @@ def test_a_step_that_raised_is_dropped_on_every_rank(distributed, caplog):
 
     def body(rank):
         clock = Clock()
-        timer = StepTimer(costs[rank], timer=clock)
+        timer = StepTimer(costs[rank], sync="micro_batch", timer=clock)
         if rank == 1:
             with pytest.raises(MemoryError), timer.micro_batch(plan[1][0]):
                 raise MemoryError("out of memory in the forward")
@@ -207,7 +208,7 @@ def test_lockstep_refuses_ranks_with_different_micro_batch_counts_by_name(distri
 
     def body(rank):
         clock = Clock()
-        timer = StepTimer(costs[rank], timer=clock)
+        timer = StepTimer(costs[rank], sync="micro_batch", timer=clock)
         for lengths in PLAN[rank][: 3 - rank]:
             with timer.micro_batch(lengths):
                 clock.now += 0.02
@@ -327,7 +328,9 @@ def test_a_rank_whose_clock_stops_stays_with_its_peers_and_every_rank_drops_the_
     def body(rank):
         clock = Clock()
         frozen = [False]
-        timer = StepTimer(costs[rank], timer=lambda: 7.0 if frozen[0] else clock())
+        timer = StepTimer(
+            costs[rank], sync="micro_batch", timer=lambda: 7.0 if frozen[0] else clock()
+        )
         try:
             for slot, lengths in enumerate(plan[rank]):
                 frozen[0] = rank == 2 and slot == 1
@@ -358,7 +361,7 @@ def test_an_interrupt_from_the_clock_still_goes_on(monkeypatch):
     def timer():
         raise KeyboardInterrupt
 
-    step_timer = StepTimer(start_cost(), timer=timer)
+    step_timer = StepTimer(start_cost(), sync="micro_batch", timer=timer)
     with pytest.raises(KeyboardInterrupt), step_timer.micro_batch([100]):
         pass
     assert step_timer.end_step() is None
@@ -368,7 +371,7 @@ def test_without_torch_distributed_the_rank_is_alone(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
     cost, reference = start_cost(), start_cost()
     clock = Clock()
-    timer = StepTimer(cost, timer=clock)
+    timer = StepTimer(cost, sync="micro_batch", timer=clock)
     for lengths in PLAN[0]:
         with timer.micro_batch(lengths):
             clock.now += took(lengths)
@@ -402,7 +405,7 @@ def test_cuda_is_synchronised_before_each_reading_when_torch_has_initialised_it(
         readings.append("read")
         return now[0]
 
-    timer = StepTimer(start_cost(), timer=clock)
+    timer = StepTimer(start_cost(), sync="micro_batch", timer=clock)
     with timer.micro_batch([1000, 2000]):
         now[0] += 0.01
     assert readings == ["sync", "read", "sync", "read"]
@@ -413,12 +416,12 @@ def test_bad_arguments_and_misuse_are_refused_by_name():
     with pytest.raises(TypeError, match=r"cost must be a TimeCost, got"):
         StepTimer(seqbalance.ModelCost(hidden_size=64, num_hidden_layers=1,
                                        num_attention_heads=4, intermediate_size=64,
-                                       vocab_size=10))  # fmt: skip
+                                       vocab_size=10), sync="micro_batch")  # fmt: skip
     with pytest.raises(ValueError, match=r"sync must be 'micro_batch' or 'step', got 'fsdp'"):
         StepTimer(cost, sync="fsdp")
     with pytest.raises(TypeError, match=r"timer must be a zero-argument callable"):
-        StepTimer(cost, timer=3.0)
-    timer = StepTimer(cost, timer=Clock())
+        StepTimer(cost, sync="micro_batch", timer=3.0)
+    timer = StepTimer(cost, sync="micro_batch", timer=Clock())
     with pytest.raises(ValueError, match=r"lengths\[1\] = 0"), timer.micro_batch([5, 0]):
         pass
     with pytest.raises(TypeError, match=r"lengths must be a sequence of document lengths"):
@@ -605,3 +608,10 @@ def test_what_the_bulk_path_cannot_take_goes_through_the_costs_own_checks(monkey
     fake.records = [records[0], {**records[1], "sizes": records[1]["sizes"][:2]}]
     with pytest.raises(ValueError, match=r"rank 1's record is not one this StepTimer makes"):
         StepTimer(TimeCost.from_dict(started(None)), sync=sync).end_step()
+
+
+def test_sync_is_required_and_the_error_names_its_choices():
+    cost = seqbalance.TimeCost.fit([[1], [2], [3], [4], [5], [6, 7]], [1.0] * 6)
+    with pytest.raises(TypeError, match=r"^StepTimer\(\) needs sync=: 'micro_batch' .* or 'step' "):
+        StepTimer(cost)
+    assert inspect.signature(StepTimer).parameters["sync"].default is inspect.Parameter.empty

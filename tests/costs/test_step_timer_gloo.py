@@ -164,7 +164,9 @@ def _frozen_rank(rank: int, store: str, out: str) -> None:
     try:
         cost = start_cost()
         frozen = [False]
-        timer = sb.StepTimer(cost, timer=lambda: 5.0 if frozen[0] else time.perf_counter())
+        timer = sb.StepTimer(
+            cost, sync="micro_batch", timer=lambda: 5.0 if frozen[0] else time.perf_counter()
+        )
         answers = []
         for step in range(2):
             for slot, documents in enumerate(step_plan(step, "micro_batch")[rank]):

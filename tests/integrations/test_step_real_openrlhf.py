@@ -109,7 +109,7 @@ def test_ranks_without_slots_plan_jointly_never_above_openrlhfs_own(job):
             assert all(mb and int(lengths[mb].sum()) <= CAP for mb in rank)
         valid_own = all(int(lengths[mb].sum()) <= CAP for rank in plans[1] for mb in rank)
         mine, theirs = (
-            simulate_step(p, lengths, cost="tokens", sync="micro_batch").seconds for p in plans
+            simulate_step(p, lengths, cost="tokens", sync="micro_batch").makespan for p in plans
         )
         if valid_own:
             assert mine <= theirs * (1 + 1e-9)

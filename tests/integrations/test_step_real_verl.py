@@ -166,7 +166,7 @@ def check_formation(answers, driver_name, name, mode):
                 assert mb and int(lengths[mb].sum()) <= CAP
         seconds += simulate_step(
             plan, lengths, cost="workload", sync=mode.sync, pipeline_stages=mode.pipeline_stages
-        ).seconds
+        ).makespan
     return seconds
 
 
@@ -193,7 +193,7 @@ def verl_driver_step(mode):
         plan = [[[members[r][i] for i in mb] for mb in rank] for r, rank in enumerate(own)]
         total += simulate_step(
             plan, lengths, cost="workload", sync=mode.sync, pipeline_stages=mode.pipeline_stages
-        ).seconds
+        ).makespan
     return total
 
 
@@ -253,7 +253,7 @@ def test_worker_only_plans_jointly_and_is_never_above_verl(job, name, mode):
             cost="workload",
             sync=mode.sync,
             pipeline_stages=mode.pipeline_stages,
-        ).seconds
+        ).makespan
 
     assert step(ours) <= step(verl) * (1 + 1e-9)
 

@@ -121,7 +121,7 @@ def step_seconds(answer, lengths, counts, stages):
             rank = micro_batch_indices[r][position[r] : position[r] + count]
             position[r] += count
             plan.append([[partitions[r][i] for i in mb] for mb in rank])
-        total += simulate_step(plan, lengths, cost="tokens", pipeline_stages=stages).seconds
+        total += simulate_step(plan, lengths, cost="tokens", pipeline_stages=stages).makespan
     return total
 
 

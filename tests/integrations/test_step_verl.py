@@ -278,7 +278,7 @@ def test_the_driver_lays_out_each_mini_batch_and_workers_form_it_exactly(verl, s
             ]
         seconds += simulate_step(
             plan, lengths, cost="workload", sync=mode.sync, pipeline_stages=mode.pipeline_stages
-        ).seconds
+        ).makespan
     assert seconds > 0
 
 

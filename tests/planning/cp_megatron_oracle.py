@@ -10,10 +10,10 @@ Megatron-LM is copied here; what one call does, step by step:
 
 1. The tallest sequence left opens a group of its smallest degree on the first ranks, whatever
    the cap; the step's cap is ``1.05 ·`` the work of the tallest at the fractional degree
-   ``tallest / max_tokens_per_rank``.
+   ``tallest / max_token_len``.
 2. Every other sequence, in order, looks at each allowed degree from its smallest up; at each, at
    the groups of that degree in the order they were opened (those whose ranks keep at most
-   ``max_tokens_per_rank`` tokens with it), then at a new group on free ranks. A placement's
+   ``max_token_len`` tokens with it), then at a new group on free ranks. A placement's
    projection is the step's slowest rank once the sequence is placed (every rank's time, the
    group's ranks with the sequence's work added). The least projection within the cap wins, the
    first on a tie; with none, the sequence waits for the next step.
@@ -22,9 +22,9 @@ Megatron-LM is copied here; what one call does, step by step:
    order, whose shares fit (the others wait).
 
 The two readings differ in the work: ``"shipped"`` is Megatron-LM's ``L² / c`` with the cap
-``1.05 · tallest · max_tokens_per_rank``; ``"judged"`` is the plan's own ``cost(L) / c + comm(L, c)``
+``1.05 · tallest · max_token_len``; ``"judged"`` is the plan's own ``cost(L) / c + comm(L, c)``
 with the cap ``1.05 · (cost(tallest) / d + comm(tallest, d))``, ``d = max(1, tallest /
-max_tokens_per_rank)`` fractional, ``comm`` at ``d`` interpolated linearly in ``1 / c`` between the
+max_token_len)`` fractional, ``comm`` at ``d`` interpolated linearly in ``1 / c`` between the
 allowed degrees around it and ``(1, 0)`` (exact for ``comm = κ``).
 
 Where this departs from the shipped code, on purpose (the spec holds every plan to the same rules):

@@ -234,8 +234,8 @@ def test_a_sequence_that_fits_no_degree_is_named():
         ({"world_size": 0}, ValueError, "world_size must be >= 1, got 0"),
         ({"world_size": "8"}, TypeError, "world_size must be an int, got '8'"),
         ({"world_size": 2**25}, ValueError, "world_size must be <= 2"),
-        ({"max_tokens_per_rank": 0}, ValueError, "max_tokens_per_rank must be >= 1, got 0"),
-        ({"max_tokens_per_rank": 2.5}, TypeError, "max_tokens_per_rank must be an int"),
+        ({"max_token_len": 0}, ValueError, "max_token_len must be >= 1, got 0"),
+        ({"max_token_len": 2.5}, TypeError, "max_token_len must be an int"),
         ({"cp_sizes": [0]}, ValueError, r"cp_sizes\[0\] must be >= 1, got 0"),
         ({"cp_sizes": [2, 16]}, ValueError, r"cp_sizes\[1\] must be in 1..world_size=8, got 16"),
         ({"cp_sizes": []}, ValueError, "cp_sizes must name at least one"),
@@ -264,7 +264,7 @@ def test_a_sequence_that_fits_no_degree_is_named():
     ],
 )
 def test_bad_arguments_are_named(kwargs, error, match):
-    arguments = {"lengths": [5, 12, 3], "world_size": 8, "max_tokens_per_rank": 10, **kwargs}
+    arguments = {"lengths": [5, 12, 3], "world_size": 8, "max_token_len": 10, **kwargs}
     with pytest.raises(error, match=match):
         plan_context_parallel(**arguments)
 

@@ -13,6 +13,7 @@ from seqbalance import (
     calculate_workload,
     get_seqlen_balanced_partitions,
     min_num_micro_batches_for,
+    plan_dp_ids,
     plan_dp_micro_batches,
     plan_micro_batches,
 )
@@ -40,7 +41,7 @@ def dp_cases(draw):
         equal_size=equal,
         min_num_micro_batches=draw(st.none() | st.integers(0, 12)),
         num_micro_batches_multiple=draw(st.none() | st.integers(1, 4)),
-        force_group_size=group_size,
+        group_size=group_size,
         pad_to_multiple_of=pad,
         order=draw(st.sampled_from(["bubble", "largest_first", "none"])),
     )
@@ -82,12 +83,12 @@ def check_guarantees(lengths, dp, cap, options, plan, groups):
 
 def recipe(lengths, dp, cap, options):
     """The two-step recipe, built from the library's public functions only."""
-    g = options["force_group_size"]
+    g = options["group_size"]
     _, costs = padded_costs(lengths, options)
     group_cost = [sum(costs[i : i + g]) for i in range(0, len(lengths), g)]
     ranks = get_seqlen_balanced_partitions(group_cost, dp, options["equal_size"])
     keywords = dict(
-        force_group_size=g,
+        group_size=g,
         num_micro_batches_multiple=options["num_micro_batches_multiple"],
         cost=options["cost"],
         pad_to_multiple_of=options["pad_to_multiple_of"],
@@ -111,7 +112,7 @@ def recipe(lengths, dp, cap, options):
 def test_guarantees_and_never_worse_than_the_two_step_recipe(case):
     lengths, dp, cap, options = case
     plan = plan_dp_micro_batches(lengths, dp, cap, **options)
-    g = options["force_group_size"]
+    g = options["group_size"]
     check_guarantees(
         lengths, dp, cap, options, plan, [(s, s + g) for s in range(0, len(lengths), g)]
     )
@@ -163,7 +164,7 @@ def test_refined_rank_split_is_chosen_when_lighter():
             3,
             1_000,
             dict(
-                force_group_size=1,
+                group_size=1,
                 cost="tokens",
                 equal_size=False,
                 num_micro_batches_multiple=None,
@@ -187,8 +188,8 @@ def test_errors():
         plan_dp_micro_batches([1, 2, 3], 2, 10, equal_size=True)
     with pytest.raises(ValueError, match="groups differ in size"):
         plan_dp_micro_batches([1, 2, 3], 2, 10, uid_list=["a", "a", "b"], equal_size=True)
-    with pytest.raises(TypeError, match="pass either uid_list or force_group_size"):
-        plan_dp_micro_batches([1, 2], 1, 10, uid_list=["a", "b"], force_group_size=2)
+    with pytest.raises(TypeError, match="pass either uid_list or group_size"):
+        plan_dp_micro_batches([1, 2], 1, 10, uid_list=["a", "b"], group_size=2)
     with pytest.raises(ValueError, match="uid_list has 1 entries but lengths has 2"):
         plan_dp_micro_batches([1, 2], 1, 10, uid_list=["a"])
     with pytest.raises(TypeError, match="equal_size must be True, False or 'nearly'"):
@@ -242,9 +243,7 @@ def test_the_refined_candidate_refuses_an_empty_rank_as_refining_does():
 def test_the_array_answer_is_the_list_answer(case, refine):
     lengths, dp, cap, options = case
     plan = plan_dp_micro_batches(lengths, dp, cap, refine=refine, **options)
-    rank_ids, micro_batch_ids, count = plan_dp_micro_batches(
-        lengths, dp, cap, refine=refine, as_ids=True, **options
-    )
+    rank_ids, micro_batch_ids, count = plan_dp_ids(lengths, dp, cap, refine=refine, **options)
     assert rank_ids.dtype == micro_batch_ids.dtype == np.int64
     assert rank_ids.shape == micro_batch_ids.shape == (len(lengths),)
     assert count == len(plan[0])
@@ -258,8 +257,8 @@ def test_the_array_answer_is_the_list_answer(case, refine):
 
 
 def test_golden_the_array_answer_keeps_empty_micro_batches():
-    rank_ids, micro_batch_ids, count = plan_dp_micro_batches(
-        [5, 6, 7], 2, 10, cost="tokens", min_num_micro_batches=3, as_ids=True
+    rank_ids, micro_batch_ids, count = plan_dp_ids(
+        [5, 6, 7], 2, 10, cost="tokens", min_num_micro_batches=3
     )
     assert count == 3
     assert sorted(zip(rank_ids.tolist(), micro_batch_ids.tolist(), strict=True)) == [
@@ -267,5 +266,8 @@ def test_golden_the_array_answer_keeps_empty_micro_batches():
         (0, 1),
         (1, 0),
     ]
-    with pytest.raises(TypeError, match="as_ids must be True or False, got 1 \\(int\\)"):
-        plan_dp_micro_batches([5, 6], 2, 10, as_ids=1)  # type: ignore[call-overload]
+    with (
+        pytest.warns(DeprecationWarning, match="as_ids= is deprecated"),
+        pytest.raises(TypeError, match="as_ids must be True or False, got 1 \\(int\\)"),
+    ):
+        plan_dp_micro_batches([5, 6], 2, 10, as_ids=1)

@@ -94,13 +94,13 @@ def test_errors_say_which_condition():
         r"k_partitions \(2\)",
     ):
         group_balanced_partitions([1, 1, 1], ["a", "b", "c"], 2)
-    with pytest.raises(ValueError, match=r"uid_list has 2 entries but seqlen_list has 3"):
+    with pytest.raises(ValueError, match=r"uid_list has 2 entries but lengths has 3"):
         group_balanced_partitions([1, 1, 1], ["a", "b"], 1)
     with pytest.raises(TypeError, match="uid_list must be a sequence or 1-D array of ids"):
         group_balanced_partitions([1], 5, 1)
     with pytest.raises(ValueError, match="k_partitions must be >= 1, got 0"):
         group_balanced_partitions([1], ["a"], 0)
-    with pytest.raises(ValueError, match=r"seqlen_list\[0\] must be >= 0"):
+    with pytest.raises(ValueError, match=r"lengths\[0\] must be >= 0"):
         group_balanced_partitions([-1], ["a"], 1)
     with pytest.raises(OverflowError, match=r"workload of lengths\[0\] = 1099511627776"):
         group_balanced_partitions([2**40, 2**40], ["a", "a"], 1)

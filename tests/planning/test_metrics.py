@@ -186,7 +186,7 @@ def test_report_golden_values():
     assert report.naive.spread == 4
     assert report.naive.cv == pytest.approx(2 / 5)
     assert report.naive.mean == 5.0
-    assert (report.n_items, report.total, report.k) == (4, 10, 2)
+    assert (report.n_items, report.total, report.k_partitions) == (4, 10, 2)
 
 
 def test_naive_split_puts_the_remainder_first():
@@ -251,7 +251,7 @@ def test_report_errors():
         balance_report([1, 2], [[0, 1], [1]])
     with pytest.raises(ValueError, match="index 2 is in no partition"):
         balance_report([1, 2, 3], [[0], [1]])
-    with pytest.raises(ValueError, match=r"values\[0\] must be >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"weights\[0\] must be >= 0, got -1"):
         balance_report([-1], [[0]])
     with pytest.raises(
         ValueError, match=r"partitions\[0\]\[0\] is 1, not an index of the 1 values"
@@ -287,7 +287,7 @@ def test_report_from_ids_is_the_report_of_the_same_split(case, huge):
 
 
 def test_report_from_ids_errors():
-    with pytest.raises(ValueError, match="ids has 1 entries but values has 2"):
+    with pytest.raises(ValueError, match="ids has 1 entries but weights has 2"):
         balance_report_from_ids([1, 2], [0], 1)
     with pytest.raises(ValueError, match=r"ids\[1\] is 2, not a partition in 0..1"):
         balance_report_from_ids([1, 2], [0, 2], 2)
@@ -340,9 +340,13 @@ def test_group_size_equals_the_uid_runs_it_describes():
 @pytest.mark.parametrize(
     ("keywords", "error", "message"),
     [
-        ({"group_size": 5}, ValueError, "number of values (12) is not divisible by group_size (5)"),
+        (
+            {"group_size": 5},
+            ValueError,
+            "number of weights (12) is not divisible by group_size (5)",
+        ),
         ({"group_size": 0}, ValueError, "group_size must be >= 1, got 0"),
-        ({"uid_list": [1, 2]}, ValueError, "uid_list has 2 entries but values has 12"),
+        ({"uid_list": [1, 2]}, ValueError, "uid_list has 2 entries but weights has 12"),
         ({"uid_list": "ab"}, TypeError, "uid_list must be a sequence or 1-D array of ids"),
         ({"group_size": 2, "uid_list": [0] * 12}, TypeError, "pass either group_size or uid_list"),
     ],

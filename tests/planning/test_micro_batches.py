@@ -43,7 +43,7 @@ def micro_batch_cases(draw):
         dict(
             min_num_micro_batches=minimum,
             num_micro_batches_multiple=multiple,
-            force_group_size=group_size,
+            group_size=group_size,
             cost=cost,
             order=order,
         ),
@@ -55,7 +55,7 @@ def micro_batch_cases(draw):
 def test_every_guarantee(case):
     lengths, cap, options = case
     plan = plan_micro_batches(lengths, cap, **options)
-    group_size = options["force_group_size"]
+    group_size = options["group_size"]
     multiple = options["num_micro_batches_multiple"] or 1
     minimum = options["min_num_micro_batches"] or 0
     n_groups = len(lengths) // group_size
@@ -85,7 +85,7 @@ def test_own_count_is_what_the_planner_chooses(case):
     count = min_num_micro_batches_for(
         lengths,
         cap,
-        force_group_size=options["force_group_size"],
+        group_size=options["group_size"],
         num_micro_batches_multiple=options["num_micro_batches_multiple"],
         cost=options["cost"],
     )
@@ -240,13 +240,13 @@ def test_errors():
         match=r"group 1 \(lengths\[2:4\]\) holds 600 tokens, more "
         r"than max_token_len \(500\)",
     ):
-        plan_micro_batches([1, 1, 300, 300], 500, force_group_size=2)
+        plan_micro_batches([1, 1, 300, 300], 500, group_size=2)
     with pytest.raises(
         ValueError,
         match=r"number of samples \(3\) is not divisible by "
-        r"force_group_size \(2\)",
+        r"group_size \(2\)",
     ):
-        plan_micro_batches([1, 1, 1], 500, force_group_size=2)
+        plan_micro_batches([1, 1, 1], 500, group_size=2)
     with pytest.raises(
         ValueError, match="order must be one of 'bubble', 'largest_first', 'none', got 'random'"
     ):
@@ -259,8 +259,8 @@ def test_errors():
         plan_micro_batches([1], 5, min_num_micro_batches=2.0)
     with pytest.raises(ValueError, match="num_micro_batches_multiple must be >= 1, got 0"):
         plan_micro_batches([1], 5, num_micro_batches_multiple=0)
-    with pytest.raises(ValueError, match="force_group_size must be >= 1, got 0"):
-        min_num_micro_batches_for([1], 5, force_group_size=0)
+    with pytest.raises(ValueError, match="group_size must be >= 1, got 0"):
+        min_num_micro_batches_for([1], 5, group_size=0)
     with pytest.raises(ValueError, match=r"lengths\[0\] must be >= 0, got -1"):
         min_num_micro_batches_for([-1], 5)
     with pytest.raises(OverflowError, match="lengths\\[0\\] = 4294967296"):
@@ -333,7 +333,7 @@ def oracle_cases(draw):
         lengths,
         cap,
         dict(
-            force_group_size=group_size,
+            group_size=group_size,
             num_micro_batches_multiple=draw(st.none() | st.integers(1, 3)),
             cost=draw(st.sampled_from(["tokens", "workload"])),
             min_num_micro_batches=draw(st.none() | st.integers(0, 50)),
@@ -344,7 +344,7 @@ def oracle_cases(draw):
 
 def oracle_plan(lengths, cap, options):
     """plan_micro_batches by the pure-Python oracle of the native planner."""
-    g = options["force_group_size"]
+    g = options["group_size"]
     multiple = options["num_micro_batches_multiple"] or 1
     costs = lengths if options["cost"] == "tokens" else calculate_workload(lengths)
     tokens = [sum(lengths[i : i + g]) for i in range(0, len(lengths), g)]
@@ -385,7 +385,7 @@ def test_the_count_search_settles_where_the_count_before_fails(case):
     # The search gallops from the lower bound and bisects back: the count it returns fits and
     # the count one multiple below does not (or is below the bound it starts from).
     lengths, cap, options = case
-    g = options["force_group_size"]
+    g = options["group_size"]
     multiple = options["num_micro_batches_multiple"] or 1
     costs = lengths if options["cost"] == "tokens" else calculate_workload(lengths)
     tokens = [sum(lengths[i : i + g]) for i in range(0, len(lengths), g)]
@@ -486,7 +486,7 @@ def test_the_split_prefers_the_cheapest_part_with_room():
 def test_padding_plans_as_the_padded_lengths_and_fits_after_padding(case, multiple):
     lengths, cap, options = case
     padded = [-(-s // multiple) * multiple for s in lengths]
-    group_size = options["force_group_size"]
+    group_size = options["group_size"]
     groups = [sum(padded[i : i + group_size]) for i in range(0, len(padded), group_size)]
     if groups and max(groups) > cap:
         with pytest.raises(ValueError, match="padded to a multiple of"):

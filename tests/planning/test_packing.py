@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seqbalance
-from seqbalance import PartitionError, calculate_workload, pack_sequences, plan_packed_steps
+from seqbalance import (
+    PartitionError,
+    calculate_workload,
+    pack_ids,
+    pack_sequences,
+    plan_packed_steps,
+)
 from seqbalance.planning.packing import ALGORITHMS
 
 
@@ -84,9 +90,7 @@ def test_ids_number_the_packs_of_the_list_answer(case, algorithm, multiple):
     lengths, cap = case
     cap *= multiple
     packs = pack_sequences(lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple)
-    ids = pack_sequences(
-        lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple, as_ids=True
-    )
+    ids = pack_ids(lengths, cap, algorithm=algorithm, pad_to_multiple_of=multiple)
     assert isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (len(lengths),)
     expected = np.empty(len(lengths), dtype=np.int64)
     for number, pack in enumerate(packs):
@@ -95,7 +99,7 @@ def test_ids_number_the_packs_of_the_list_answer(case, algorithm, multiple):
 
 
 def test_ids_golden_and_errors():
-    assert pack_sequences([5, 4, 3, 3, 2, 6], 8, algorithm="ffd", as_ids=True).tolist() == [
+    assert pack_ids([5, 4, 3, 3, 2, 6], 8, algorithm="ffd").tolist() == [
         1,
         2,
         1,
@@ -103,12 +107,17 @@ def test_ids_golden_and_errors():
         0,
         0,
     ]
-    assert pack_sequences([], 8, as_ids=True).tolist() == []
-    assert pack_sequences([1, 2], 8, as_ids=np.bool_(False)) == [[1, 0]]
-    with pytest.raises(TypeError, match=r"as_ids must be True or False, got 1 \(int\)"):
-        pack_sequences([1], 8, as_ids=1)  # type: ignore[call-overload]
+    assert pack_ids([], 8).tolist() == []
+    # The deprecated as_ids= (tests/deprecation) still reads its flag strictly.
+    with pytest.warns(DeprecationWarning):
+        assert pack_sequences([1, 2], 8, as_ids=np.bool_(False)) == [[1, 0]]
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(TypeError, match=r"as_ids must be True or False, got 1 \(int\)"),
+    ):
+        pack_sequences([1], 8, as_ids=1)
     with pytest.raises(ValueError, match=r"lengths\[0\] = 9 is longer"):
-        pack_sequences([9], 8, as_ids=True)
+        pack_ids([9], 8)
 
 
 @settings(max_examples=50, deadline=None)
@@ -148,16 +157,16 @@ def test_ties_go_to_the_earliest_pack_and_lower_index():
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_length_above_the_cap_names_its_index(algorithm):
-    with pytest.raises(ValueError, match=r"lengths\[2\] = 9 is longer than pack_max_length \(8\)"):
+    with pytest.raises(ValueError, match=r"lengths\[2\] = 9 is longer than max_token_len \(8\)"):
         pack_sequences([1, 8, 9, 10], 8, algorithm=algorithm)
 
 
 def test_argument_errors():
     with pytest.raises(ValueError, match="algorithm must be one of .*got 'best'"):
         pack_sequences([1], 8, algorithm="best")
-    with pytest.raises(ValueError, match="pack_max_length must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_token_len must be >= 1, got 0"):
         pack_sequences([1], 0)
-    with pytest.raises(TypeError, match="pack_max_length must be an int"):
+    with pytest.raises(TypeError, match="max_token_len must be an int"):
         pack_sequences([1], 8.0)
     with pytest.raises(ValueError, match=r"lengths\[1\] must be >= 0, got -1"):
         pack_sequences([1, -1], 8)
@@ -213,7 +222,7 @@ def test_a_huge_cap_with_a_sum_above_2_64_names_pack_max_length():
     ):
         with pytest.raises(
             ValueError,
-            match=rf"pack_max_length \({cap}\) is above 2\*\*64 - 1 and the lengths sum to "
+            match=rf"max_token_len \({cap}\) is above 2\*\*64 - 1 and the lengths sum to "
             rf"{2 * big + 2}",
         ):
             call(cap)
@@ -291,13 +300,13 @@ def test_packed_steps_errors():
         r"dp_size \* optimizer_steps \(2 \* 3 = 6\)",
     ):
         plan_packed_steps([1] * 5, 2, 3, 8)
-    with pytest.raises(ValueError, match=r"lengths\[3\] = 9 is longer than pack_max_length \(8\)"):
+    with pytest.raises(ValueError, match=r"lengths\[3\] = 9 is longer than max_token_len \(8\)"):
         plan_packed_steps([1, 1, 1, 9], 2, 1, 8)
     with pytest.raises(ValueError, match="dp_size must be >= 1, got 0"):
         plan_packed_steps([1], 0, 1, 8)
     with pytest.raises(ValueError, match="optimizer_steps must be >= 1, got 0"):
         plan_packed_steps([1], 1, 0, 8)
-    with pytest.raises(TypeError, match="pack_max_length must be an int"):
+    with pytest.raises(TypeError, match="max_token_len must be an int"):
         plan_packed_steps([1], 1, 1, "8")
 
 
@@ -430,14 +439,13 @@ def test_shape_constraints_follow_the_extended_rules(case, algorithm):
         longest = max(lengths[i] for i in pack)
         charged = len(pack) * longest if footprint == "padded" else sum(lengths[i] for i in pack)
         assert charged <= cap
-    ids = pack_sequences(
+    ids = pack_ids(
         lengths,
         cap,
         algorithm=algorithm,
         max_sequences=max_sequences,
         footprint=footprint,
         keys=keys,
-        as_ids=True,
     )
     assert [[i for i in range(len(lengths)) if ids[i] == p] for p in range(len(packs))] == [
         sorted(pack) for pack in packs

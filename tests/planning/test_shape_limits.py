@@ -170,7 +170,7 @@ def test_the_dp_plan_keeps_every_limit_on_every_rank(problem, dp_size, group):
         "cost": _cost_argument(costs),
         "min_num_micro_batches": minimum,
         "num_micro_batches_multiple": multiple,
-        "force_group_size": group,
+        "group_size": group,
         **limits,
     }
     plan = sb.plan_dp_micro_batches(lengths, dp_size, cap, **arguments)
@@ -182,9 +182,7 @@ def test_the_dp_plan_keeps_every_limit_on_every_rank(problem, dp_size, group):
         assert keeps(rank, lengths, keys, max_sequences, padded, cap)
         for mb in rank:
             assert all(i - i % group in mb for i in mb)
-    ranks, micro_batches, ids_count = sb.plan_dp_micro_batches(
-        lengths, dp_size, cap, as_ids=True, **arguments
-    )
+    ranks, micro_batches, ids_count = sb.plan_dp_ids(lengths, dp_size, cap, **arguments)
     assert ids_count == count
     for r, rank in enumerate(plan):
         for m, mb in enumerate(rank):
@@ -257,9 +255,9 @@ def test_float_group_weights_are_summed_left_to_right():
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"max_sequences": 1, "force_group_size": 2}, "holds 2 samples, more than max_sequences"),
-        ({"footprint": "padded", "force_group_size": 2}, "padded to its longest"),
-        ({"keys": ["a", "b", "a", "a"], "force_group_size": 2}, "mixes keys"),
+        ({"max_sequences": 1, "group_size": 2}, "holds 2 samples, more than max_sequences"),
+        ({"footprint": "padded", "group_size": 2}, "padded to its longest"),
+        ({"keys": ["a", "b", "a", "a"], "group_size": 2}, "mixes keys"),
         ({"footprint": "dense"}, "footprint"),
         ({"max_sequences": 0}, "max_sequences"),
         ({"keys": ["a"]}, "one entry per length"),

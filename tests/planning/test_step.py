@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqbalance import StepTime, plan_dp_micro_batches, simulate_step
+from seqbalance import StepTime, plan_dp_ids, plan_dp_micro_batches, simulate_step
 from tests.planning import step_oracle
 
 TIME_COST = step_oracle.spec_time_cost()
@@ -85,8 +85,8 @@ def test_padding_prices_every_length_rounded_up_as_the_planners_round_it(case, c
     # Explicit weights are used as given, as the planners use them: padding changes nothing.
     weights = [float(s % 7) for s in lengths]
     assert (
-        simulate_step(plan, lengths, cost=weights, pad_to_multiple_of=pad, **model).seconds
-        == simulate_step(plan, lengths, cost=weights, **model).seconds
+        simulate_step(plan, lengths, cost=weights, pad_to_multiple_of=pad, **model).makespan
+        == simulate_step(plan, lengths, cost=weights, **model).makespan
     )
 
 
@@ -108,13 +108,13 @@ def test_a_bad_padding_is_refused_by_name(pad, error, words):
 def check(got: StepTime, want: dict, ranks: int) -> None:
     # The library sums a micro-batch's documents as TimeCost.__call__ gives them; the oracle
     # asks TimeCost.predict: the same model, rounded in another order.
-    assert got.seconds == pytest.approx(want["seconds"], rel=1e-12, abs=1e-12)
+    assert got.makespan == pytest.approx(want["seconds"], rel=1e-12, abs=1e-12)
     assert got.busy.shape == (ranks,)
     np.testing.assert_allclose(got.busy, want["busy"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got.waiting, want["waiting"], rtol=1e-9, atol=1e-9)
     assert got.bubble == pytest.approx(want["bubble"], rel=1e-9, abs=1e-9)
     assert got.lower_bound == pytest.approx(want["lower_bound"], rel=1e-12, abs=1e-12)
-    assert got.lower_bound <= got.seconds * (1 + 1e-12)
+    assert got.lower_bound <= got.makespan * (1 + 1e-12)
     for mine, theirs in zip(got.times, want["times"], strict=True):
         np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-12)
 
@@ -123,7 +123,7 @@ def test_equal_micro_batches_take_m_plus_p_minus_one_slots():
     # 6 micro-batches of 12 tokens, 4 stages: (6 + 4 - 1) * 12 / 4.
     plan = [[[2 * k, 2 * k + 1] for k in range(6)]]
     step = simulate_step(plan, [6] * 12, pipeline_stages=4, forward_share=0.25)
-    assert step.seconds == 27.0
+    assert step.makespan == 27.0
     assert step.busy.tolist() == [72.0]
     assert step.waiting.tolist() == [27.0 - 18.0]
     assert step.bubble == pytest.approx(1 - 72 / (4 * 27))
@@ -133,14 +133,14 @@ def test_equal_micro_batches_take_m_plus_p_minus_one_slots():
 def test_golden_docstring_example_and_the_three_syncs():
     plan, lengths = [[[0], [1, 2]], [[3], [4]]], [300, 100, 200, 250, 200]
     once = simulate_step(plan, lengths)
-    assert (once.seconds, once.busy.tolist()) == (600.0, [600.0, 450.0])
+    assert (once.makespan, once.busy.tolist()) == (600.0, [600.0, 450.0])
     assert once.waiting.tolist() == [0.0, 150.0]
     lockstep = simulate_step(plan, lengths, sync="micro_batch")
-    assert lockstep.seconds == 300.0 + 300.0
+    assert lockstep.makespan == 300.0 + 300.0
     assert lockstep.lower_bound == 525.0 and lockstep.bubble == pytest.approx(0.125)
     assert "ranks in lockstep" in str(lockstep) and "bubble 12.50%" in str(lockstep)
     pipe = simulate_step(plan, lengths, pipeline_stages=2, forward_share=0.5)
-    assert pipe.seconds == step_oracle.pipeline_makespan([300.0, 300.0], 2, 0.5)
+    assert pipe.makespan == step_oracle.pipeline_makespan([300.0, 300.0], 2, 0.5)
     assert "1F1B pipelines of 2 stages" in str(pipe)
 
 
@@ -150,29 +150,29 @@ def test_a_time_cost_adds_its_micro_batch_term_once_per_micro_batch_with_a_docum
     step = simulate_step(plan, lengths, cost=TIME_COST)
     first = step_oracle.spec_seconds([1000, 3000])
     assert step.times[0].tolist() == pytest.approx([first, 0.0, 0.0], rel=1e-12)
-    assert step.seconds == pytest.approx(first, rel=1e-12)
+    assert step.makespan == pytest.approx(first, rel=1e-12)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(1, 300), min_size=4, max_size=40), st.integers(1, 4))
 def test_the_ids_triple_is_the_list_plan(lengths, ranks):
     plan = plan_dp_micro_batches(lengths, ranks, 300, cost="tokens")
-    ids = plan_dp_micro_batches(lengths, ranks, 300, cost="tokens", as_ids=True)
+    ids = plan_dp_ids(lengths, ranks, 300, cost="tokens")
     for model in ({}, {"sync": "micro_batch"}, {"pipeline_stages": 3}):
         a, b = simulate_step(plan, lengths, **model), simulate_step(ids, lengths, **model)
-        assert a.seconds == b.seconds and a.busy.tolist() == b.busy.tolist()
+        assert a.makespan == b.makespan and a.busy.tolist() == b.busy.tolist()
         assert [t.tolist() for t in a.times] == [t.tolist() for t in b.times]
 
 
 def test_samples_left_out_of_a_plan_cost_nothing():
-    assert simulate_step([[[1]]], [500, 7]).seconds == 7.0
+    assert simulate_step([[[1]]], [500, 7]).makespan == 7.0
     ids = (np.array([-1, 0]), np.array([-1, 0]), 1)
-    assert simulate_step(ids, [500, 7]).seconds == 7.0
+    assert simulate_step(ids, [500, 7]).makespan == 7.0
 
 
 def test_an_empty_step_has_no_bubble():
     step = simulate_step([[[], []], [[], []]], [], sync="micro_batch")
-    assert (step.seconds, step.bubble, step.lower_bound) == (0.0, 0.0, 0.0)
+    assert (step.makespan, step.bubble, step.lower_bound) == (0.0, 0.0, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -247,14 +247,14 @@ def test_an_ids_triple_too_large_to_simulate_is_refused_by_name(plan, words):
         simulate_step(plan, [1, 2])
     assert words in str(error.value)
     # At the bounds themselves it is simulated (empty ranks and micro-batches take 0).
-    assert simulate_step((np.array([0, 0]), np.array([0, 1]), 2**10), [1, 2]).seconds == 3.0
+    assert simulate_step((np.array([0, 0]), np.array([0, 1]), 2**10), [1, 2]).makespan == 3.0
 
 
 def test_lockstep_needs_the_same_count_on_every_rank():
     with pytest.raises(ValueError, match=r"rank 1 has 1, rank 0 has 2"):
         simulate_step([[[0], [1]], [[2]]], [1, 2, 3], sync="micro_batch")
     # Once a step or in pipelines, ranks may differ.
-    assert simulate_step([[[0], [1]], [[2]]], [1, 2, 3], pipeline_stages=2).seconds > 0
+    assert simulate_step([[[0], [1]], [[2]]], [1, 2, 3], pipeline_stages=2).makespan > 0
 
 
 def test_bad_lengths_and_costs_are_refused_as_the_planners_refuse_them():

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seqbalance.planning.step as step_module
-from seqbalance import PartitionError, TimeCost, plan_dp_micro_batches, simulate_step
+from seqbalance import PartitionError, TimeCost, plan_dp_ids, plan_dp_micro_batches, simulate_step
 from seqbalance.planning.dp_plan import plan_dp_with_today
 from tests import helpers
 from tests.planning import step_oracle
@@ -77,7 +77,7 @@ def test_every_mode_keeps_every_guarantee_and_is_never_above_today(case, mode, c
         assert largest is not None and largest < len(today[0])
         assert f"max_num_micro_batches = {largest} is below the {len(today[0])}" in str(error)
         return
-    g = options["force_group_size"]
+    g = options["group_size"]
     check_guarantees(
         lengths, dp, cap, options, plan, [(s, s + g) for s in range(0, len(lengths), g)]
     )
@@ -96,13 +96,11 @@ def test_every_mode_keeps_every_guarantee_and_is_never_above_today(case, mode, c
         -(-s // options["pad_to_multiple_of"]) * options["pad_to_multiple_of"] for s in lengths
     ]
     model = model_of(mode)
-    new = simulate_step(plan, padded, cost=options["cost"], **model).seconds
-    old = simulate_step(today, padded, cost=options["cost"], **model).seconds
+    new = simulate_step(plan, padded, cost=options["cost"], **model).makespan
+    old = simulate_step(today, padded, cost=options["cost"], **model).makespan
     assert new <= old
     assert plan_dp_micro_batches(lengths, dp, cap, **options, **mode) == plan  # deterministic
-    rank_ids, micro_batch_ids, ids_count = plan_dp_micro_batches(
-        lengths, dp, cap, **options, **mode, as_ids=True
-    )
+    rank_ids, micro_batch_ids, ids_count = plan_dp_ids(lengths, dp, cap, **options, **mode)
     assert ids_count == count
     for r, rank in enumerate(plan):
         for k, batch in enumerate(rank):
@@ -129,9 +127,9 @@ def test_a_padded_plan_simulated_with_its_padding_is_never_above_today(case, mod
         return  # refused, as the property above checks
     planned = plan_dp_with_today(lengths, dp, cap, **options, **mode)
     model = {**model_of(mode), "pad_to_multiple_of": options["pad_to_multiple_of"]}
-    new = simulate_step(planned.plan, lengths, cost=options["cost"], **model).seconds
+    new = simulate_step(planned.plan, lengths, cost=options["cost"], **model).makespan
     old_plan = planned.plan if planned.today is None else planned.today
-    old = simulate_step(old_plan, lengths, cost=options["cost"], **model).seconds
+    old = simulate_step(old_plan, lengths, cost=options["cost"], **model).makespan
     assert new <= old
     # The planner's own figures are the simulator's (rounded in another order at most).
     assert planned.step == pytest.approx(new, rel=1e-12, abs=1e-12)
@@ -162,7 +160,7 @@ def test_every_mode_keeps_the_shape_limits(problem, dp_size, group, mode):
         "cost": _cost_argument(costs),
         "min_num_micro_batches": minimum,
         "num_micro_batches_multiple": multiple,
-        "force_group_size": group,
+        "group_size": group,
         **_limits(max_sequences, padded, keys),
     }
     today = plan_dp_micro_batches(lengths, dp_size, cap, **arguments)
@@ -182,8 +180,8 @@ def test_every_mode_keeps_the_shape_limits(problem, dp_size, group, mode):
     model = model_of(mode)
     cost = [float(c) for c in costs]
     assert (
-        simulate_step(plan, lengths, cost=cost, **model).seconds
-        <= simulate_step(today, lengths, cost=cost, **model).seconds
+        simulate_step(plan, lengths, cost=cost, **model).makespan
+        <= simulate_step(today, lengths, cost=cost, **model).makespan
     )
 
 
@@ -242,8 +240,8 @@ def test_the_step_specs_batches_meet_the_issues_figures():
             lengths = make(seed)
             today = plan_dp_micro_batches(lengths, ranks, cap, cost=TIME_COST)
             plan = plan_dp_micro_batches(lengths, ranks, cap, cost=TIME_COST, **mode)
-            old = simulate_step(today, lengths, cost=TIME_COST, **model).seconds
-            new = simulate_step(plan, lengths, cost=TIME_COST, **model).seconds
+            old = simulate_step(today, lengths, cost=TIME_COST, **model).makespan
+            new = simulate_step(plan, lengths, cost=TIME_COST, **model).makespan
             gains.append(1 - new / old)
         return float(np.mean(gains))
 
@@ -398,7 +396,7 @@ def test_too_little_memory_for_a_pipeline_is_a_memory_error_and_the_next_call_wo
             print("MemoryError:", error)
         else:
             print("no error")
-        print(seqbalance.simulate_step([[[0], [1]]], [3, 4], pipeline_stages=2).seconds)
+        print(seqbalance.simulate_step([[[0], [1]]], [3, 4], pipeline_stages=2).makespan)
         """,
         prelude=CHILD,
     )
@@ -420,7 +418,7 @@ def test_a_pipeline_needs_memory_for_its_stages_and_micro_batches_not_their_prod
         plan = [[[k] for k in range(m)]]
         limit_memory(256)
         step = seqbalance.simulate_step(plan, [6] * m, pipeline_stages=stages, forward_share=0.25)
-        print(step.seconds)
+        print(step.makespan)
         """,
         prelude=CHILD,
     )
@@ -444,7 +442,7 @@ def test_ctrl_c_stops_a_pipeline_of_very_many_stages_while_its_stages_are_set_up
                 print("finished", flush=True)
             except KeyboardInterrupt:
                 print("interrupted", time.monotonic(), flush=True)
-            print(seqbalance.simulate_step([[[0], [1]]], [3, 4], pipeline_stages=2).seconds)
+            print(seqbalance.simulate_step([[[0], [1]]], [3, 4], pipeline_stages=2).makespan)
             """
         ),
         delay=0.1,

@@ -100,12 +100,12 @@ def streams(draw: st.DrawFn, size: int = 80) -> tuple[dict[str, Any], list[tuple
     # Hypothesis keeps lists short unless told; long streams are where the rule gets busy.
     count = draw(st.integers(0, size))
     items = draw(st.lists(st.tuples(length, key), min_size=count, max_size=count))
-    return {"pack_max_length": cap, **options}, items
+    return {"max_token_len": cap, **options}, items
 
 
 def model_of(settings: dict[str, Any]) -> Model:
     return Model(
-        settings["pack_max_length"],
+        settings["max_token_len"],
         settings["max_open"],
         settings["max_sequences"],
         settings["footprint"],
@@ -121,7 +121,7 @@ def check_packs(settings: dict[str, Any], items: list[tuple[int, Any]], packs: l
         assert pack == sorted(pack)
         lengths = [items[i][0] for i in pack]
         charged = sum(lengths) if settings["footprint"] == "sum" else len(pack) * max(lengths)
-        assert charged <= settings["pack_max_length"]
+        assert charged <= settings["max_token_len"]
         if settings["max_sequences"] is not None:
             assert len(pack) <= settings["max_sequences"]
         assert len({items[i][1] for i in pack}) == 1
@@ -218,7 +218,7 @@ def snapshot(packer: StreamPacker) -> bytes:
         (0, ValueError, "length must be >= 1, got 0"),
         (-3, ValueError, "length must be >= 0, got -3"),
         (False, ValueError, "length must be >= 1, got 0"),
-        (11, ValueError, r"length = 11 is longer than pack_max_length \(10\)"),
+        (11, ValueError, r"length = 11 is longer than max_token_len \(10\)"),
         (2**70, OverflowError, r"length must be <= 2\*\*63 - 1, got 1180591620717411303424"),
         (2.0, TypeError, r"length must be an integer, got 2.0 \(float\)"),
         ("3", TypeError, "length must be an integer, got '3'"),
@@ -241,7 +241,7 @@ def test_a_refused_add_names_the_value_and_changes_nothing(
     ("lengths", "error", "message"),
     [
         ([3, 0, 2], ValueError, r"lengths\[1\] must be >= 1, got 0"),
-        ([3, 4, 11], ValueError, r"lengths\[2\] = 11 is longer than pack_max_length \(10\)"),
+        ([3, 4, 11], ValueError, r"lengths\[2\] = 11 is longer than max_token_len \(10\)"),
         ([3, -1], ValueError, r"lengths\[1\]"),
         ([3, 1.5], TypeError, r"lengths\[1\]"),
     ],
@@ -290,9 +290,9 @@ def test_key_errors_change_nothing() -> None:
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
-        ({"pack_max_length": 0}, ValueError, "pack_max_length must be >= 1, got 0"),
-        ({"pack_max_length": 2**64}, ValueError, "pack_max_length must be <= 2\\*\\*64 - 1"),
-        ({"pack_max_length": "8"}, TypeError, "pack_max_length must be an int"),
+        ({"max_token_len": 0}, ValueError, "max_token_len must be >= 1, got 0"),
+        ({"max_token_len": 2**64}, ValueError, "max_token_len must be <= 2\\*\\*64 - 1"),
+        ({"max_token_len": "8"}, TypeError, "max_token_len must be an int"),
         ({"max_open": 0}, ValueError, "max_open must be >= 1, got 0"),
         ({"max_open": 2**24 + 1}, ValueError, "max_open must be <= 2\\*\\*24"),
         ({"max_sequences": 0}, ValueError, "max_sequences must be >= 1, got 0"),
@@ -304,7 +304,7 @@ def test_key_errors_change_nothing() -> None:
 def test_bad_settings_name_the_argument(
     arguments: dict[str, Any], error: type[Exception], message: str
 ) -> None:
-    settings = {"pack_max_length": 10, **arguments}
+    settings = {"max_token_len": 10, **arguments}
     with pytest.raises(error, match=message):
         StreamPacker(**settings)
 

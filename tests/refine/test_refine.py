@@ -16,6 +16,9 @@ from seqbalance._native import _refine, _refine_ids
 from seqbalance.refine import apply_refine_ids, check_refine
 from tests.helpers import loads
 
+#: `refine_partitions`' ``search`` for each value of the partitioners' ``refine``.
+SEARCH = {True: "local", "exact": "exact", False: "none"}
+
 MAX_VALUE = 2**63 - 1
 
 
@@ -78,22 +81,22 @@ def arbitrary_partition(draw):
 def test_refining_the_reference_keeps_every_guarantee(case, refine):
     values, k, equal_size = case
     start = get_seqlen_balanced_partitions(values, k, equal_size)
-    refined = refine_partitions(values, start, equal_size=equal_size, refine=refine)
+    refined = refine_partitions(values, start, equal_size=equal_size, search=SEARCH[refine])
     assert_refined(values, start, refined, equal_size)
-    assert refine_partitions(values, start, equal_size=equal_size, refine=refine) == refined
+    assert refine_partitions(values, start, equal_size=equal_size, search=SEARCH[refine]) == refined
     # NumPy input is the same input.
     array = np.asarray(values, dtype=np.int64)
-    assert refine_partitions(array, start, equal_size=equal_size, refine=refine) == refined
+    assert refine_partitions(array, start, equal_size=equal_size, search=SEARCH[refine]) == refined
 
 
 @settings(max_examples=200, deadline=None)
 @given(arbitrary_partition(), st.sampled_from([True, "exact"]))
 def test_refining_any_partition_keeps_every_guarantee(case, refine):
     values, partitions, equal_size = case
-    refined = refine_partitions(values, partitions, equal_size=equal_size, refine=refine)
+    refined = refine_partitions(values, partitions, equal_size=equal_size, search=SEARCH[refine])
     assert_refined(values, partitions, refined, equal_size)
     again = refine_partitions(
-        values, [list(p) for p in partitions], equal_size=equal_size, refine=refine
+        values, [list(p) for p in partitions], equal_size=equal_size, search=SEARCH[refine]
     )
     assert again == refined
 
@@ -112,7 +115,7 @@ def test_any_effort_keeps_every_guarantee(case, effort):
 @given(arbitrary_partition())
 def test_refine_false_only_validates_and_orders(case):
     values, partitions, equal_size = case
-    ordered = refine_partitions(values, partitions, equal_size=equal_size, refine=False)
+    ordered = refine_partitions(values, partitions, equal_size=equal_size, search="none")
     assert sorted(map(sorted, partitions)) == sorted(ordered)
     assert_refined(values, partitions, ordered, equal_size)
 
@@ -147,7 +150,7 @@ def test_exact_mode_reaches_the_brute_force_optimum(values, k, equal_size):
     if n < k or (equal_size and n % k):
         k = 2 if n % 2 == 0 or not equal_size else 1
     start = get_seqlen_balanced_partitions(values, k, equal_size)
-    exact = refine_partitions(values, start, equal_size=equal_size, refine="exact")
+    exact = refine_partitions(values, start, equal_size=equal_size, search="exact")
     assert_refined(values, start, exact, equal_size)
     counts = [len(p) for p in start]
     assert max_load(values, exact) == brute_force_optimum(values, counts, equal_size)
@@ -191,7 +194,7 @@ def test_the_ids_path_matches_the_list_path(case, refine):
     values, k, equal_size = case
     start = get_seqlen_balanced_partitions(values, k, equal_size)
     ids = seqbalance.partition_ids(values, k, equal_size=equal_size)
-    expected = refine_partitions(values, start, equal_size=equal_size, refine=refine)
+    expected = refine_partitions(values, start, equal_size=equal_size, search=SEARCH[refine])
     weights = normalize_weights(values)
     assert apply_refine_ids(weights, ids, k, equal_size, refine) == expected
     numbers = apply_refine_ids(weights, ids, k, equal_size, refine, as_ids=True)
@@ -244,8 +247,8 @@ def test_check_refine_rejects(refine, error):
     with pytest.raises(error, match="refine must be False, True or 'exact', got") as info:
         check_refine(refine)
     assert repr(refine) in str(info.value)
-    with pytest.raises(error, match="refine"):
-        refine_partitions([1, 2], [[0], [1]], refine=refine)
+    with pytest.warns(DeprecationWarning), pytest.raises(error, match="refine"):
+        refine_partitions([1, 2], [[0], [1]], refine=refine)  # the retired spelling's check
 
 
 @pytest.mark.parametrize(
@@ -306,7 +309,9 @@ def test_heavy_tailed_rl_batches_get_a_lighter_heaviest_rank(equal_size, refine)
             for _ in range(4):
                 values = rl_batch(rng, ranks * per_rank)
                 start = get_seqlen_balanced_partitions(values, ranks, equal_size)
-                refined = refine_partitions(values, start, equal_size=equal_size, refine=refine)
+                refined = refine_partitions(
+                    values, start, equal_size=equal_size, search=SEARCH[refine]
+                )
                 assert_refined(values.tolist(), start, refined, equal_size)
                 before, after = max_load(values, start), max_load(values, refined)
                 assert after <= before

@@ -11,13 +11,15 @@ import numpy as np
 import numpy.typing as npt
 
 from seqbalance import (
+    DpIds,
     TimeCost,
     get_seqlen_balanced_partitions,
     greedy_partition,
     karmarkar_karp,
-    pack_sequences,
+    pack_ids,
     partition_ids,
     plan_context_parallel,
+    plan_dp_ids,
     plan_dp_micro_batches,
     plan_micro_batches,
     profile,
@@ -35,8 +37,9 @@ def accepted() -> None:
         [3, 4, 5], 8, max_sequences=2, footprint="padded", keys=["a", "b", "a"]
     )
     plan: list[list[list[int]]] = plan_dp_micro_batches([3, 4, 5, 6], 2, 8, max_sequences=2)
-    ranks, batches, count = plan_dp_micro_batches([3, 4, 5, 6], 2, 8, as_ids=True)
-    packs: npt.NDArray[np.int64] = pack_sequences([3, 4, 5], 8, as_ids=True)
+    dp_ids: DpIds = plan_dp_ids([3, 4, 5, 6], 2, 8)
+    ranks, batches, count = dp_ids
+    packs: npt.NDArray[np.int64] = pack_ids([3, 4, 5], 8)
     assert micro_batches and plan and ranks.size and batches.size and count and packs.size
     cost: TimeCost = TimeCost.fit([[1], [2], [3], [4], [5], [6, 7]], [1.0] * 6, half_life=8)
     coefficients: dict[str, float] = cost.coefficients
@@ -57,7 +60,7 @@ def refused() -> None:
     get_seqlen_balanced_partitions([1, 2], 2, "yes")  # type: ignore[arg-type]
     ids: npt.NDArray[np.float64] = partition_ids([1, 2], 2)  # type: ignore[assignment]
     assert ids is not None
-    lists: list[list[int]] = pack_sequences([3, 4], 8, as_ids=True)  # type: ignore[assignment]
+    lists: list[list[int]] = pack_ids([3, 4], 8)  # type: ignore[assignment]
     assert lists is not None
     plan_context_parallel([3, 4], 8, 16, comm="ring")  # type: ignore[arg-type]
     plan_context_parallel([3, 4], 8, 16, one_cp_size_per_step="yes")  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ _FLAG_WORDS: tuple[tuple[str, str], ...] = (
     (r"\bk_partitions\b", "-k"),
     (r"\bdp_size\b", "--dp"),
     (r"\bmax_token_len\b", "--max-token-len"),
-    (r"\bforce_group_size\b", "--group-size"),
+    (r"\b(?:force_)?group_size\b", "--group-size"),
     (r"\buid_list\b", "--uid-field"),
     (r"\bmax_sequences\b", "--max-sequences"),
     (r"\bfootprint='(\w+)'", r"--footprint \1"),

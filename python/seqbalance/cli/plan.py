@@ -87,7 +87,7 @@ def _run_plan(
     else:
         function = "plan_dp_micro_batches"
         grouping: dict[str, Any] = (
-            {"uid_list": uids} if uids is not None else {"force_group_size": args.group_size}
+            {"uid_list": uids} if uids is not None else {"group_size": args.group_size}
         )
         planned = plan_dp_with_today(
             lengths,
@@ -129,10 +129,10 @@ def _run_plan(
     say_extrapolation(args.cost, lengths, int(np.max(summary["fullest_micro_batch"], initial=0)))
     today_step = step if today is None else predicted_step(args, lengths, today, model)
     step_json = {
-        "seconds": step.seconds,
+        "seconds": step.makespan,
         "bubble": step.bubble,
         "lower_bound": step.lower_bound,
-        "today_seconds": today_step.seconds,
+        "today_seconds": today_step.makespan,
     }
     if args.json:
         progress(args, lengths.size, "writing the plan as JSON")
@@ -183,7 +183,7 @@ def _two_step(
     balance the ranks, then plan each rank's micro-batches with the count they agree on (the
     largest), as ``(rank_ids, micro_batch_ids, count)``."""
     cap, group_size = args.max_token_len, args.group_size
-    keywords: dict[str, Any] = dict(cost=args.cost, force_group_size=group_size, **limits)
+    keywords: dict[str, Any] = dict(cost=args.cost, group_size=group_size, **limits)
     # Checked on the whole batch first, so an error names the user's index, not a rank's.
     min_num_micro_batches_for(lengths, cap, **keywords)
     costs = sample_costs(args.cost, lengths)
@@ -361,18 +361,18 @@ def _step_line(
     not the default."""
     amount = _step_amount(args)
     line = (
-        f"predicted step ({_where(step)}): {amount(step.seconds)}, bubble {step.bubble:.2%}, "
+        f"predicted step ({_where(step)}): {amount(step.makespan)}, bubble {step.bubble:.2%}, "
         f"lower bound {amount(step.lower_bound)}"
     )
     if today is None:
         return line
     if today_plan is None:
         return f"{line}; today's plan (the default mode) is this plan"
-    change = 1 - step.seconds / today.seconds if today.seconds > 0 else 0.0
+    change = 1 - step.makespan / today.makespan if today.makespan > 0 else 0.0
     versus = f"this plan {change:.2%} below" if change > 0 else "the same"
     return (
         f"{line}; today's plan ({today_plan[2]:,} micro-batches per rank): "
-        f"{amount(today.seconds)}, {versus}"
+        f"{amount(today.makespan)}, {versus}"
     )
 
 

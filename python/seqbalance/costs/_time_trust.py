@@ -23,15 +23,13 @@ Three rules, each held by a test:
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from types import FrameType
 
 import numpy as np
 
+from .._deprecation import outside_stacklevel
 from ._time_fit import Features, factor_rows
 from ._time_solve import analyse, solve_nonnegative
 
@@ -182,31 +180,6 @@ def check_attention_apart(
         "0 for each document; sdpa and eager attend across them), or one document per "
         "micro-batch"
     )
-
-
-#: Where the library's own code lives (as imported, and absolute): a frame there is not the
-#: caller's line a warning should point at.
-_PACKAGE = os.path.dirname(os.path.dirname(__file__))
-_INSIDE = tuple(sorted({os.path.join(_PACKAGE, ""), os.path.join(os.path.abspath(_PACKAGE), "")}))
-
-
-def outside_stacklevel() -> int:
-    """The ``stacklevel`` at which a `warnings.warn` made in the calling frame names the first
-    frame outside the seqbalance package: the user's line, however deep inside the library
-    (a planner calling the cost, a loader calling `TimeCost.from_dict`) the warning arose.
-    Frames of the import system are not counted, as `warnings.warn` does not count them."""
-    frame: FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_INSIDE):
-        frame = frame.f_back
-        while frame is not None and _importing(frame.f_code.co_filename):
-            frame = frame.f_back
-        level += 1
-    return level
-
-
-def _importing(filename: str) -> bool:
-    return "importlib" in filename and "_bootstrap" in filename
 
 
 def warn(message: str | None) -> None:

@@ -17,12 +17,13 @@ Nothing here imports torch: when torch has been imported by the trainer, ``torch
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -33,6 +34,8 @@ from ._time_sync import Members, add_synchronized, check_member
 from ._time_trust import beyond, warn
 from .profiling import _reading, _synchronize
 from .time_cost import TimeCost
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["StepTimer", "StepTimes"]
 
@@ -59,6 +62,27 @@ class StepTimes(NamedTuple):
     observations: int
 
 
+#: What `StepTimer` says when ``sync`` is omitted.
+SYNC_REQUIRED = (
+    "StepTimer() needs sync=: 'micro_batch' when the engine's ranks wait for each other in every "
+    "micro-batch (FSDP, FSDP2, ZeRO-3) or 'step' when they meet once a step (DDP with no_sync, "
+    "ZeRO-1/2, Megatron's DDP)"
+)
+
+
+def _sync_required(init: _F) -> _F:
+    """``StepTimer.__init__`` with a ``TypeError`` naming ``sync`` and its choices when it is
+    omitted (Python's own message names neither the choices nor what they mean)."""
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        if "sync" not in kwargs:
+            raise TypeError(SYNC_REQUIRED)
+        init(self, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
 class StepTimer:
     """Time each micro-batch inside the trainer's loop and refit a `TimeCost` once per step
     from every rank's measurements.
@@ -66,7 +90,8 @@ class StepTimer:
     Args:
         cost: the `TimeCost` to refit (in place; every rank should start from the same one,
             e.g. loaded from the same file).
-        sync: where the engine's ranks wait for each other. ``"micro_batch"`` (FSDP, FSDP2,
+        sync: required (a wrong default would learn a wrong cost silently): where the engine's
+            ranks wait for each other. ``"micro_batch"`` (FSDP, FSDP2,
             ZeRO-3: collectives in every forward and backward): each slot's time is the longest
             any rank measured, attributed with `TimeCost.update_synchronized`. ``"step"``
             (DDP with ``no_sync``, ZeRO-1/2, Megatron's DDP: gradients reduced once, after the
@@ -77,14 +102,15 @@ class StepTimer:
         timer: a zero-argument clock in seconds (default `time.perf_counter`).
 
     Raises:
-        TypeError: ``cost`` is not a `TimeCost`, or ``timer`` is not callable.
+        TypeError: ``cost`` is not a `TimeCost`, ``sync`` is omitted (naming its choices), or
+            ``timer`` is not callable.
         ValueError: ``sync`` is not ``"micro_batch"`` or ``"step"``.
 
     Example:
         >>> import seqbalance
         >>> batches = [[100], [200], [300], [400], [100, 100], [500, 50]]
         >>> cost = seqbalance.TimeCost.fit(batches, [1e-3 + 1e-5 * sum(b) for b in batches])
-        >>> timer = seqbalance.StepTimer(cost)
+        >>> timer = seqbalance.StepTimer(cost, sync="micro_batch")
         >>> for lengths in ([120, 80], [300]):
         ...     with timer.micro_batch(lengths):
         ...         pass  # forward and backward of these documents, packed
@@ -93,11 +119,12 @@ class StepTimer:
         (2, 8)
     """
 
+    @_sync_required
     def __init__(
         self,
         cost: TimeCost,
         *,
-        sync: str = "micro_batch",
+        sync: str,
         group: Any = None,
         timer: Callable[[], float] | None = None,
     ) -> None:

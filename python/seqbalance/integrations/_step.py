@@ -118,7 +118,7 @@ def _simulate(plan: Plan, lengths: np.ndarray, cost: Any, mode: StepMode) -> flo
     return float(
         simulate_step(
             plan, lengths, cost=cost, sync=mode.sync, pipeline_stages=mode.pipeline_stages
-        ).seconds
+        ).makespan
     )
 
 
@@ -261,7 +261,7 @@ def plan_fixed(
                 lengths,
                 max_token_len,
                 num_micro_batches_multiple=num_micro_batches_multiple,
-                force_group_size=force_group_size,
+                group_size=force_group_size,
             )
             for lengths in arrays
         )
@@ -291,7 +291,7 @@ def plan_fixed(
                 cost=cost,
                 min_num_micro_batches=count,
                 num_micro_batches_multiple=num_micro_batches_multiple,
-                force_group_size=force_group_size,
+                group_size=force_group_size,
                 sync="step",
                 pipeline_stages=mode.pipeline_stages,
                 max_num_micro_batches=count,
@@ -377,7 +377,7 @@ def plan_free(
         "cost": cost,
         "equal_size": True,
         "num_micro_batches_multiple": num_micro_batches_multiple,
-        "force_group_size": force_group_size,
+        "group_size": force_group_size,
         "sync": mode.sync,
         "pipeline_stages": mode.pipeline_stages,
     }

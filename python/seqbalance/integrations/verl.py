@@ -121,8 +121,8 @@ def get_group_balanced_partitions(
     weights: Any = "workload"
     if source is not None:
         weights = source.nanoseconds(as_int64_array(seqlen_list, "seqlen_list"))
-    return _groups.group_balanced_partitions(
-        seqlen_list, uid_list, k_partitions, cost=weights, refine=_PATCH.refine
+    return _groups.balanced_groups(
+        seqlen_list, uid_list, k_partitions, True, weights, _PATCH.refine, "seqlen_list"
     )
 
 

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from .context_parallel import plan_context_parallel
 from .cp_layouts import cp_rank_plans, cp_sample_id_groups
-from .dp_plan import plan_dp_micro_batches
+from .dp_plan import DpIds, plan_dp_ids, plan_dp_micro_batches
 from .groups import group_balanced_partitions
 from .metrics import BalanceReport, LoadStats, balance_report, log_seqlen_unbalance
 from .micro_batches import min_num_micro_batches_for, plan_micro_batches
-from .packing import pack_sequences, plan_packed_steps
+from .packing import pack_ids, pack_sequences, plan_packed_steps
 from .step import StepTime, simulate_step
 from .stream import StreamPacker
 
 __all__ = [
     "BalanceReport",
+    "DpIds",
     "LoadStats",
     "StepTime",
     "StreamPacker",
@@ -32,8 +33,10 @@ __all__ = [
     "group_balanced_partitions",
     "log_seqlen_unbalance",
     "min_num_micro_batches_for",
+    "pack_ids",
     "pack_sequences",
     "plan_context_parallel",
+    "plan_dp_ids",
     "plan_dp_micro_batches",
     "plan_micro_batches",
     "plan_packed_steps",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import _native
+from .._deprecation import renamed_params
 from .._inputs import (
     Lengths,
     _describe,
@@ -41,7 +42,7 @@ __all__ = [
 #: callable ``(L, c) -> cost`` in the cost's own units.
 CommCost = float | Callable[[int, int], float] | None
 
-#: ``max_tokens_per_rank`` above this reads as this (the native planner counts tokens in u64).
+#: ``max_token_len`` above this reads as this (the native planner counts tokens in u64).
 MAX_CAP = 2**64 - 1
 
 #: One step: a list of groups ``(cp_size, ranks, indexes)``.
@@ -165,10 +166,11 @@ def comm_costs(lengths: np.ndarray, degrees: Sequence[int], comm: Any) -> np.nda
     return table
 
 
+@renamed_params(max_tokens_per_rank="max_token_len")
 def plan_context_parallel(
     lengths: Lengths,
     world_size: int,
-    max_tokens_per_rank: int,
+    max_token_len: int,
     *,
     cost: Any = "tokens",
     comm: CommCost = None,
@@ -184,7 +186,7 @@ def plan_context_parallel(
     (the blocks Megatron-LM creates its dynamic-CP process groups on); groups of other sizes
     (allowed through ``cp_sizes``) follow on the next consecutive ranks. Every index is in
     exactly one group; ``cp_size`` is an allowed degree; every rank holds at most
-    ``max_tokens_per_rank`` tokens per step, a sequence adding ``ceil(L / cp_size)``.
+    ``max_token_len`` tokens per step, a sequence adding ``ceil(L / cp_size)``.
 
     The time model: a group takes ``sum(cost(L) / cp_size + comm(L, cp_size))`` on each of its
     ranks, a step its slowest group's time, a plan the sum over steps. The plan minimises that
@@ -215,7 +217,7 @@ def plan_context_parallel(
     Args:
         lengths: token count of each sequence (list/array of ints >= 0); never modified.
         world_size: ranks per step (an int in ``1..2**24``).
-        max_tokens_per_rank: the most tokens a rank holds in one step (an int >= 1; above
+        max_token_len: the most tokens a rank holds in one step (an int >= 1; above
             ``2**64 - 1`` it reads as ``2**64 - 1``).
         cost: what a whole sequence costs: ``"tokens"`` (default), ``"workload"``, per-sequence
             weights, or a callable on the ``int64`` lengths returning weights (`ModelCost`, a
@@ -253,7 +255,7 @@ def plan_context_parallel(
     values = as_int64_array(lengths, "lengths")
     world = check_count(world_size, "world_size")
     # A budget past 2**64 - 1 holds what 2**64 - 1 holds for any lengths up to 2**63 - 1.
-    cap = min(check_k_partitions(max_tokens_per_rank, "max_tokens_per_rank"), MAX_CAP)
+    cap = min(check_k_partitions(max_token_len, "max_token_len"), MAX_CAP)
     degrees = cp_degrees(world, cp_sizes)
     widest = degrees[-1]
     unfit = np.flatnonzero(-(-values // widest) > cap)
@@ -261,7 +263,7 @@ def plan_context_parallel(
         index = int(unfit[0])
         raise ValueError(
             f"lengths[{index}] = {int(values[index])} fits no allowed CP degree: "
-            f"ceil(L / {widest}) is above max_tokens_per_rank={cap} (degrees {degrees})"
+            f"ceil(L / {widest}) is above max_token_len={cap} (degrees {degrees})"
         )
     weights = np.asarray(sample_costs(cost, values.copy(), "cost"), dtype=np.float64)
     if weights.size and not np.isfinite(weights).all():

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, overload
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import _native
+from .._deprecation import renamed_params, retired_flag
 from .._errors import PartitionError
 from .._inputs import (
     EqualSize,
@@ -28,9 +28,9 @@ from .micro_batches import (
     _round_up,
     logger,
 )
-from .step import DpPlan, plan_step
+from .step import DpIds, DpPlan, plan_step
 
-__all__ = ["DpPlan", "plan_dp_micro_batches", "plan_dp_with_today"]
+__all__ = ["DpIds", "DpPlan", "plan_dp_ids", "plan_dp_micro_batches", "plan_dp_with_today"]
 
 
 def _fill_empty_ranks(problem: _Problem, rank_of_group: np.ndarray, n_ranks: int) -> np.ndarray:
@@ -65,7 +65,66 @@ def _heaviest_at_bound(weights: np.ndarray, rank_of_group: np.ndarray, n_ranks: 
     return int(sums.max()) == -(-int(sums.sum()) // n_ranks)
 
 
-@overload
+def plan_dp_ids(
+    lengths: Any,
+    dp_size: int,
+    max_token_len: int,
+    *,
+    cost: Any = "workload",
+    equal_size: EqualSize = False,
+    min_num_micro_batches: int | None = None,
+    num_micro_batches_multiple: int | None = None,
+    group_size: int = 1,
+    uid_list: Any = None,
+    pad_to_multiple_of: int = 1,
+    order: str | None = None,
+    refine: bool | str = False,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
+    sync: str = "step",
+    pipeline_stages: int = 1,
+    forward_share: float = 1 / 3,
+    max_num_micro_batches: int | None = None,
+) -> DpIds:
+    """The plan of `plan_dp_micro_batches` as ``DpIds(rank_ids, micro_batch_ids,
+    num_micro_batches)``: the rank and the micro-batch (its place in the rank's order) of every
+    sample as int64 arrays, and the common count, so empty micro-batches survive (as
+    `partition_ids` is to `karmarkar_karp`). Cheaper at large n: no Python list per sample.
+    Arguments and errors as `plan_dp_micro_batches`.
+
+    Example:
+        >>> ids = plan_dp_ids([300, 200, 100, 400, 50, 250], 2, 500, cost="tokens")
+        >>> ids.rank_ids.tolist(), ids.micro_batch_ids.tolist(), ids.num_micro_batches
+        ([1, 0, 1, 0, 0, 1], [1, 1, 0, 0, 1, 0], 2)
+    """
+    rank_ids, micro_batch_ids, count = _plan_dp(
+        lengths,
+        dp_size,
+        max_token_len,
+        cost=cost,
+        equal_size=equal_size,
+        min_num_micro_batches=min_num_micro_batches,
+        num_micro_batches_multiple=num_micro_batches_multiple,
+        group_size=group_size,
+        uid_list=uid_list,
+        pad_to_multiple_of=pad_to_multiple_of,
+        order=order,
+        refine=refine,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
+        sync=sync,
+        pipeline_stages=pipeline_stages,
+        forward_share=forward_share,
+        max_num_micro_batches=max_num_micro_batches,
+        as_ids=True,
+    )
+    return DpIds(rank_ids, micro_batch_ids, count)
+
+
+@renamed_params(force_group_size="group_size")
+@retired_flag("as_ids", plan_dp_ids)
 def plan_dp_micro_batches(
     lengths: Any,
     dp_size: int,
@@ -75,12 +134,11 @@ def plan_dp_micro_batches(
     equal_size: EqualSize = False,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
-    force_group_size: int = 1,
+    group_size: int = 1,
     uid_list: Any = None,
     pad_to_multiple_of: int = 1,
     order: str | None = None,
     refine: bool | str = False,
-    as_ids: Literal[False] = ...,
     max_sequences: int | None = None,
     footprint: str = "sum",
     keys: Any = None,
@@ -88,58 +146,7 @@ def plan_dp_micro_batches(
     pipeline_stages: int = 1,
     forward_share: float = 1 / 3,
     max_num_micro_batches: int | None = None,
-) -> list[list[list[int]]]: ...
-
-
-@overload
-def plan_dp_micro_batches(
-    lengths: Any,
-    dp_size: int,
-    max_token_len: int,
-    *,
-    cost: Any = "workload",
-    equal_size: EqualSize = False,
-    min_num_micro_batches: int | None = None,
-    num_micro_batches_multiple: int | None = None,
-    force_group_size: int = 1,
-    uid_list: Any = None,
-    pad_to_multiple_of: int = 1,
-    order: str | None = None,
-    refine: bool | str = False,
-    as_ids: Literal[True],
-    max_sequences: int | None = None,
-    footprint: str = "sum",
-    keys: Any = None,
-    sync: str = "step",
-    pipeline_stages: int = 1,
-    forward_share: float = 1 / 3,
-    max_num_micro_batches: int | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]: ...
-
-
-def plan_dp_micro_batches(
-    lengths: Any,
-    dp_size: int,
-    max_token_len: int,
-    *,
-    cost: Any = "workload",
-    equal_size: EqualSize = False,
-    min_num_micro_batches: int | None = None,
-    num_micro_batches_multiple: int | None = None,
-    force_group_size: int = 1,
-    uid_list: Any = None,
-    pad_to_multiple_of: int = 1,
-    order: str | None = None,
-    refine: bool | str = False,
-    as_ids: bool = False,
-    max_sequences: int | None = None,
-    footprint: str = "sum",
-    keys: Any = None,
-    sync: str = "step",
-    pipeline_stages: int = 1,
-    forward_share: float = 1 / 3,
-    max_num_micro_batches: int | None = None,
-) -> list[list[list[int]]] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+) -> list[list[list[int]]]:
     """One plan for every data-parallel rank: ``plan[rank][micro_batch] -> sample indexes``.
 
     For a single controller that holds the whole step (verl's driver, slime's, NeMo-RL's):
@@ -149,7 +156,7 @@ def plan_dp_micro_batches(
     ``pad_to_multiple_of``); every index appears exactly once; **every rank has the same number
     of micro-batches**, at least ``min_num_micro_batches`` and a multiple of
     ``num_micro_batches_multiple`` (a rank with fewer samples gets empty micro-batches, last);
-    groups stay whole (``force_group_size`` consecutive samples, or runs of equal
+    groups stay whole (``group_size`` consecutive samples, or runs of equal
     ``uid_list`` entries, of any size); no rank is without samples; ``equal_size`` constrains
     the number of groups per rank (``True``: equal, ``"nearly"``: within one, ``False``: free),
     which is the number of samples when groups are single samples or all of one size.
@@ -206,13 +213,13 @@ def plan_dp_micro_batches(
             need groups of one size.
         min_num_micro_batches: as in `plan_micro_batches`.
         num_micro_batches_multiple: as in `plan_micro_batches`.
-        force_group_size: as in `plan_micro_batches`.
+        group_size: as in `plan_micro_batches`.
         pad_to_multiple_of: as in `plan_micro_batches`.
         order: as in `plan_micro_batches` (None: ``"bubble"``); refused in the step modes,
             which choose the order themselves.
         refine: as in `plan_micro_batches`.
         uid_list: per-sample group ids (consecutive equal ids form a group), an alternative to
-            ``force_group_size``.
+            ``group_size``.
         max_sequences: the most samples a micro-batch may hold, as in
             `plan_micro_batches`.
         footprint: ``"sum"`` or ``"padded"``, as in `plan_micro_batches`.
@@ -226,16 +233,10 @@ def plan_dp_micro_batches(
         max_num_micro_batches: the largest count the step modes may choose, or None; in
             every mode at least the count the default plan needs (the default mode plans
             exactly that count, and refuses a maximum below it).
-        as_ids: return ``(rank_ids, micro_batch_ids, num_micro_batches)`` instead of lists:
-            the rank and the micro-batch (its place in the rank's order) of every sample as
-            int64 arrays, and the common count, so empty micro-batches survive (as
-            ``partition_ids`` is to ``karmarkar_karp``). Cheaper at large n: no Python list
-            per sample.
 
     Returns:
         ``dp_size`` ranks, heaviest first; each a list of the same number of micro-batches,
-        each an ascending list of sample indexes. With ``as_ids=True``, the same plan as
-        ``(rank_ids, micro_batch_ids, num_micro_batches)``.
+        each an ascending list of sample indexes. `plan_dp_ids` gives the same plan as arrays.
 
     Raises:
         ValueError: a sample or group over the cap, fewer groups than ranks (a
@@ -246,21 +247,64 @@ def plan_dp_micro_batches(
             (0, 1), a pipeline with ``sync="micro_batch"``, an explicit ``order`` in the step
             modes, ``max_num_micro_batches`` below the count the default plan needs.
         TypeError: non-integer arguments, non-numeric costs, unhashable keys, both
-            ``uid_list`` and ``force_group_size``.
+            ``uid_list`` and ``group_size``.
 
     Example:
         >>> plan_dp_micro_batches([300, 200, 100, 400, 50, 250], 2, 500, cost="tokens")
         [[[3], [1, 4]], [[2, 5], [0]]]
-        >>> ranks, micro_batches, count = plan_dp_micro_batches(
-        ...     [300, 200, 100, 400, 50, 250], 2, 500, cost="tokens", as_ids=True
-        ... )
-        >>> ranks.tolist(), micro_batches.tolist(), count
-        ([1, 0, 1, 0, 0, 1], [1, 1, 0, 0, 1, 0], 2)
         >>> plan_dp_micro_batches(
         ...     [300, 200, 100, 400, 50, 250], 2, 500, cost="tokens", sync="micro_batch"
         ... )
         [[[0, 2], [1, 4]], [[3], [5]]]
     """
+    plan: list[list[list[int]]] = _plan_dp(
+        lengths,
+        dp_size,
+        max_token_len,
+        cost=cost,
+        equal_size=equal_size,
+        min_num_micro_batches=min_num_micro_batches,
+        num_micro_batches_multiple=num_micro_batches_multiple,
+        group_size=group_size,
+        uid_list=uid_list,
+        pad_to_multiple_of=pad_to_multiple_of,
+        order=order,
+        refine=refine,
+        max_sequences=max_sequences,
+        footprint=footprint,
+        keys=keys,
+        sync=sync,
+        pipeline_stages=pipeline_stages,
+        forward_share=forward_share,
+        max_num_micro_batches=max_num_micro_batches,
+        as_ids=False,
+    )
+    return plan
+
+
+def _plan_dp(
+    lengths: Any,
+    dp_size: int,
+    max_token_len: int,
+    *,
+    cost: Any = "workload",
+    equal_size: EqualSize = False,
+    min_num_micro_batches: int | None = None,
+    num_micro_batches_multiple: int | None = None,
+    group_size: int = 1,
+    uid_list: Any = None,
+    pad_to_multiple_of: int = 1,
+    order: str | None = None,
+    refine: bool | str = False,
+    as_ids: bool = False,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
+    sync: str = "step",
+    pipeline_stages: int = 1,
+    forward_share: float = 1 / 3,
+    max_num_micro_batches: int | None = None,
+) -> Any:
     planned = plan_dp_with_today(
         lengths,
         dp_size,
@@ -269,7 +313,7 @@ def plan_dp_micro_batches(
         equal_size=equal_size,
         min_num_micro_batches=min_num_micro_batches,
         num_micro_batches_multiple=num_micro_batches_multiple,
-        force_group_size=force_group_size,
+        group_size=group_size,
         uid_list=uid_list,
         pad_to_multiple_of=pad_to_multiple_of,
         order=order,
@@ -286,7 +330,7 @@ def plan_dp_micro_batches(
     if as_ids:
         rank_ids, micro_batch_ids = planned.plan
         return rank_ids, micro_batch_ids, planned.count
-    return planned.plan  # type: ignore[no-any-return]
+    return planned.plan
 
 
 def plan_dp_with_today(
@@ -298,7 +342,7 @@ def plan_dp_with_today(
     equal_size: EqualSize = False,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
-    force_group_size: int = 1,
+    group_size: int = 1,
     uid_list: Any = None,
     pad_to_multiple_of: int = 1,
     order: str | None = None,
@@ -329,7 +373,7 @@ def plan_dp_with_today(
     problem = _prepare(
         lengths,
         max_token_len,
-        force_group_size,
+        group_size,
         num_micro_batches_multiple,
         cost,
         pad_to_multiple_of,

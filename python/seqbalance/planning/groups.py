@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._deprecation import renamed_params
 from .._errors import PartitionError
 from .._inputs import (
     EqualSize,
@@ -43,8 +44,9 @@ def uid_runs(uid_list: Any) -> list[tuple[int, int]]:
     return runs if uids else []
 
 
+@renamed_params(seqlen_list="lengths")
 def group_balanced_partitions(
-    seqlen_list: Any,
+    lengths: Any,
     uid_list: Any,
     k_partitions: int,
     *,
@@ -61,7 +63,7 @@ def group_balanced_partitions(
     k_partitions, equal_size)``: by default every partition gets the same number of groups.
 
     Args:
-        seqlen_list: per-sample lengths (ints or a 1-D integer array).
+        lengths: per-sample lengths (ints or a 1-D integer array).
         uid_list: per-sample group ids, same length; any values comparable with ``==``.
         k_partitions: number of partitions (ranks), an int >= 1.
         equal_size: ``True`` (default): equal group counts, which needs a group count divisible
@@ -80,7 +82,7 @@ def group_balanced_partitions(
     Raises:
         PartitionError: fewer groups than ``k_partitions``, or, with ``equal_size=True``, a
             group count not divisible by it (the message suggests ``"nearly"``).
-        ValueError: ``uid_list`` and ``seqlen_list`` differ in length; the errors of the length
+        ValueError: ``uid_list`` and ``lengths`` differ in length; the errors of the length
             and ``k_partitions`` checks.
 
     Example:
@@ -90,13 +92,27 @@ def group_balanced_partitions(
         >>> group_balanced_partitions([5, 5, 1, 1, 9, 9, 2], uids[:7], 2, equal_size="nearly")
         [[2, 3, 4, 5], [0, 1, 6]]
     """
+    return balanced_groups(lengths, uid_list, k_partitions, equal_size, cost, refine, "lengths")
+
+
+def balanced_groups(
+    lengths: Any,
+    uid_list: Any,
+    k_partitions: Any,
+    equal_size: Any,
+    cost: Any,
+    refine: Any,
+    name: str,
+) -> list[list[int]]:
+    """`group_balanced_partitions`, its errors naming the lengths ``name`` (verl's drop-in keeps
+    the name ``seqlen_list`` its messages always had)."""
     k = check_k_partitions(k_partitions)
     equal = check_equal_size(equal_size)
     refine = check_refine(refine)
-    lengths = as_int64_array(seqlen_list, "seqlen_list")
+    lengths = as_int64_array(lengths, name)
     check_per_item(uid_list, "uid_list", "ids")
     if len(uid_list) != len(lengths):
-        raise ValueError(f"uid_list has {len(uid_list)} entries but seqlen_list has {len(lengths)}")
+        raise ValueError(f"uid_list has {len(uid_list)} entries but {name} has {len(lengths)}")
     runs = uid_runs(uid_list)
     if len(runs) < k:
         raise PartitionError(f"number of groups ({len(runs)}) is smaller than k_partitions ({k})")

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._deprecation import renamed_attribute, renamed_params, retired_value
 from .._errors import PartitionError
 from .._inputs import (
     MAX_VALUE,
@@ -189,7 +190,7 @@ class BalanceReport:
     naive: LoadStats
 
     @property
-    def k(self) -> int:
+    def k_partitions(self) -> int:
         """Number of partitions."""
         return len(self.balanced.sums)
 
@@ -207,11 +208,11 @@ class BalanceReport:
         sum_width = max(len(f"{scale:,}"), len("balanced"))
         count_width = max(len(str(max(self.balanced.counts + self.naive.counts))), len("count"))
         lines = [
-            f"balance report: {self.n_items:,} items, total {self.total:,}, {self.k} partitions",
+            f"balance report: {self.n_items:,} items, total {self.total:,}, {self.k_partitions} partitions",
             f"{'part':>4}  {'balanced':>{sum_width}} {'count':>{count_width}} {'':{width}}  "
             f"{'naive':>{sum_width}} {'count':>{count_width}}",
         ]
-        for p in range(self.k):
+        for p in range(self.k_partitions):
             lines.append(
                 f"{p:>4}  {self.balanced.sums[p]:>{sum_width},} "
                 f"{self.balanced.counts[p]:>{count_width}} "
@@ -247,29 +248,34 @@ def naive_bounds(n_items: int, k: int, group_starts: np.ndarray | None = None) -
     return [int(edges[g]) for g in group_bounds]
 
 
+renamed_attribute(BalanceReport, "k", "k_partitions")
+
+
 def _group_starts(n_items: int, group_size: Any, uid_list: Any) -> np.ndarray | None:
     """The first item of every group (``group_size`` runs or runs of equal uids), or None."""
-    if group_size is not None and uid_list is not None:
+    size = check_k_partitions(group_size, "group_size")
+    if size != 1 and uid_list is not None:
         raise TypeError("pass either group_size or uid_list, not both")
     if uid_list is not None:
         check_per_item(uid_list, "uid_list", "ids")
         if len(uid_list) != n_items:
-            raise ValueError(f"uid_list has {len(uid_list)} entries but values has {n_items}")
+            raise ValueError(f"uid_list has {len(uid_list)} entries but weights has {n_items}")
         return np.asarray([start for start, _ in uid_runs(uid_list)], dtype=np.int64)
-    if group_size is None:
+    if size == 1:
         return None
-    size = check_k_partitions(group_size, "group_size")
     if n_items % size:
-        raise ValueError(f"number of values ({n_items}) is not divisible by group_size ({size})")
+        raise ValueError(f"number of weights ({n_items}) is not divisible by group_size ({size})")
     return np.arange(0, n_items, size, dtype=np.int64)
 
 
+@renamed_params(values="weights")
+@retired_value("group_size", None, 1)
 def balance_report_from_ids(
-    values: Any,
+    weights: Any,
     ids: Any,
     k_partitions: int,
     *,
-    group_size: int | None = None,
+    group_size: int = 1,
     uid_list: Any = None,
 ) -> BalanceReport:
     """`balance_report` for a split given as one partition number per item.
@@ -278,7 +284,7 @@ def balance_report_from_ids(
     the report for inputs of tens of millions of items (the command line uses it).
 
     Args:
-        values: per-item loads, ints or a 1-D integer array.
+        weights: per-item loads, ints or a 1-D integer array.
         ids: for every item its partition, a 1-D integer array in ``range(k_partitions)``.
         k_partitions: the number of partitions, an int >= 1.
         group_size, uid_list: as for `balance_report` (the naive split keeps groups whole).
@@ -288,19 +294,19 @@ def balance_report_from_ids(
 
     Raises:
         ValueError: ``ids`` of another length, or a number outside ``range(k_partitions)``;
-            the errors of the length normalisation for bad values.
+            the errors of the length normalisation for bad weights.
 
     Example:
         >>> balance_report_from_ids([1, 2, 3, 4], [0, 1, 1, 0], 2).balanced.sums
         (5, 5)
     """
     k = check_k_partitions(k_partitions)
-    loads = normalize_lengths(values, "values")
+    loads = normalize_lengths(weights, "weights")
     numbers = np.asarray(ids)
     if numbers.ndim != 1 or numbers.dtype.kind not in "iu":
         raise TypeError(f"ids must be a 1-D integer array, got {_describe(ids)}")
     if numbers.size != len(loads):
-        raise ValueError(f"ids has {numbers.size} entries but values has {len(loads)}")
+        raise ValueError(f"ids has {numbers.size} entries but weights has {len(loads)}")
     if numbers.size and (int(numbers.min()) < 0 or int(numbers.max()) >= k):
         bad = int(np.flatnonzero((numbers < 0) | (numbers >= k))[0])
         raise ValueError(f"ids[{bad}] is {int(numbers[bad])}, not a partition in 0..{k - 1}")
@@ -330,10 +336,12 @@ def balance_report_from_ids(
     )
 
 
+@renamed_params(values="weights")
+@retired_value("group_size", None, 1)
 def balance_report(
-    values: Any, partitions: Any, *, group_size: int | None = None, uid_list: Any = None
+    weights: Any, partitions: Any, *, group_size: int = 1, uid_list: Any = None
 ) -> BalanceReport:
-    """Summarise how evenly ``partitions`` split ``values``, against the naive contiguous split.
+    """Summarise how evenly ``partitions`` split ``weights``, against the naive contiguous split.
 
     The naive split is k consecutive chunks in input order whose sizes differ by at most one.
     With groups (``group_size`` consecutive items, or runs of equal ``uid_list`` entries: a
@@ -341,18 +349,19 @@ def balance_report(
     one, as a grouped trainer splits a batch.
 
     Args:
-        values: per-item loads (lengths, or workloads), ints or a 1-D integer array.
+        weights: per-item loads (lengths, or workloads), ints or a 1-D integer array.
         partitions: k lists of indexes that together hold every index exactly once.
-        group_size: keyword-only; the naive split keeps runs of this many items whole.
+        group_size: keyword-only; the naive split keeps runs of this many items whole (1, the
+            default: no groups; ``None``, its spelling before 0.3, is a deprecated alias of 1).
         uid_list: keyword-only; the naive split keeps runs of equal ids whole (any sizes).
 
     Returns:
         A frozen `BalanceReport` (``.balanced`` and ``.naive`` `LoadStats`).
 
     Raises:
-        ValueError: an index appears twice or is missing, or is outside ``0..len(values) - 1``
+        ValueError: an index appears twice or is missing, or is outside ``0..len(weights) - 1``
             (the message of `seqbalance.refine_partitions`); TypeError: malformed
-            partitions; the errors of the length normalisation for bad values.
+            partitions; the errors of the length normalisation for bad weights.
 
     Example:
         >>> balance_report([1, 2, 3, 4], [[0, 3], [1, 2]]).naive.imbalance
@@ -360,7 +369,7 @@ def balance_report(
         >>> balance_report([1, 2, 3, 4, 5, 6], [[0, 1, 4, 5], [2, 3]], group_size=2).naive.counts
         (4, 2)
     """
-    loads = lengths_as_list(values, "values")
+    loads = lengths_as_list(weights, "weights")
     parts = _index_lists(partitions, len(loads))
     k = len(parts)
     bounds = naive_bounds(len(loads), k, _group_starts(len(loads), group_size, uid_list))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import _native
+from .._deprecation import WORKLOAD_NOTE, renamed_params, workload_flag
 from .._inputs import (
     MAX_COUNT,
     as_int64_array,
@@ -72,27 +73,25 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def _group_bounds(n: int, force_group_size: Any, uid_list: Any = None) -> np.ndarray:
-    """The first sample of every group: runs of ``force_group_size`` samples or of equal uids."""
-    group_size = check_k_partitions(force_group_size, "force_group_size")
+def _group_bounds(n: int, group_size: Any, uid_list: Any = None) -> np.ndarray:
+    """The first sample of every group: runs of ``group_size`` samples or of equal uids."""
+    group_size = check_k_partitions(group_size, "group_size")
     if uid_list is not None:
         if group_size != 1:
-            raise TypeError("pass either uid_list or force_group_size, not both")
+            raise TypeError("pass either uid_list or group_size, not both")
         check_per_item(uid_list, "uid_list", "ids")
         if len(uid_list) != n:
             raise ValueError(f"uid_list has {len(uid_list)} entries but lengths has {n}")
         return np.asarray([start for start, _ in uid_runs(uid_list)], dtype=np.int64)
     if n % group_size:
-        raise ValueError(
-            f"number of samples ({n}) is not divisible by force_group_size ({group_size})"
-        )
+        raise ValueError(f"number of samples ({n}) is not divisible by group_size ({group_size})")
     return np.arange(0, n, group_size, dtype=np.int64)
 
 
 def _prepare(
     lengths: Any,
     max_token_len: Any,
-    force_group_size: Any = 1,
+    group_size: Any = 1,
     num_micro_batches_multiple: Any = None,
     cost: Any = "workload",
     pad_to_multiple_of: Any = 1,
@@ -107,7 +106,7 @@ def _prepare(
     cap = check_k_partitions(max_token_len, "max_token_len")
     multiple = check_optional_count(num_micro_batches_multiple, "num_micro_batches_multiple", 1)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
-    starts = _group_bounds(values.size, force_group_size, uid_list)
+    starts = _group_bounds(values.size, group_size, uid_list)
     padded = pad_lengths(values, pad)
     # Groups of one sample (the common case) need no sums: reduceat and diff over 2^20 samples
     # were a tenth of plan_dp_micro_batches' time.
@@ -248,7 +247,9 @@ def _refined_micro_batches(
     parts = [np.unique(group_of_sample[batch]).tolist() for batch in batches if batch]
     empty = len(batches) - len(parts)
     if parts:
-        refined = refine_partitions(problem.weights, parts, refine=problem.refine)
+        refined = refine_partitions(
+            problem.weights, parts, search="exact" if problem.refine == "exact" else "local"
+        )
         if keeps_limits(problem.limits, problem.tokens, problem.sizes, refined, problem.cap):
             parts = refined
     parts = _ordered(parts, problem, order)
@@ -258,18 +259,23 @@ def _refined_micro_batches(
     ] + [[] for _ in range(empty)]
 
 
+@renamed_params(
+    force_group_size="group_size",
+    balance_workload="cost",
+    convert={"balance_workload": workload_flag},
+    notes={"balance_workload": WORKLOAD_NOTE},
+)
 def plan_micro_batches(
     lengths: Any,
     max_token_len: int,
     *,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
-    force_group_size: int = 1,
+    group_size: int = 1,
     cost: Any = None,
     pad_to_multiple_of: int = 1,
     order: str = "bubble",
     refine: bool | str = False,
-    balance_workload: bool | None = None,
     max_sequences: int | None = None,
     footprint: str = "sum",
     keys: Any = None,
@@ -293,7 +299,7 @@ def plan_micro_batches(
         agreed = all_reduce_max(local)                         # e.g. dist.all_reduce(op=MAX)
         micro_batches = plan_micro_batches(lengths, cap, min_num_micro_batches=agreed)
 
-    Pass the same keywords (``force_group_size``, ``num_micro_batches_multiple``, ``cost``,
+    Pass the same keywords (``group_size``, ``num_micro_batches_multiple``, ``cost``,
     ``pad_to_multiple_of``, ``refine``, ``max_sequences``, ``footprint``, ``keys``) to both
     calls. Every rank then gets exactly ``agreed``
     (rounded up to the multiple) micro-batches: a count at least a rank's own is always
@@ -305,7 +311,7 @@ def plan_micro_batches(
         max_token_len: token cap per micro-batch, an int >= 1.
         min_num_micro_batches: lower bound on the count (an int >= 0), or None.
         num_micro_batches_multiple: the count is a multiple of this (pipeline stages), or None.
-        force_group_size: this many consecutive samples always share a micro-batch; the sample
+        group_size: this many consecutive samples always share a micro-batch; the sample
             count must be divisible by it.
         cost: what balancing weighs (default ``"workload"``): ``"tokens"``, ``"workload"``,
             per-sample integer or float weights, or a callable on the (padded) lengths; see
@@ -325,8 +331,6 @@ def plan_micro_batches(
             (`seqbalance.refine_partitions`, which never makes the heaviest micro-batch
             heavier) and keeps the refined split when every micro-batch still fits the cap; the
             count is the unrefined one.
-        balance_workload: deprecated alias of ``cost`` (``True`` = ``"workload"``, ``False`` =
-            ``"tokens"``); a ``DeprecationWarning``, and a ``TypeError`` beside ``cost``.
         max_sequences: the most samples a micro-batch may hold (static shapes, CUDA graphs),
             or None for no limit.
         footprint: what a micro-batch is charged against the cap: ``"sum"`` (its tokens) or
@@ -350,7 +354,7 @@ def plan_micro_batches(
     Raises:
         ValueError: a sample or forced group longer than the cap (padded to its longest sample
             with ``footprint="padded"``), a forced group of more than ``max_sequences`` samples
-            or of mixed keys, a sample count not divisible by ``force_group_size``, an unknown
+            or of mixed keys, a sample count not divisible by ``group_size``, an unknown
             ``order``, ``footprint`` or cost name, an argument < 1, a count or multiple above
             ``MAX_MICRO_BATCHES`` (``2**24``).
         TypeError: a non-integer argument, non-numeric costs, unhashable keys.
@@ -364,9 +368,9 @@ def plan_micro_batches(
     problem = _prepare(
         lengths,
         max_token_len,
-        force_group_size,
+        group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, balance_workload, "workload"),
+        resolve_cost(cost, None, "workload"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,
@@ -381,16 +385,21 @@ def plan_micro_batches(
     return _refined_micro_batches(problem, batches, order)
 
 
+@renamed_params(
+    force_group_size="group_size",
+    balance_workload="cost",
+    convert={"balance_workload": workload_flag},
+    notes={"balance_workload": WORKLOAD_NOTE},
+)
 def min_num_micro_batches_for(
     lengths: Any,
     max_token_len: int,
     *,
     num_micro_batches_multiple: int | None = None,
-    force_group_size: int = 1,
+    group_size: int = 1,
     cost: Any = None,
     pad_to_multiple_of: int = 1,
     refine: bool | str = False,
-    balance_workload: bool | None = None,
     max_sequences: int | None = None,
     footprint: str = "sum",
     keys: Any = None,
@@ -415,9 +424,9 @@ def min_num_micro_batches_for(
     problem = _prepare(
         lengths,
         max_token_len,
-        force_group_size,
+        group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, balance_workload, "workload"),
+        resolve_cost(cost, None, "workload"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _native
+from .._deprecation import renamed_params, retired_flag
 from .._errors import PartitionError
 from .._inputs import (
     _describe,
     as_int64_array,
     check_choice,
-    check_flag,
     check_k_partitions,
     check_key,
     check_max_sequences,
@@ -38,6 +39,7 @@ __all__ = [
     "Limits",
     "group_limits",
     "keeps_limits",
+    "pack_ids",
     "pack_sequences",
     "plan_packed_steps",
 ]
@@ -74,7 +76,7 @@ def _native_cap(lengths: np.ndarray, cap: int, footprint: str = "sum") -> int:
         what = "the lengths sum to"
     if total > _NATIVE_CAP_MAX:
         raise ValueError(
-            f"pack_max_length ({cap}) is above 2**64 - 1 and {what} {total}, "
+            f"max_token_len ({cap}) is above 2**64 - 1 and {what} {total}, "
             "also above it; the packer needs one of the two below 2**64"
         )
     return _NATIVE_CAP_MAX
@@ -115,58 +117,47 @@ def _check_cap(lengths: np.ndarray, cap: int, pad: int = 1) -> None:
         padding = f" (padded to a multiple of {pad})" if pad > 1 else ""
         raise ValueError(
             f"lengths[{first}] = {int(lengths[first])}{padding} is longer than "
-            f"pack_max_length ({cap})"
+            f"max_token_len ({cap})"
         )
 
 
-@overload
-def pack_sequences(
+def pack_ids(
     lengths: Any,
-    pack_max_length: int,
-    *,
-    algorithm: str = ...,
-    pad_to_multiple_of: int = ...,
-    as_ids: Literal[False] = ...,
-    max_sequences: int | None = ...,
-    footprint: str = ...,
-    keys: Any = ...,
-) -> list[list[int]]: ...
-@overload
-def pack_sequences(
-    lengths: Any,
-    pack_max_length: int,
-    *,
-    algorithm: str = ...,
-    pad_to_multiple_of: int = ...,
-    as_ids: Literal[True],
-    max_sequences: int | None = ...,
-    footprint: str = ...,
-    keys: Any = ...,
-) -> np.ndarray: ...
-@overload
-def pack_sequences(
-    lengths: Any,
-    pack_max_length: int,
-    *,
-    algorithm: str = ...,
-    pad_to_multiple_of: int = ...,
-    as_ids: bool,
-    max_sequences: int | None = ...,
-    footprint: str = ...,
-    keys: Any = ...,
-) -> list[list[int]] | np.ndarray: ...
-def pack_sequences(
-    lengths: Any,
-    pack_max_length: int,
+    max_token_len: int,
     *,
     algorithm: str = "bfd",
     pad_to_multiple_of: int = 1,
-    as_ids: bool = False,
     max_sequences: int | None = None,
     footprint: str = "sum",
     keys: Any = None,
-) -> list[list[int]] | np.ndarray:
-    """Pack sequences into packs whose total length is at most ``pack_max_length``.
+) -> npt.NDArray[np.int64]:
+    """The packs of `pack_sequences` as the pack of each item: an int64 array ``ids`` with
+    ``ids[i]`` the pack (numbered in opening order) of item ``i``, without building a Python list
+    per pack. Arguments and errors as `pack_sequences`.
+
+    Example:
+        >>> pack_ids([5, 6, 2], 8).tolist()
+        [1, 0, 0]
+    """
+    ids: npt.NDArray[np.int64] = _pack(
+        lengths, max_token_len, algorithm, pad_to_multiple_of, True, max_sequences, footprint, keys
+    )
+    return ids
+
+
+@renamed_params(pack_max_length="max_token_len")
+@retired_flag("as_ids", pack_ids)
+def pack_sequences(
+    lengths: Any,
+    max_token_len: int,
+    *,
+    algorithm: str = "bfd",
+    pad_to_multiple_of: int = 1,
+    max_sequences: int | None = None,
+    footprint: str = "sum",
+    keys: Any = None,
+) -> list[list[int]]:
+    """Pack sequences into packs whose total length is at most ``max_token_len``.
 
     Algorithms (all deterministic):
 
@@ -187,12 +178,11 @@ def pack_sequences(
 
     Args:
         lengths: sequence lengths (ints or a 1-D integer array).
-        pack_max_length: the cap on a pack's total length, an int >= 1; a cap of 2**64 or
+        max_token_len: the cap on a pack's total length, an int >= 1; a cap of 2**64 or
             more acts as no cap at all (every length fits in one pack).
         algorithm: one of ``"next_fit"``, ``"first_fit"``, ``"ffd"``, ``"bfd"``.
         pad_to_multiple_of: pack every length rounded up to a multiple of this (tensor or
             context parallelism pads sequences), so the packs still fit after padding.
-        as_ids: return the pack of each item instead of the packs' lists.
         max_sequences: the most items a pack may hold, an int >= 1 (``None``: no limit).
         footprint: ``"sum"`` (default) charges a pack the sum of its lengths; ``"padded"``
             charges its count times its longest length (every sequence padded to the longest,
@@ -202,30 +192,42 @@ def pack_sequences(
 
     Returns:
         Packs in the order they were opened, each a list of indexes in the order they were
-        placed; every index appears exactly once and no pack is empty. With ``as_ids=True``,
-        an int64 array ``ids`` with ``ids[i]`` the pack (numbered in opening order) of item
-        ``i``: the same packs, without building a Python list per pack.
+        placed; every index appears exactly once and no pack is empty. `pack_ids` gives the
+        same packs as the pack of each item.
 
     Raises:
-        ValueError: a length above ``pack_max_length`` (naming its index), an unknown
-            algorithm, ``pack_max_length < 1``, ``pack_max_length`` and the lengths' sum both
+        ValueError: a length above ``max_token_len`` (naming its index), an unknown
+            algorithm, ``max_token_len < 1``, ``max_token_len`` and the lengths' sum both
             above 2**64 - 1; the errors of the length normalisation.
         ValueError: also ``max_sequences < 1``, an unknown ``footprint``, ``keys`` of another
             length than ``lengths``.
-        TypeError: ``as_ids`` not a bool, ``max_sequences`` not an int, a key not hashable.
+        TypeError: ``max_sequences`` not an int, a key not hashable.
 
     Example:
         >>> pack_sequences([5, 6, 2], 8)
         [[1, 2], [0]]
-        >>> pack_sequences([5, 6, 2], 8, as_ids=True).tolist()
-        [1, 0, 0]
         >>> pack_sequences([5, 6, 2], 8, keys=["a", "b", "a"])
         [[1], [0, 2]]
     """
-    cap = check_k_partitions(pack_max_length, "pack_max_length")
+    packs: list[list[int]] = _pack(
+        lengths, max_token_len, algorithm, pad_to_multiple_of, False, max_sequences, footprint, keys
+    )
+    return packs
+
+
+def _pack(
+    lengths: Any,
+    max_token_len: Any,
+    algorithm: Any,
+    pad_to_multiple_of: Any,
+    as_ids: bool,
+    max_sequences: Any,
+    footprint: Any,
+    keys: Any,
+) -> Any:
+    cap = check_k_partitions(max_token_len, "max_token_len")
     algorithm = check_choice(algorithm, "algorithm", ALGORITHMS)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
-    as_ids = check_flag(as_ids, "as_ids")
     limit = _check_max_sequences(max_sequences)
     footprint = check_choice(footprint, "footprint", FOOTPRINTS)
     values = pad_lengths(as_int64_array(lengths), pad)
@@ -239,11 +241,12 @@ def pack_sequences(
     )
 
 
+@renamed_params(pack_max_length="max_token_len")
 def plan_packed_steps(
     lengths: Any,
     dp_size: int,
     optimizer_steps: int,
-    pack_max_length: int,
+    max_token_len: int,
     *,
     cost: Any = "tokens",
     pad_to_multiple_of: int = 1,
@@ -257,7 +260,7 @@ def plan_packed_steps(
        rank's samples across ``optimizer_steps`` steps (both with
        ``get_seqlen_balanced_partitions``).
     2. Pack each (rank, step) bucket with best fit decreasing into packs of at most
-       ``pack_max_length`` tokens.
+       ``max_token_len`` tokens.
     3. Pad with empty packs so every rank has the same number of packs in each step (the caller
        fills them with padding tokens), so gradient-accumulation collectives line up.
 
@@ -268,7 +271,7 @@ def plan_packed_steps(
         lengths: per-sample token counts (ints or a 1-D integer array).
         dp_size: number of data-parallel ranks, an int >= 1.
         optimizer_steps: number of optimizer steps, an int >= 1.
-        pack_max_length: the cap on a pack's total length, an int >= 1 (as in
+        max_token_len: the cap on a pack's total length, an int >= 1 (as in
             `pack_sequences`, 2**64 or more is no cap).
         cost: what balancing weighs: ``"tokens"`` (default), ``"workload"``, per-sample integer
             or float weights (in their own precision, as the partitioners take them) or a
@@ -287,8 +290,8 @@ def plan_packed_steps(
 
     Raises:
         ValueError: fewer samples than ``dp_size * optimizer_steps`` (a
-            `PartitionError`), a sample above ``pack_max_length``, an argument
-            < 1, ``pack_max_length`` and the lengths' sum both above 2**64 - 1; TypeError for
+            `PartitionError`), a sample above ``max_token_len``, an argument
+            < 1, ``max_token_len`` and the lengths' sum both above 2**64 - 1; TypeError for
             non-integer arguments.
 
     Example:
@@ -297,7 +300,7 @@ def plan_packed_steps(
     """
     ranks = check_k_partitions(dp_size, "dp_size")
     steps = check_k_partitions(optimizer_steps, "optimizer_steps")
-    cap = check_k_partitions(pack_max_length, "pack_max_length")
+    cap = check_k_partitions(max_token_len, "max_token_len")
     refine = check_refine(refine)
     pad = check_pad_to_multiple_of(pad_to_multiple_of)
     limit = _check_max_sequences(max_sequences)

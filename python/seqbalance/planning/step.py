@@ -10,12 +10,13 @@ per-micro-batch term included; with any other cost the sum of its samples' costs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _native
+from .._deprecation import renamed_attribute
 from .._inputs import (
     MAX_COUNT,
     _describe,
@@ -29,6 +30,7 @@ from .micro_batches import _Problem, _request, logger
 
 __all__ = [
     "PROGRESS_AFTER",
+    "DpIds",
     "DpPlan",
     "StepTime",
     "micro_batch_term",
@@ -41,12 +43,27 @@ __all__ = [
 PROGRESS_AFTER = 3.0
 
 
+class DpIds(NamedTuple):
+    """`plan_dp_ids`' answer: the plan of `plan_dp_micro_batches` as arrays.
+
+    Attributes:
+        rank_ids: the rank of every sample (int64, ranks numbered heaviest first).
+        micro_batch_ids: the micro-batch of every sample (int64: its place in the rank's order).
+        num_micro_batches: the count every rank runs (empty micro-batches survive in it).
+    """
+
+    rank_ids: npt.NDArray[np.int64]
+    micro_batch_ids: npt.NDArray[np.int64]
+    num_micro_batches: int
+
+
 @dataclass(frozen=True, eq=False)
 class StepTime:
     """What `simulate_step` found: the step and how each rank spent it.
 
     Attributes:
-        seconds: the step, in the cost's units (seconds with a `TimeCost`).
+        makespan: the step, in the cost's units (seconds with a `TimeCost`); ``seconds`` is the
+            same number, a deprecated alias except under a `TimeCost` (whose unit is seconds).
         busy: each rank's ``Σ_k t(r, k)`` (float64 array, one per rank): its predicted time,
             summed over its micro-batches.
         waiting: each rank's step minus its busy time per stage (``seconds - busy / P``):
@@ -57,9 +74,11 @@ class StepTime:
         times: each rank's micro-batch times, in plan order (a tuple of float64 arrays).
         sync: ``"step"`` or ``"micro_batch"``.
         pipeline_stages: ``P``.
+        unit: ``"seconds"`` under a `TimeCost`, else the cost's name (``"tokens"``,
+            ``"workload"``) or ``"cost"`` for any other cost.
     """
 
-    seconds: float
+    makespan: float
     busy: npt.NDArray[np.float64]
     waiting: npt.NDArray[np.float64]
     bubble: float
@@ -67,6 +86,7 @@ class StepTime:
     times: tuple[npt.NDArray[np.float64], ...]
     sync: str
     pipeline_stages: int
+    unit: str = "cost"
 
     def __str__(self) -> str:
         where = (
@@ -77,7 +97,7 @@ class StepTime:
             ]
         )
         return (
-            f"step {self.seconds:.6g} ({where}, {len(self.busy)} ranks): bubble "
+            f"step {self.makespan:.6g} ({where}, {len(self.busy)} ranks): bubble "
             f"{self.bubble:.2%}, lower bound {self.lower_bound:.6g}"
         )
 
@@ -130,7 +150,7 @@ def simulate_step(
 
     Args:
         plan: ``plan[rank][micro_batch] -> sample indexes`` (the list answer of
-            `plan_dp_micro_batches`), or its ``as_ids`` triple ``(rank_ids,
+            `plan_dp_micro_batches`), or `plan_dp_ids`' ``DpIds`` triple ``(rank_ids,
             micro_batch_ids, count)`` (a sample whose ids are -1 is in no micro-batch; the
             ranks are ``0 .. max(rank_ids)``). Each index at most once.
         lengths: every sample's length (non-negative ints), as given to the planner.
@@ -142,7 +162,7 @@ def simulate_step(
             pricing it, as the planner given the same value does.
 
     Returns:
-        A `StepTime`: ``seconds``, ``busy``, ``waiting``, ``bubble``, ``lower_bound`` and
+        A `StepTime`: ``makespan``, ``busy``, ``waiting``, ``bubble``, ``lower_bound`` and
         each rank's micro-batch ``times``.
 
     Raises:
@@ -150,19 +170,19 @@ def simulate_step(
             ``pad_to_multiple_of`` (named), a
             pipeline with ``sync="micro_batch"`` (naming both), a plan with no rank, an
             index outside ``lengths`` or given twice, ranks with different numbers of
-            micro-batches under ``sync="micro_batch"``, an ``as_ids`` triple whose count or
+            micro-batches under ``sync="micro_batch"``, a ``DpIds`` triple whose count or
             highest rank id is above ``2**24``.
         TypeError: a plan that is neither lists of lists of ints nor the ids triple; bad
             lengths or cost (as the planners raise).
 
     Example:
         >>> plan = [[[0], [1, 2]], [[3], [4]]]
-        >>> simulate_step(plan, [300, 100, 200, 250, 200]).seconds
+        >>> simulate_step(plan, [300, 100, 200, 250, 200]).makespan
         600.0
         >>> step = simulate_step(plan, [300, 100, 200, 250, 200], sync="micro_batch")
-        >>> step.seconds, step.busy.tolist(), round(step.bubble, 4)
+        >>> step.makespan, step.busy.tolist(), round(step.bubble, 4)
         (600.0, [600.0, 450.0], 0.125)
-        >>> simulate_step(plan, [300, 100, 200, 250, 200], pad_to_multiple_of=128).seconds
+        >>> simulate_step(plan, [300, 100, 200, 250, 200], pad_to_multiple_of=128).makespan
         768.0
     """
     sync, stages, share = check_step_model(sync, pipeline_stages, forward_share)
@@ -184,7 +204,23 @@ def simulate_step(
     waiting = seconds - busy / stages
     bubble = 1.0 - float(busy.mean()) / (stages * seconds) if seconds > 0 else 0.0
     lower_bound = float(busy.sum()) / (busy.size * stages)
-    return StepTime(seconds, busy, waiting, bubble, lower_bound, times, sync, stages)
+    return StepTime(seconds, busy, waiting, bubble, lower_bound, times, sync, stages, _unit(cost))
+
+
+def _unit(cost: Any) -> str:
+    """`StepTime.unit` for ``cost``."""
+    if isinstance(cost, TimeCost):
+        return "seconds"
+    return cost if isinstance(cost, str) and cost in ("tokens", "workload") else "cost"
+
+
+renamed_attribute(
+    StepTime,
+    "seconds",
+    "makespan",
+    note="valid without a warning under a `TimeCost` (its unit is seconds)",
+    warns_unless=lambda step: step.unit == "seconds",
+)
 
 
 def _cells(plan: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _native
+from .._deprecation import renamed_attribute, renamed_params
 from .._inputs import (
     MAX_VALUE,
     _describe,
@@ -43,7 +44,7 @@ def _check_footprint(footprint: Any) -> Footprint:
 
 
 class StreamPacker:
-    """Pack a stream of sequence lengths into packs of at most ``pack_max_length``, as it arrives.
+    """Pack a stream of sequence lengths into packs of at most ``max_token_len``, as it arrives.
 
     Each accepted `add` gets the next index, counting from 0. The item goes to the open
     pack (of its key, when ``by_key=True``) with the least room left after placing it, room
@@ -62,7 +63,7 @@ class StreamPacker:
     time. The packer pickles (and copies) mid-stream and goes on identically after loading.
 
     Args:
-        pack_max_length: the cap on a pack's footprint, an int from 1 to 2**64 - 1.
+        max_token_len: the cap on a pack's footprint, an int from 1 to 2**64 - 1.
         max_open: the most packs open at once, an int from 1 to 2**24.
         max_sequences: the most items in one pack (an int >= 1), or None for no limit.
         footprint: ``"sum"`` (default: a pack is charged the sum of its lengths) or
@@ -85,18 +86,19 @@ class StreamPacker:
         [[3], [4]]
     """
 
+    @renamed_params(where="seqbalance.StreamPacker", pack_max_length="max_token_len")
     def __init__(
         self,
-        pack_max_length: int,
+        max_token_len: int,
         *,
         max_open: int = 64,
         max_sequences: int | None = None,
         footprint: Footprint = "sum",
         by_key: bool = False,
     ) -> None:
-        cap = check_k_partitions(pack_max_length, "pack_max_length")
+        cap = check_k_partitions(max_token_len, "max_token_len")
         if cap > _CAP_MAX:
-            raise ValueError(f"pack_max_length must be <= 2**64 - 1, got {cap}")
+            raise ValueError(f"max_token_len must be <= 2**64 - 1, got {cap}")
         opened = check_count_bound(check_k_partitions(max_open, "max_open"), "max_open")
         most = None if max_sequences is None else check_k_partitions(max_sequences, "max_sequences")
         chosen = _check_footprint(footprint)
@@ -120,7 +122,7 @@ class StreamPacker:
     # -- settings ------------------------------------------------------------------------------
 
     @property
-    def pack_max_length(self) -> int:
+    def max_token_len(self) -> int:
         """The cap on a pack's footprint."""
         return self._cap
 
@@ -153,7 +155,7 @@ class StreamPacker:
         if value == 0:
             raise ValueError("length must be >= 1, got 0")
         if value > self._cap:
-            raise ValueError(f"length = {value} is longer than pack_max_length ({self._cap})")
+            raise ValueError(f"length = {value} is longer than max_token_len ({self._cap})")
         return value
 
     def _key_id(self, key: Any, name: str, fresh: dict[Hashable, int]) -> int:
@@ -189,7 +191,7 @@ class StreamPacker:
         """Add one sequence; it gets the next index (the number of items accepted before it).
 
         Args:
-            length: its length, an int from 1 to ``pack_max_length`` and at most
+            length: its length, an int from 1 to ``max_token_len`` and at most
                 ``2**63 - 1``, read as every length reader reads lengths (a ``bool`` counts as
                 0/1, NumPy integers by value), so `add` and `add_many` take the same values.
             key: with ``by_key=True``, its key (required, any hashable except None); otherwise
@@ -334,6 +336,8 @@ class StreamPacker:
         with lock:
             self.__dict__.update({k: v for k, v in loaded.__dict__.items() if k != "_lock"})
 
+
+renamed_attribute(StreamPacker, "pack_max_length", "max_token_len")
 
 _STATE_ERROR = "not a StreamPacker state: "
 

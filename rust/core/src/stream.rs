@@ -86,7 +86,7 @@ impl fmt::Display for StreamError {
                 write!(f, "{} must be >= 1, got 0", length_name(*position))
             }
             StreamError::TooLong { position, length, capacity } => {
-                write!(f, "{} = {length} is longer than pack_max_length ({capacity})", length_name(*position))
+                write!(f, "{} = {length} is longer than max_token_len ({capacity})", length_name(*position))
             }
             StreamError::KeysLength { lengths, keys } => {
                 write!(f, "keys has {keys} items but lengths has {lengths}; give one key per length")
@@ -703,7 +703,7 @@ mod tests {
         let mut packer = StreamPacker::new(sum_config(10, 2)).unwrap();
         assert_eq!(
             packer.add(11, 0).unwrap_err().to_string(),
-            "length = 11 is longer than pack_max_length (10)"
+            "length = 11 is longer than max_token_len (10)"
         );
         assert_eq!(packer.add(0, 0).unwrap_err().to_string(), "length must be >= 1, got 0");
         assert_eq!(packer.next_index(), 0);

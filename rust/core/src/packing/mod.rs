@@ -91,7 +91,7 @@ impl fmt::Display for PackError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PackError::TooLong { index, length, capacity } => {
-                write!(f, "lengths[{index}] = {length} is longer than pack_max_length ({capacity})")
+                write!(f, "lengths[{index}] = {length} is longer than max_token_len ({capacity})")
             }
             PackError::Core(error) => error.fmt(f),
             PackError::NoSequencesAllowed => write!(f, "max_sequences must be >= 1, got 0"),

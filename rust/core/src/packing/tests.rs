@@ -92,7 +92,7 @@ fn golden_examples() {
 fn too_long_reports_first_offender() {
     let err = pack(&[1, 9, 10], 8, Algorithm::BestFitDecreasing).unwrap_err();
     assert_eq!(err, PackError::TooLong { index: 1, length: 9, capacity: 8 });
-    assert_eq!(err.to_string(), "lengths[1] = 9 is longer than pack_max_length (8)");
+    assert_eq!(err.to_string(), "lengths[1] = 9 is longer than max_token_len (8)");
 }
 
 #[test]
