@@ -94,7 +94,7 @@ def _prepare(
     max_token_len: Any,
     force_group_size: Any = 1,
     num_micro_batches_multiple: Any = None,
-    cost: Any = "workload",
+    cost: Any = "tokens",
     pad_to_multiple_of: Any = 1,
     refine: Any = False,
     uid_list: Any = None,
@@ -265,7 +265,7 @@ def plan_micro_batches(
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
     force_group_size: int = 1,
-    cost: Any = None,
+    cost: Any = "tokens",
     pad_to_multiple_of: int = 1,
     order: str = "bubble",
     refine: bool | str = False,
@@ -307,9 +307,10 @@ def plan_micro_batches(
         num_micro_batches_multiple: the count is a multiple of this (pipeline stages), or None.
         force_group_size: this many consecutive samples always share a micro-batch; the sample
             count must be divisible by it.
-        cost: what balancing weighs (default ``"workload"``): ``"tokens"``, ``"workload"``,
+        cost: what balancing weighs (default ``"tokens"``): ``"tokens"``, ``"workload"``,
             per-sample integer or float weights, or a callable on the (padded) lengths; see
-            `seqbalance.costs`. The cap always counts tokens. Float weights are
+            `seqbalance.costs` (a `TimeCost` weighs its predicted seconds as int64
+            nanoseconds). The cap always counts tokens. Float weights are
             summed in their own precision: a forced group's weight left to right, a
             micro-batch's cost as the fold of its members' in placement order (cost
             descending, ties by index).
@@ -366,7 +367,7 @@ def plan_micro_batches(
         max_token_len,
         force_group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, balance_workload, "workload"),
+        resolve_cost(cost, balance_workload, "tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,
@@ -387,7 +388,7 @@ def min_num_micro_batches_for(
     *,
     num_micro_batches_multiple: int | None = None,
     force_group_size: int = 1,
-    cost: Any = None,
+    cost: Any = "tokens",
     pad_to_multiple_of: int = 1,
     refine: bool | str = False,
     balance_workload: bool | None = None,
@@ -417,7 +418,7 @@ def min_num_micro_batches_for(
         max_token_len,
         force_group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, balance_workload, "workload"),
+        resolve_cost(cost, balance_workload, "tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,
