@@ -52,12 +52,14 @@ def test_balance_workload_is_a_deprecated_alias(case, balance_workload):
     assert old == new and count == len(new)
 
 
-def test_the_default_cost_is_the_workload_and_warns_nothing():
+def test_the_default_cost_is_the_tokens_and_warns_nothing():
+    # Flipped in 0.3 from "workload" (the API spec's one default for cost).
     lengths = [4000, 3900, 2500, 1200, 800, 700, 300, 100]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert plan_micro_batches(lengths, 4096) == plan_micro_batches(
-            lengths, 4096, cost="workload"
+        assert plan_micro_batches(lengths, 4096) == plan_micro_batches(lengths, 4096, cost="tokens")
+        assert min_num_micro_batches_for(lengths, 4096) == min_num_micro_batches_for(
+            lengths, 4096, cost="tokens"
         )
 
 
@@ -85,7 +87,9 @@ def test_transformer_cost_formula(lengths, hidden, layers, causal):
 def test_non_causal_transformer_cost_plans_as_the_workload(case):
     cap, lengths = case
     cost = TransformerCost(hidden_size=4096, causal=False)
-    assert plan_micro_batches(lengths, cap, cost=cost) == plan_micro_batches(lengths, cap)
+    assert plan_micro_batches(lengths, cap, cost=cost) == plan_micro_batches(
+        lengths, cap, cost="workload"
+    )
 
 
 def test_transformer_cost_ffn_size_and_errors():

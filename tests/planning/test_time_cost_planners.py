@@ -1,7 +1,8 @@
-"""A TimeCost is a ``cost=`` everywhere: every planner and sampler balances by its seconds.
+"""A TimeCost is a ``cost=`` everywhere: every planner and sampler balances by its seconds,
+weighed as int64 nanoseconds (API spec: one weight, as the command line and ``install()``).
 
 Each planner's answer with ``cost=time_cost`` must equal its answer with the per-sample
-seconds passed as explicit weights (the cost is called once on the lengths), and the seconds
+nanoseconds passed as explicit weights (the cost is called once on the lengths), and the seconds
 must change the answer where tokens would balance differently.
 """
 
@@ -25,6 +26,7 @@ from seqbalance import (
     plan_micro_batches,
     plan_packed_steps,
 )
+from seqbalance.costs.workload import nanoseconds
 
 
 def fitted(per_pair: float = 4e-13) -> TimeCost:
@@ -55,7 +57,7 @@ def test_micro_batch_planners_balance_by_it(lengths, multiple, pad):
     keywords = dict(num_micro_batches_multiple=multiple, pad_to_multiple_of=pad)
     padded = -(-np.array(lengths) // pad) * pad
     cap = int(padded.max()) * 2  # the padded lengths must fit (eight 1s padded to 64: cap 128)
-    explicit = COST(padded)
+    explicit = nanoseconds(COST, padded)
     with_cost = plan_micro_batches(lengths, cap, cost=COST, **keywords)
     assert with_cost == plan_micro_batches(lengths, cap, cost=explicit, **keywords)
     assert min_num_micro_batches_for(lengths, cap, cost=COST, **keywords) == (
@@ -67,14 +69,18 @@ def test_micro_batch_planners_balance_by_it(lengths, multiple, pad):
 def test_the_dp_plan_balances_by_it(lengths, dp):
     cap = max(lengths) * 2
     with_cost = plan_dp_micro_batches(lengths, dp, cap, cost=COST)
-    assert with_cost == plan_dp_micro_batches(lengths, dp, cap, cost=COST(lengths))
+    assert with_cost == plan_dp_micro_batches(
+        lengths, dp, cap, cost=nanoseconds(COST, np.asarray(lengths))
+    )
 
 
 @given(lengths=lengths_strategy, dp=st.integers(1, 3))
 def test_packed_steps_balance_by_it(lengths, dp):
     cap = max(lengths) * 2
     with_cost = plan_packed_steps(lengths, dp, 1, cap, cost=COST)
-    assert with_cost == plan_packed_steps(lengths, dp, 1, cap, cost=COST(lengths))
+    assert with_cost == plan_packed_steps(
+        lengths, dp, 1, cap, cost=nanoseconds(COST, np.asarray(lengths))
+    )
 
 
 def test_groups_balance_by_it():
@@ -82,7 +88,9 @@ def test_groups_balance_by_it():
     lengths = rng.integers(1, 30_000, size=48).tolist()
     uids = [i // 4 for i in range(48)]
     with_cost = group_balanced_partitions(lengths, uids, 4, cost=COST)
-    assert with_cost == group_balanced_partitions(lengths, uids, 4, cost=COST(lengths))
+    assert with_cost == group_balanced_partitions(
+        lengths, uids, 4, cost=nanoseconds(COST, np.asarray(lengths))
+    )
 
 
 def test_the_seconds_change_the_split_where_tokens_would_not():
@@ -127,9 +135,9 @@ def test_the_seqlen_balanced_sampler_balances_by_it(n_samples_per_prompt):
         )[0]
         for rank in range(4)
     ]
-    seconds = COST(lengths)
+    weighed = nanoseconds(COST, np.asarray(lengths))
     group = n_samples_per_prompt
-    weights = [float(np.add.accumulate(seconds[g : g + group])[-1]) for g in range(0, 32, group)]
+    weights = [int(weighed[g : g + group].sum()) for g in range(0, 32, group)]
     expected = get_seqlen_balanced_partitions(weights, 4, equal_size=True)
     assert shares == [[g * group + s for g in part for s in range(group)] for part in expected]
 

@@ -23,6 +23,7 @@ import numpy as np
 from .._inputs import MAX_VALUE, as_float, show_number
 from ..costs.model import ModelCost
 from ..costs.time_cost import TimeCost, TimeCostWarning
+from ..costs.workload import nanoseconds
 from ._common import _format_seconds, _Parser, say
 from ._messages import config_words
 from ._paths import InputError, check_is_file
@@ -46,9 +47,6 @@ __all__ = [
     "time_by_rank",
     "time_lines",
 ]
-
-#: Nanoseconds per second: the command line balances integer nanoseconds of predicted time.
-NS = 1e9
 
 
 def add_calibrate_parser(commands: Any) -> None:
@@ -344,14 +342,11 @@ class TimeCostNanoseconds:
         self.unit = "ns"
 
     def __call__(self, lengths: np.ndarray) -> np.ndarray:
-        seconds = self.time_cost(lengths)
-        if seconds.size and float(seconds.max()) * NS > MAX_VALUE:
-            position = int(np.argmax(seconds))
-            raise InputError(
-                f"lengths[{position}] = {int(lengths[position])} is predicted to take "
-                f"{seconds[position]:.4g} s, beyond int64 nanoseconds"
-            )
-        return np.rint(seconds * NS).astype(np.int64)
+        # The library's weights of a TimeCost, so the command line plans as the library does.
+        try:
+            return nanoseconds(self.time_cost, lengths)
+        except OverflowError as exc:
+            raise InputError(str(exc)) from None
 
     def __str__(self) -> str:
         return self.name

@@ -33,6 +33,7 @@ from .._inputs import (
     show_number,
 )
 from ._time_saved import KIND
+from .time_cost import TimeCost
 
 __all__ = [
     "COST_NAMES",
@@ -41,10 +42,12 @@ __all__ = [
     "calculate_workload",
     "check_total",
     "group_sums",
+    "nanoseconds",
     "pad_lengths",
     "resolve_cost",
     "sample_costs",
     "saved_cost_hint",
+    "unit_scale",
 ]
 
 
@@ -94,6 +97,44 @@ def calculate_workload(lengths: Any, *, hidden_size: int = 4096) -> list[int] | 
     return linear * values + values * values
 
 
+#: Nanoseconds per second: a `TimeCost`'s predicted seconds are weighed as int64 nanoseconds.
+NANOSECONDS_PER_SECOND = 1e9
+
+
+def nanoseconds(cost: TimeCost, lengths: Any) -> np.ndarray:
+    """Each sample's predicted seconds under ``cost`` as int64 nanoseconds,
+    ``rint(cost(lengths) * 1e9)``: the one weight a `TimeCost` has in the library, on the
+    command line and in ``install()`` (integers keep the exact planners and their refined rank
+    split; a nanosecond is far below what a GPU's timer resolves).
+
+    Raises ``OverflowError`` naming the first length predicted past ``2**63 - 1`` nanoseconds
+    (292 years).
+
+    Example:
+        >>> batches = [[1024], [2048], [4096], [512, 512], [1024, 3072], [8192], [256] * 8]
+        >>> seconds = [0.001 + sum(2e-7 * L + 1e-11 * L * (L + 1) / 2 for L in b)
+        ...            for b in batches]
+        >>> nanoseconds(TimeCost.fit(batches, seconds), np.array([1024, 0])).tolist()
+        [210048, 0]
+    """
+    seconds = np.asarray(cost(lengths), dtype=np.float64)
+    values = np.rint(seconds * NANOSECONDS_PER_SECOND)
+    if values.size and not values.max() < 2.0**63:  # NaN fails too
+        position = int(np.argmax(values))
+        raise OverflowError(
+            f"lengths[{position}] = {int(lengths[position])} is predicted to take "
+            f"{seconds[position]:.4g} s, beyond int64 nanoseconds"
+        )
+    return values.astype(np.int64)
+
+
+def unit_scale(cost: Any) -> float:
+    """What one of ``cost``'s units is in the weights the planners use: ``1e9`` for a
+    `TimeCost` (seconds weighed as nanoseconds, see `nanoseconds`), ``1.0`` for every other
+    cost."""
+    return NANOSECONDS_PER_SECOND if isinstance(cost, TimeCost) else 1.0
+
+
 #: The named costs every planner accepts.
 COST_NAMES = ("tokens", "workload")
 
@@ -104,12 +145,15 @@ Cost = str | Sequence[Any] | np.ndarray | Callable[[np.ndarray], Any]
 def resolve_cost(cost: Any, balance_workload: Any, default: str) -> Any:
     """The cost to use, given ``cost`` and the deprecated ``balance_workload`` alias.
 
-    ``cost=None`` means ``default``. ``balance_workload`` (``True`` = ``"workload"``, ``False`` =
-    ``"tokens"``) warns with a ``DeprecationWarning``; passing both is a ``TypeError``.
+    ``cost=None`` means ``default``. ``balance_workload`` (``True`` = ``"workload"``, ``False``
+    = ``"tokens"``) warns with a ``DeprecationWarning``; passing it beside a ``cost`` other
+    than ``default`` (the signatures' default, indistinguishable from an omitted one) is a
+    ``TypeError``.
     """
     if balance_workload is None:
         return default if cost is None else cost
-    if cost is not None:
+    # ``cost`` is ``default`` when omitted, so only another value is "both".
+    if cost is not None and not (isinstance(cost, str) and cost == default):
         raise TypeError(
             "pass either cost= or the deprecated balance_workload=, not both "
             f"(got cost={_describe(cost)} and balance_workload={balance_workload!r})"
@@ -156,7 +200,9 @@ def _weights(values: Any, n: int, name: str) -> np.ndarray:
 def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarray:
     """Per-sample weights for ``cost`` on these (padded) lengths: a 1-D ``int64`` array, or for
     float weights (explicit or computed) a ``float64`` or ``float32`` array, the partitioners'
-    precision for them (see `seqbalance._inputs.normalize_weights`).
+    precision for them (see `seqbalance._inputs.normalize_weights`). A `TimeCost` weighs its
+    predicted seconds as int64 nanoseconds (`nanoseconds`), as the command line and
+    ``install()`` weigh it.
 
     Raises ``ValueError`` for an unknown name, a wrong number of weights or a NaN/negative
     weight, ``TypeError`` for non-numeric weights, ``OverflowError`` for an int weight above
@@ -175,6 +221,8 @@ def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarr
             f"{name} must be 'tokens', 'workload', per-sample weights or a callable, "
             f"got {_describe(cost)}{saved_cost_hint(cost)}"
         )
+    if isinstance(cost, TimeCost):
+        return _weights(nanoseconds(cost, lengths.copy()), lengths.size, f"{name}(lengths)")
     if callable(cost):
         weights = cost(lengths.copy())
         return _weights(weights, lengths.size, f"{name}(lengths)")

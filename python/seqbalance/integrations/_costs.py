@@ -40,6 +40,7 @@ import numpy as np
 from .._inputs import _describe
 from ..costs import ModelCost, TimeCost, TimeCostWarning
 from ..costs._time_trust import outside_stacklevel, poor_fit
+from ..costs.workload import nanoseconds
 
 __all__ = ["ENVIRONMENT", "CostSource", "agreed_cost", "call_agreed", "resolve"]
 
@@ -194,13 +195,13 @@ class CostSource:
         cost = self.current()
         if isinstance(cost, ModelCost):
             return _flops(cost, lengths)
-        seconds = np.rint(cost(lengths) * 1e9)
-        if seconds.size and not seconds.max() < 2.0**63:
+        try:
+            return nanoseconds(cost, lengths)
+        except OverflowError:
             raise ValueError(
                 "a sample's predicted time is beyond int64 nanoseconds (292 years): the cost "
                 "or the lengths are not what a trainer measures"
-            )
-        return seconds.astype(np.int64)
+            ) from None
 
 
 def _flops(cost: ModelCost, lengths: Any) -> np.ndarray:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..costs import ModelCost, TimeCost
-from ..costs.workload import sample_costs
+from ..costs.workload import nanoseconds, sample_costs
 from ..planning.dp_plan import plan_dp_micro_batches
 from ..planning.micro_batches import min_num_micro_batches_for
 from ..planning.step import micro_batch_term, simulate_step
@@ -100,7 +100,7 @@ def trainer_weights(cost: Any, lengths: np.ndarray, default: str) -> np.ndarray:
     ``install(cost=...)`` hands it to the trainer (a `TimeCost`'s nanoseconds, a `ModelCost`'s
     FLOPs), else the trainer's default (``"workload"``: verl's ``24576 L + L**2``; ``"tokens"``)."""
     if isinstance(cost, TimeCost):
-        return np.rint(cost(lengths) * 1e9).astype(np.int64)
+        return nanoseconds(cost, lengths)
     if isinstance(cost, ModelCost):
         return np.array(cost.flops(lengths), dtype=np.int64)
     return np.asarray(sample_costs(default, lengths), dtype=np.int64)

@@ -28,7 +28,7 @@ from .._inputs import (
     check_k_partitions,
     show_number,
 )
-from ..costs.workload import sample_costs
+from ..costs.workload import sample_costs, unit_scale
 
 __all__ = [
     "CommCost",
@@ -221,7 +221,8 @@ def plan_context_parallel(
             ``2**64 - 1`` it reads as ``2**64 - 1``).
         cost: what a whole sequence costs: ``"tokens"`` (default), ``"workload"``, per-sequence
             weights, or a callable on the ``int64`` lengths returning weights (`ModelCost`, a
-            fitted time model such as ``TimeCost``); used as float64.
+            fitted time model such as ``TimeCost``); used as float64 (a `TimeCost` as its
+            int64 nanoseconds, as every planner weighs it, and ``comm`` with it).
         comm: exposed communication of splitting, in the cost's units: ``None`` (none, so the
             largest degree always wins), ``κ`` (``κ · L · (c - 1) / c``), or a callable
             ``(L, c) -> cost`` called once per distinct ``(L, c)`` with ``c > 1`` (0 at ``c = 1``).
@@ -269,7 +270,8 @@ def plan_context_parallel(
     if weights.size and not np.isfinite(weights).all():
         position = int(np.flatnonzero(~np.isfinite(weights))[0])
         raise ValueError(f"cost of lengths[{position}] is not finite as float64")
-    table = comm_costs(values, degrees, comm)
+    # comm is in the cost's units: a TimeCost's seconds, weighed (as the cost) in nanoseconds.
+    table = comm_costs(values, degrees, comm) * unit_scale(cost)
     # Every time the model adds up (a group, a step, the plan) is at most the sum over sequences
     # of their cost plus their largest comm: keep it finite, so no comparison sees an infinity.
     if values.size:

@@ -70,7 +70,7 @@ def plan_dp_ids(
     dp_size: int,
     max_token_len: int,
     *,
-    cost: Any = "workload",
+    cost: Any = "tokens",
     equal_size: EqualSize = False,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
@@ -130,7 +130,7 @@ def plan_dp_micro_batches(
     dp_size: int,
     max_token_len: int,
     *,
-    cost: Any = "workload",
+    cost: Any = "tokens",
     equal_size: EqualSize = False,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
@@ -208,7 +208,7 @@ def plan_dp_micro_batches(
         lengths: per-sample token counts (ints or a 1-D integer array).
         dp_size: number of data-parallel ranks, an int >= 1.
         max_token_len: token cap per micro-batch, an int >= 1.
-        cost: what balancing weighs, as in `plan_micro_batches` (default ``"workload"``).
+        cost: what balancing weighs, as in `plan_micro_batches` (default ``"tokens"``).
         equal_size: ``False``, ``True`` or ``"nearly"`` (see above); ``True`` and ``"nearly"``
             need groups of one size.
         min_num_micro_batches: as in `plan_micro_batches`.
@@ -287,7 +287,7 @@ def _plan_dp(
     dp_size: int,
     max_token_len: int,
     *,
-    cost: Any = "workload",
+    cost: Any = "tokens",
     equal_size: EqualSize = False,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
@@ -338,7 +338,7 @@ def plan_dp_with_today(
     dp_size: int,
     max_token_len: int,
     *,
-    cost: Any = "workload",
+    cost: Any = "tokens",
     equal_size: EqualSize = False,
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,

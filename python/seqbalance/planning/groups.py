@@ -51,15 +51,15 @@ def group_balanced_partitions(
     k_partitions: int,
     *,
     equal_size: EqualSize = True,
-    cost: Any = "workload",
+    cost: Any = "tokens",
     refine: bool | str = False,
 ) -> list[list[int]]:
     """Balance groups of samples over ``k_partitions`` ranks, each group kept whole.
 
     A group is a maximal run of consecutive samples with equal uid (GRPO-style: the responses to
     one prompt); groups may differ in size (a prompt whose responses were filtered). A group
-    weighs the sum of its members' costs (by default `seqbalance.calculate_workload`, as
-    in verl), and the groups are balanced with ``get_seqlen_balanced_partitions(weights,
+    weighs the sum of its members' costs (by default their tokens; ``cost="workload"`` is
+    `seqbalance.calculate_workload`, as in verl), and the groups are balanced with ``get_seqlen_balanced_partitions(weights,
     k_partitions, equal_size)``: by default every partition gets the same number of groups.
 
     Args:
@@ -70,7 +70,7 @@ def group_balanced_partitions(
             by ``k_partitions``; ``"nearly"``: group counts differ by at most one, for any group
             count; ``False``: counts free, only the weights balanced. Strict as in the
             partitioners (bools, 0/1 or ``"nearly"``; anything else is a ``TypeError``).
-        cost: what a sample weighs: ``"workload"`` (default), ``"tokens"``, per-sample integer
+        cost: what a sample weighs: ``"tokens"`` (default), ``"workload"``, per-sample integer
             or float weights or a callable on the lengths (see `seqbalance.costs`); float
             weights are balanced in their precision, as the partitioners compute.
         refine: as in `seqbalance.get_seqlen_balanced_partitions`; under ``True`` or

@@ -93,7 +93,7 @@ def _prepare(
     max_token_len: Any,
     group_size: Any = 1,
     num_micro_batches_multiple: Any = None,
-    cost: Any = "workload",
+    cost: Any = "tokens",
     pad_to_multiple_of: Any = 1,
     refine: Any = False,
     uid_list: Any = None,
@@ -272,7 +272,7 @@ def plan_micro_batches(
     min_num_micro_batches: int | None = None,
     num_micro_batches_multiple: int | None = None,
     group_size: int = 1,
-    cost: Any = None,
+    cost: Any = "tokens",
     pad_to_multiple_of: int = 1,
     order: str = "bubble",
     refine: bool | str = False,
@@ -313,9 +313,10 @@ def plan_micro_batches(
         num_micro_batches_multiple: the count is a multiple of this (pipeline stages), or None.
         group_size: this many consecutive samples always share a micro-batch; the sample
             count must be divisible by it.
-        cost: what balancing weighs (default ``"workload"``): ``"tokens"``, ``"workload"``,
+        cost: what balancing weighs (default ``"tokens"``): ``"tokens"``, ``"workload"``,
             per-sample integer or float weights, or a callable on the (padded) lengths; see
-            `seqbalance.costs`. The cap always counts tokens. Float weights are
+            `seqbalance.costs` (a `TimeCost` weighs its predicted seconds as int64
+            nanoseconds). The cap always counts tokens. Float weights are
             summed in their own precision: a forced group's weight left to right, a
             micro-batch's cost as the fold of its members' in placement order (cost
             descending, ties by index).
@@ -370,7 +371,7 @@ def plan_micro_batches(
         max_token_len,
         group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, None, "workload"),
+        resolve_cost(cost, None, "tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,
@@ -397,7 +398,7 @@ def min_num_micro_batches_for(
     *,
     num_micro_batches_multiple: int | None = None,
     group_size: int = 1,
-    cost: Any = None,
+    cost: Any = "tokens",
     pad_to_multiple_of: int = 1,
     refine: bool | str = False,
     max_sequences: int | None = None,
@@ -426,7 +427,7 @@ def min_num_micro_batches_for(
         max_token_len,
         group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, None, "workload"),
+        resolve_cost(cost, None, "tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,

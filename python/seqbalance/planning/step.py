@@ -25,7 +25,7 @@ from .._inputs import (
     check_step_model,
 )
 from ..costs.time_cost import TimeCost
-from ..costs.workload import pad_lengths, sample_costs
+from ..costs.workload import pad_lengths, sample_costs, unit_scale
 from .micro_batches import _Problem, _request, logger
 
 __all__ = [
@@ -129,7 +129,9 @@ def simulate_step(
 
     A micro-batch's time ``t``: with a `TimeCost`, what `TimeCost.predict` gives it (its
     ``micro_batch`` term plus its documents' ``cost(lengths)``; a sample of length 0 is no
-    document, and a micro-batch of none takes 0); with any other cost (``"tokens"``,
+    document, and a micro-batch of none takes 0), in seconds, each document's seconds rounded
+    to the whole nanoseconds every planner weighs it by (so a plan is priced as its planner
+    priced it); with any other cost (``"tokens"``,
     ``"workload"``, weights, a callable, a `ModelCost`), the sum of its samples' costs. An empty
     micro-batch takes 0. With ``pad_to_multiple_of=m`` every length is first rounded up to a
     multiple of ``m``, as the planners round it (``"tokens"``, ``"workload"``, a callable and a
@@ -337,13 +339,17 @@ def _cell_times(
     lengths: np.ndarray, samples: np.ndarray, cells: np.ndarray, n_cells: int, cost: Any
 ) -> np.ndarray:
     """Every cell's time: its samples' costs summed in float64 (in sample order), plus the
-    per-micro-batch term for a cell holding a document (a positive length)."""
+    per-micro-batch term for a cell holding a document (a positive length). A `TimeCost` is
+    summed in the planners' weights, its int64 nanoseconds, and given back in seconds."""
     costs = sample_costs(cost, lengths)
     times = np.bincount(cells, weights=costs[samples].astype(np.float64), minlength=n_cells)
+    scale = unit_scale(cost)
     term = micro_batch_term(cost)
     if term:
         documents = np.bincount(cells, weights=lengths[samples] > 0, minlength=n_cells)
-        times = times + term * (documents > 0)
+        times = times + term * scale * (documents > 0)
+    if scale != 1.0:
+        times = times / scale
     return times.astype(np.float64, copy=False)
 
 
@@ -374,19 +380,21 @@ def plan_step(
     """The step planner (one native call): today's plan of the candidates, then the search for
     ``model`` = ``(sync, pipeline_stages, forward_share, cost)``."""
     sync, stages, share, cost = model
+    scale = unit_scale(cost)
     counts = {True: "equal", "nearly": "nearly"}.get(partition_equal, "free")
     step: _native._StepRequest = {
         "sync": sync,
         "stages": stages,
         "forward_share": share,
-        "micro_batch_time": max(micro_batch_term(cost), 0.0),
+        # In the weights' units: a TimeCost's nanoseconds.
+        "micro_batch_time": max(micro_batch_term(cost), 0.0) * scale,
         "max_count": largest,
         "equal_counts": counts,
         "n_samples": int(problem.sizes.sum()),
         "progress_after": PROGRESS_AFTER,
         "progress_label": "seqbalance.plan_dp_micro_batches",
     }
-    count, plan, seconds, today_count, today_seconds, today = _native._plan_step(
+    count, plan, step_time, today_count, today_time, today = _native._plan_step(
         problem.tokens,
         problem.weights,
         problem.starts,
@@ -397,6 +405,8 @@ def plan_step(
         problem.limits.longest,
         problem.limits.keys,
     )
+    # Back in the cost's units (a TimeCost's seconds).
+    seconds, today_seconds = step_time / scale, today_time / scale
     logger.debug(
         "step planner (%s, %d stages): %d micro-batches, step %.6g (today: %d, %.6g)",
         sync,
