@@ -18,6 +18,9 @@ It counts, on the installed (or PYTHONPATH) seqbalance:
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import functools
 import inspect

@@ -13,6 +13,9 @@ which the API spec keeps where it means "the values themselves" or "none install
 
 from __future__ import annotations
 
+import one_thread  # noqa: F401  (BLAS on one thread, before NumPy loads)
+
+# isort: split
 import argparse
 import importlib
 import inspect

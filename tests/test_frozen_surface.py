@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import types
 from typing import Any
 
 import pytest
@@ -372,7 +373,22 @@ def _resolve(key: str) -> Any:
     return found
 
 
+def _declared(function: Any) -> Any:
+    """``function`` as written: a pass-through that copies the signature of what it wraps at
+    install (``__signature__``, as the verl pin does) is pinned by its own declaration, so the
+    pin does not depend on whether an earlier test installed it."""
+    if isinstance(function, types.FunctionType) and "__signature__" in vars(function):
+        copy = types.FunctionType(
+            function.__code__, function.__globals__, function.__name__, function.__defaults__,
+            function.__closure__,
+        )  # fmt: skip
+        copy.__kwdefaults__ = function.__kwdefaults__
+        return copy
+    return function
+
+
 def _shape(function: Any) -> tuple[tuple[str, str, str | None], ...]:
+    function = _declared(function)
     return tuple(
         (
             parameter.name,

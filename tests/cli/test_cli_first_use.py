@@ -119,7 +119,7 @@ def test_headers_and_counts_read_as_words_not_python(files, monkeypatch):
         "plan", "groups.jsonl", "--field", "len", "--uid-field", "uid", "--nearly-equal",
         "--dp", "2", "--max-token-len", "100",
     )  # fmt: skip
-    assert "cost=workload, equal_size=nearly, uid_field=uid, order=bubble" in grouped.stdout
+    assert "cost=tokens, equal_size=nearly, uid_field=uid, order=bubble" in grouped.stdout
     for result in (partition, plan):
         assert not re.search(r"\bTrue\b|\bFalse\b|'nearly'", result.stdout), result.stdout
 

@@ -94,7 +94,8 @@ def test_partition_with_a_time_cost_reports_the_documents_seconds(tmp_path, caps
 def test_plan_gives_the_plan_of_the_library_call(
     tmp_path_factory, capsys, lengths, dp, cap, equal_size
 ):
-    # The command's default cost ("workload") given to the library call: the same plan.
+    # The command's default cost is the library's one default ("tokens"): the same plan as the
+    # library call with no cost given.
     if equal_size and len(lengths) % dp:
         lengths = lengths + [1] * (dp - len(lengths) % dp)
     if len(lengths) < dp:
@@ -106,17 +107,15 @@ def test_plan_gives_the_plan_of_the_library_call(
         == 0
     )
     payload = json.loads(capsys.readouterr().out)
-    assert payload["cost"] == "workload"
-    assert payload["plan"] == plan_dp_micro_batches(
-        lengths, dp, cap, equal_size=equal_size, cost="workload"
-    )
+    assert payload["cost"] == "tokens"
+    assert payload["plan"] == plan_dp_micro_batches(lengths, dp, cap, equal_size=equal_size)
 
 
-def test_plan_names_its_default_cost_and_partition_keeps_tokens():
+def test_plan_and_partition_name_the_one_default_cost_tokens():
     planned = run("plan", "--dp", "2", "--max-token-len", "65536")
     assert planned.returncode == 0, planned.stderr
-    assert "cost=workload" in planned.stdout.splitlines()[1]
-    assert "heaviest rank by workload" in planned.stdout
+    assert "cost=tokens" in planned.stdout.splitlines()[1]
+    assert "heaviest rank by tokens" in planned.stdout
     split = run("partition", "-k", "2", "--json")
     assert json.loads(split.stdout)["cost"] == "tokens"
 

@@ -46,10 +46,8 @@ def test_plan_without_dp_is_one_rank_and_order_is_reported():
     payload = _json("plan", "--max-token-len", "32768", "--order", "largest_first")
     lengths = synthetic_rl_batch()
     assert payload["ranks"] == 1 and payload["order"] == "largest_first"
-    # No --cost: the command's default (verl's workload), given to the library call.
-    assert payload["plan"] == plan_dp_micro_batches(
-        lengths, 1, 32768, order="largest_first", cost="workload"
-    )
+    # No --cost: the command's default, the library's one default (tokens).
+    assert payload["plan"] == plan_dp_micro_batches(lengths, 1, 32768, order="largest_first")
     text = run("plan", "--max-token-len", "32768", "--order", "largest_first")
     assert "plan_dp_micro_batches: ranks=1, max_token_len=32,768" in text.stdout
     assert "order=largest_first" in text.stdout

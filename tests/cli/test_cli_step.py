@@ -45,7 +45,7 @@ def test_the_default_report_shows_its_step_as_todays(capsys):
     lengths = synthetic_rl_batch()
     step = payload["predicted_step"]
     assert set(step) == KEYS
-    model = simulate_step(payload["plan"], lengths, cost="workload")
+    model = simulate_step(payload["plan"], lengths, cost="tokens")
     assert step["seconds"] == model.makespan and step["today_seconds"] == model.makespan
     assert step["bubble"] == model.bubble and step["lower_bound"] == model.lower_bound
     assert (payload["sync"], payload["pipeline_stages"]) == ("step", 1)

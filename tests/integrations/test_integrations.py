@@ -505,4 +505,6 @@ def test_install_refine_reaches_verls_group_balancing(verl_standin):
     uids = [i // 16 for i in range(len(lengths))]
     verl_standin.integration.install(refine=True)
     got = verl_standin.module.get_group_balanced_partitions(lengths, uids, 8)
-    assert got == seqbalance.group_balanced_partitions(lengths, uids, 8, refine=True)
+    assert got == seqbalance.group_balanced_partitions(
+        lengths, uids, 8, refine=True, cost="workload"
+    )

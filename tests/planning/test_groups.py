@@ -20,7 +20,10 @@ def test_golden_example():
     lengths = [5, 5, 1, 1, 9, 9, 2, 2]
     uids = ["a", "a", "b", "b", "c", "c", "d", "d"]
     # Group workloads: c > a > d > b; the two heavy groups go to different partitions.
-    assert group_balanced_partitions(lengths, uids, 2) == [[2, 3, 4, 5], [0, 1, 6, 7]]
+    assert group_balanced_partitions(lengths, uids, 2, cost="workload") == [
+        [2, 3, 4, 5],
+        [0, 1, 6, 7],
+    ]
 
 
 def test_groups_are_contiguous_runs_not_equal_ids():
@@ -38,7 +41,7 @@ def test_weights_are_workloads_not_tokens():
     # 100000 weighs about as much as 60000 + 2 * 50000, so {0, 2} / {1, 3} balances.
     lengths = [100000, 1, 60000, 2, 50000, 50000]
     uids = [0, 1, 1, 2, 3, 3]
-    assert group_balanced_partitions(lengths, uids, 2) == [[1, 2, 4, 5], [0, 3]]
+    assert group_balanced_partitions(lengths, uids, 2, cost="workload") == [[1, 2, 4, 5], [0, 3]]
 
 
 @st.composite
@@ -56,7 +59,9 @@ def grouped_batches(draw):
 @given(grouped_batches())
 def test_group_guarantees(case):
     lengths, uids, k = case
-    partitions = group_balanced_partitions(np.asarray(lengths), np.asarray(uids), k)
+    partitions = group_balanced_partitions(
+        np.asarray(lengths), np.asarray(uids), k, cost="workload"
+    )
     assert len(partitions) == k
     assert sorted(i for p in partitions for i in p) == list(range(len(lengths)))
     assert all(p == sorted(p) for p in partitions)
@@ -78,7 +83,7 @@ def test_matches_balancing_the_group_workloads(case):
         sorted(i for g in part for i in range(*runs[g]))
         for part in karmarkar_karp(weights, k, True)
     ]
-    assert group_balanced_partitions(lengths, uids, k) == expected
+    assert group_balanced_partitions(lengths, uids, k, cost="workload") == expected
 
 
 def test_errors_say_which_condition():
@@ -103,7 +108,7 @@ def test_errors_say_which_condition():
     with pytest.raises(ValueError, match=r"lengths\[0\] must be >= 0"):
         group_balanced_partitions([-1], ["a"], 1)
     with pytest.raises(OverflowError, match=r"workload of lengths\[0\] = 1099511627776"):
-        group_balanced_partitions([2**40, 2**40], ["a", "a"], 1)
+        group_balanced_partitions([2**40, 2**40], ["a", "a"], 1, cost="workload")
     with pytest.raises(OverflowError, match=r"the cost of all samples sums to"):
         group_balanced_partitions([1, 1], ["a", "a"], 1, cost=[2**62, 2**62])
     # PartitionError is still an AssertionError for code written against verl's asserts.
@@ -144,9 +149,11 @@ def test_equal_size_modes_keep_groups_whole_and_counts_as_asked(case, equal_size
     runs = uid_runs(uids)
     if equal_size is True and len(runs) % k:
         with pytest.raises(PartitionError, match=r"equal_size='nearly' allows group counts"):
-            group_balanced_partitions(lengths, uids, k, equal_size=equal_size)
+            group_balanced_partitions(lengths, uids, k, equal_size=equal_size, cost="workload")
         return
-    partitions = group_balanced_partitions(lengths, uids, k, equal_size=equal_size, refine=refine)
+    partitions = group_balanced_partitions(
+        lengths, uids, k, equal_size=equal_size, refine=refine, cost="workload"
+    )
     assert len(partitions) == k
     assert sorted(i for p in partitions for i in p) == list(range(len(lengths)))
     assert all(p == sorted(p) for p in partitions)

@@ -264,7 +264,7 @@ def test_errors():
     with pytest.raises(ValueError, match=r"lengths\[0\] must be >= 0, got -1"):
         min_num_micro_batches_for([-1], 5)
     with pytest.raises(OverflowError, match="lengths\\[0\\] = 4294967296"):
-        plan_micro_batches([2**32], 2**40)
+        plan_micro_batches([2**32], 2**40, cost="workload")
     # Balancing by tokens has no workload to overflow.
     assert plan_micro_batches([2**32], 2**40, cost="tokens") == [[0]]
 

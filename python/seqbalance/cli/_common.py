@@ -164,12 +164,9 @@ class ModelFlops:
 
 
 def default_cost(command: str) -> str:
-    """What a verb balances when given no cost flag: the library's own default for the call it
-    runs, so the command and the call give the same answer. ``plan`` runs the micro-batch
-    planners, whose default is verl's workload; ``partition`` runs the drop-in partitioners,
-    which weigh tokens (verl's lengths), and its older planning route (``--max-token-len``)
-    keeps the tokens it always balanced."""
-    return "workload" if command == "plan" else "tokens"
+    """What a verb balances when given no cost flag: ``"tokens"``, the library's one default
+    (api-spec), so ``partition`` and ``plan`` and the calls they run give the same answer."""
+    return "tokens"
 
 
 def resolve_cost(args: argparse.Namespace) -> None:

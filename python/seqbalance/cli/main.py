@@ -229,7 +229,7 @@ def add_cost_flags(parser: argparse.ArgumentParser) -> None:
         choices=("tokens", "workload"),
         default=None,
         help="what a sample weighs: its tokens or verl's workload, 24576 × s + s² for s tokens "
-        "(default: tokens for partition, workload for plan, as the library calls have it)",
+        "(default: tokens, the library's one default)",
     )
     parser.add_argument(
         "--model-config",

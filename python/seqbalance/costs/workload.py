@@ -17,7 +17,6 @@ The token caps always count integer tokens.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -142,29 +141,10 @@ COST_NAMES = ("tokens", "workload")
 Cost = str | Sequence[Any] | np.ndarray | Callable[[np.ndarray], Any]
 
 
-def resolve_cost(cost: Any, balance_workload: Any, default: str) -> Any:
-    """The cost to use, given ``cost`` and the deprecated ``balance_workload`` alias.
-
-    ``cost=None`` means ``default``. ``balance_workload`` (``True`` = ``"workload"``, ``False``
-    = ``"tokens"``) warns with a ``DeprecationWarning``; passing it beside a ``cost`` other
-    than ``default`` (the signatures' default, indistinguishable from an omitted one) is a
-    ``TypeError``.
-    """
-    if balance_workload is None:
-        return default if cost is None else cost
-    # ``cost`` is ``default`` when omitted, so only another value is "both".
-    if cost is not None and not (isinstance(cost, str) and cost == default):
-        raise TypeError(
-            "pass either cost= or the deprecated balance_workload=, not both "
-            f"(got cost={_describe(cost)} and balance_workload={balance_workload!r})"
-        )
-    replacement = "workload" if check_flag(balance_workload, "balance_workload") else "tokens"
-    warnings.warn(
-        f"balance_workload= is deprecated; pass cost={replacement!r} instead",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return replacement
+def resolve_cost(cost: Any, default: str = "tokens") -> Any:
+    """The cost to use: ``cost``, or ``default`` for ``cost=None``. (The retired
+    ``balance_workload=`` spelling is read by the planners' deprecation decorators.)"""
+    return default if cost is None else cost
 
 
 def pad_lengths(lengths: np.ndarray, multiple: int) -> np.ndarray:

@@ -274,7 +274,7 @@ def plan_micro_batches(
     group_size: int = 1,
     cost: Any = "tokens",
     pad_to_multiple_of: int = 1,
-    order: str = "bubble",
+    order: str | None = None,
     refine: bool | str = False,
     max_sequences: int | None = None,
     footprint: str = "sum",
@@ -327,7 +327,8 @@ def plan_micro_batches(
             smaller ones at both ends (``mb[::2][::-1] + mb[1::2]``) to shrink pipeline warm-up
             and cool-down bubbles; ``"largest_first"`` sorts them by (cost, first index)
             descending (NeMo-RL's order against memory fragmentation); ``"none"`` keeps the
-            partitioner's order. Empty micro-batches always come last.
+            partitioner's order. Empty micro-batches always come last. ``None`` (the default,
+            as in `plan_dp_micro_batches`) is ``"bubble"``.
         refine: ``True`` or ``"exact"`` refines the final split by cost
             (`seqbalance.refine_partitions`, which never makes the heaviest micro-batch
             heavier) and keeps the refined split when every micro-batch still fits the cap; the
@@ -365,13 +366,13 @@ def plan_micro_batches(
         >>> plan_micro_batches([300, 200, 100, 400], 500, cost="tokens")
         [[2, 3], [0, 1]]
     """
-    order = check_choice(order, "order", _ORDERS)
+    order = check_choice("bubble" if order is None else order, "order", _ORDERS)
     problem = _prepare(
         lengths,
         max_token_len,
         group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, None, "tokens"),
+        resolve_cost(cost, "tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,
@@ -427,7 +428,7 @@ def min_num_micro_batches_for(
         max_token_len,
         group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, None, "tokens"),
+        resolve_cost(cost, "tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,

@@ -342,7 +342,9 @@ def _cell_times(
     per-micro-batch term for a cell holding a document (a positive length). A `TimeCost` is
     summed in the planners' weights, its int64 nanoseconds, and given back in seconds."""
     costs = sample_costs(cost, lengths)
-    times = np.bincount(cells, weights=costs[samples].astype(np.float64), minlength=n_cells)
+    times: np.ndarray = np.bincount(
+        cells, weights=costs[samples].astype(np.float64), minlength=n_cells
+    )
     scale = unit_scale(cost)
     term = micro_batch_term(cost)
     if term:
