@@ -282,52 +282,11 @@ def plan_dp_micro_batches(
     return plan
 
 
-def _plan_dp(
-    lengths: Any,
-    dp_size: int,
-    max_token_len: int,
-    *,
-    cost: Any = "tokens",
-    equal_size: EqualSize = False,
-    min_num_micro_batches: int | None = None,
-    num_micro_batches_multiple: int | None = None,
-    group_size: int = 1,
-    uid_list: Any = None,
-    pad_to_multiple_of: int = 1,
-    order: str | None = None,
-    refine: bool | str = False,
-    as_ids: bool = False,
-    max_sequences: int | None = None,
-    footprint: str = "sum",
-    keys: Any = None,
-    sync: str = "step",
-    pipeline_stages: int = 1,
-    forward_share: float = 1 / 3,
-    max_num_micro_batches: int | None = None,
-) -> Any:
-    planned = plan_dp_with_today(
-        lengths,
-        dp_size,
-        max_token_len,
-        cost=cost,
-        equal_size=equal_size,
-        min_num_micro_batches=min_num_micro_batches,
-        num_micro_batches_multiple=num_micro_batches_multiple,
-        group_size=group_size,
-        uid_list=uid_list,
-        pad_to_multiple_of=pad_to_multiple_of,
-        order=order,
-        refine=refine,
-        as_ids=as_ids,
-        max_sequences=max_sequences,
-        footprint=footprint,
-        keys=keys,
-        sync=sync,
-        pipeline_stages=pipeline_stages,
-        forward_share=forward_share,
-        max_num_micro_batches=max_num_micro_batches,
-    )
-    if as_ids:
+def _plan_dp(*args: Any, **options: Any) -> Any:
+    """`plan_dp_with_today`'s plan alone: its lists, or with ``as_ids=True`` the triple
+    ``(rank_ids, micro_batch_ids, num_micro_batches)`` (the public functions' forms)."""
+    planned = plan_dp_with_today(*args, **options)
+    if options["as_ids"]:
         rank_ids, micro_batch_ids = planned.plan
         return rank_ids, micro_batch_ids, planned.count
     return planned.plan
