@@ -41,6 +41,7 @@ __all__ = [
     "Deprecation",
     "changed_default",
     "moved_module",
+    "keyword_only_from",
     "outside_stacklevel",
     "renamed_attribute",
     "renamed_function",
@@ -52,7 +53,7 @@ __all__ = [
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-Kind = Literal["parameter", "function", "attribute", "module", "default"]
+Kind = Literal["parameter", "function", "attribute", "module", "default", "positional"]
 
 #: The version the current spellings were retired in (the next release).
 SINCE = "0.3"
@@ -65,7 +66,8 @@ class Deprecation:
     """One retired spelling.
 
     Attributes:
-        kind: ``"parameter"``, ``"function"``, ``"attribute"``, ``"module"`` or ``"default"``.
+        kind: ``"parameter"``, ``"function"``, ``"attribute"``, ``"module"``, ``"default"`` or
+            ``"positional"`` (a parameter that becomes keyword-only).
         where: the public callable, class or package it belongs to (``"seqbalance.pack_sequences"``).
         old: the retired spelling (for a default: the old default, as its ``repr``).
         new: what replaces it (for a default: the new default, as its ``repr``).
@@ -100,6 +102,11 @@ class Deprecation:
             return f"{self.old} {head}; use {self.new}"
         if self.kind == "module":
             return f"{self.old} {head}; import from {self.new}"
+        if self.kind == "positional":
+            return (
+                f"passing {self.parameter}= by position is deprecated since {self.since}; it is "
+                f"keyword-only from {self.removed_in}: pass {self.parameter}="
+            )
         return (
             f"the default of {self.parameter}= changes from {self.old} to {self.new} in "
             f"{self.removed_in}; pass {self.parameter}= to choose"
@@ -421,7 +428,41 @@ def changed_default(
     return decorate
 
 
-# 0.1's module paths, moved in 0.2 (seqbalance._compat serves them until 0.3).
+def keyword_only_from(
+    parameter: str, *, where: str, since: str = SINCE, removed_in: str = REMOVED_IN
+) -> Callable[[_F], _F]:
+    """Decorate a function whose positional-or-keyword ``parameter`` becomes keyword-only in
+    ``removed_in``: passing it by position still works and warns once per call site."""
+
+    def decorate(func: _F) -> _F:
+        signature = inspect.signature(func)
+        if parameter not in signature.parameters:
+            raise TypeError(f"{func.__name__} has no parameter {parameter}=")
+        position = list(signature.parameters).index(parameter)
+        entry = _register(
+            Deprecation(
+                "positional",
+                where,
+                f"{parameter} by position",
+                f"{parameter}=",
+                since,
+                removed_in,
+                parameter=parameter,
+            )
+        )
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > position:
+                warn(entry)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+# 0.1's module paths, moved in 0.2 (their stub modules serve them until 0.3).
 moved_module("seqbalance.groups", "seqbalance.planning.groups")
 moved_module("seqbalance.metrics", "seqbalance.planning.metrics")
 moved_module("seqbalance.micro_batches", "seqbalance.planning.micro_batches")

@@ -7,7 +7,12 @@ every decorator has registered) to ``docs/deprecations.md``; ``tests/deprecation
 
 from __future__ import annotations
 
+import importlib
+
 from ._deprecation import REGISTRY, Deprecation
+
+#: Public modules ``import seqbalance`` does not import, whose decorators register too.
+_ALSO_REGISTERING = ("seqbalance.integrations.verl", "seqbalance.integrations.openrlhf")
 
 __all__ = ["reached", "render_markdown"]
 
@@ -17,6 +22,7 @@ _TITLES: dict[str, str] = {
     "attribute": "Renamed result attributes",
     "module": "Moved modules",
     "default": "Changed defaults",
+    "positional": "Parameters becoming keyword-only",
 }
 
 
@@ -27,6 +33,9 @@ def _spelled(kind: str, text: str) -> str:
 
 def render_markdown(entries: list[Deprecation] | None = None) -> str:
     """The docs' deprecations page (``docs/deprecations.md``), generated from the registry."""
+    if entries is None:
+        for module in _ALSO_REGISTERING:
+            importlib.import_module(module)
     rows = REGISTRY if entries is None else entries
     lines = [
         "# Deprecations",
@@ -40,7 +49,8 @@ def render_markdown(entries: list[Deprecation] | None = None) -> str:
         "version policy.",
     ]
     for kind, title in _TITLES.items():
-        chosen = [e for e in rows if e.kind == kind]
+        # Sorted, so the page does not depend on which module happened to be imported first.
+        chosen = sorted((e for e in rows if e.kind == kind), key=lambda e: (e.where, e.old))
         lines += ["", f"## {title}", ""]
         if not chosen:
             lines.append("None.")

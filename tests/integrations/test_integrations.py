@@ -14,6 +14,7 @@ import importlib
 import logging
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,25 @@ def verl_standin(verl_factory):
 
 
 # --- install / uninstall ---------------------------------------------------------------------
+
+
+def test_refine_by_position_still_installs_and_warns_once_at_the_callers_line(standin):
+    # install(refine) becomes keyword-only in 1.0 (api-spec): positional use warns, the same
+    # install follows; the keyword spelling says nothing.
+    with pytest.warns(DeprecationWarning) as caught:
+        names = standin.integration.install(True)
+    assert [str(w.message) for w in caught] == [
+        "passing refine= by position is deprecated since 0.3; it is keyword-only from 1.0: "
+        "pass refine="
+    ]
+    assert caught[0].filename == __file__
+    lengths = [int(x) for x in np.random.default_rng(2).integers(16, 4096, 64)]
+    refined = standin.module.get_seqlen_balanced_partitions(lengths, 4, False)
+    assert refined == seqbalance.get_seqlen_balanced_partitions(lengths, 4, False, refine=True)
+    standin.integration.uninstall()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert standin.integration.install(refine=True) == names
 
 
 def test_install_replaces_in_module_and_by_name_imports(standin):

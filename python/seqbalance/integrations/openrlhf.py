@@ -39,6 +39,7 @@ import sys
 from typing import Any
 
 from .. import partition as _partition
+from .._deprecation import keyword_only_from
 from .._inputs import check_refine
 from ..costs import ModelCost, TimeCost
 from . import _learn_openrlhf, _openrlhf_step
@@ -157,6 +158,7 @@ greedy_partition = _PATCH.replacements["greedy_partition"]
 get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
+@keyword_only_from("refine", where="seqbalance.integrations.openrlhf.install")
 def install(
     refine: bool | str = False,
     *,

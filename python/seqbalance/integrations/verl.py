@@ -78,6 +78,7 @@ from typing import Any
 import numpy as np
 
 from .. import partition as _partition
+from .._deprecation import keyword_only_from
 from .._inputs import as_int64_array, check_refine
 from ..costs import ModelCost, TimeCost
 from ..planning import groups as _groups
@@ -216,6 +217,7 @@ greedy_partition = _PATCH.replacements["greedy_partition"]
 get_seqlen_balanced_partitions = _PATCH.replacements["get_seqlen_balanced_partitions"]
 
 
+@keyword_only_from("refine", where="seqbalance.integrations.verl.install")
 def install(
     refine: bool | str = False,
     *,
