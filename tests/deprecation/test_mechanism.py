@@ -12,7 +12,7 @@ import pytest
 
 import seqbalance
 from seqbalance import _deprecation as dep
-from seqbalance import _deprecation_docs as docs
+from seqbalance._deprecation import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,7 +145,7 @@ def test_docs_page_is_the_rendered_registry() -> None:
     page = (ROOT / "docs" / "deprecations.md").read_text()
     assert page == docs.render_markdown(), (
         "docs/deprecations.md is generated: run "
-        "`PYTHONPATH=python python -c 'import seqbalance, seqbalance._deprecation_docs as d; "
+        "`PYTHONPATH=python python -c 'import seqbalance, seqbalance._deprecation.docs as d; "
         'print(d.render_markdown(), end="")\' > docs/deprecations.md`'
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from ._deprecation import REGISTRY, Deprecation
+from .registry import REGISTRY, Deprecation
 
 #: Public modules ``import seqbalance`` does not import, whose decorators register too.
 _ALSO_REGISTERING = ("seqbalance.integrations.verl", "seqbalance.integrations.openrlhf")
