@@ -21,6 +21,20 @@ def loads(values: Sequence[Any], partitions: Sequence[Sequence[int]]) -> list[in
     return [sum(int(values[i]) for i in part) for part in partitions]
 
 
+#: The built-ins an `ArgumentError` also is (`seqbalance.errors`).
+BUILTINS = (ValueError, TypeError, OverflowError)
+
+
+def plain(kind: type[BaseException]) -> type[BaseException]:
+    """``kind``, or for an `ArgumentError` class the built-in it also is (``ArgumentValueError``
+    is ``ValueError``): what `seqbalance.reference`, as upstream, raises for the same refusal."""
+    from seqbalance.errors import ArgumentError
+
+    if not issubclass(kind, ArgumentError):
+        return kind
+    return next(base for base in kind.__mro__ if base in BUILTINS)
+
+
 def outcome(
     function: Callable[..., Any],
     *args: Any,
@@ -30,12 +44,13 @@ def outcome(
     """What a caller observes: ``("returned", result)`` or ``("raised", type, message)``.
 
     Only ``expected`` exceptions count as an outcome; any other propagates and fails the test.
-    Arrays come back as lists, so two outcomes compare with ``==``.
+    Arrays come back as lists, so two outcomes compare with ``==``. An `ArgumentError` counts as
+    the built-in it also is (`plain`), what the reference raises for it.
     """
     try:
         result = function(*args, **kwargs)
     except expected as exc:
-        return ("raised", type(exc), str(exc))
+        return ("raised", plain(type(exc)), str(exc))
     return ("returned", result.tolist() if isinstance(result, np.ndarray) else result)
 
 

@@ -13,7 +13,6 @@ The partitioners return exactly what the pure-Python Karmarkar–Karp functions 
 from __future__ import annotations
 
 from . import _headroom  # noqa: F401  (_headroom checks the room to load _native)
-from ._errors import PartitionError
 from ._native import __version__
 from .costs import (
     ModelCost,
@@ -24,6 +23,7 @@ from .costs import (
     calculate_workload,
     profile,
 )
+from .errors import ArgumentError, PartitionError
 from .partition import (
     get_seqlen_balanced_partitions,
     greedy_partition,
@@ -63,6 +63,7 @@ from .samplers import (
 __all__ = [
     "BaseSampler",
     "GRPOGroupNSampler",
+    "ArgumentError",
     "PartitionError",
     "RankAwareSampler",
     "SeqlenBalancedSampler",

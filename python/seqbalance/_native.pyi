@@ -12,6 +12,11 @@ __version__: str
 __all__ = [
     "__version__",
     "MAX_ITEMS",
+    "ArgumentError",
+    "ArgumentOverflowError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
+    "PartitionError",
     "_StreamCore",
     "_dlpack_bfloat16",
     "_order_micro_batches",
@@ -25,13 +30,26 @@ __all__ = [
     "_refine",
     "_refine_candidate",
     "_refine_ids",
-    "_set_partition_error",
     "build_profile",
     "get_seqlen_balanced_partitions",
     "greedy_partition",
     "karmarkar_karp",
     "partition_ids",
 ]
+
+# The package's exceptions, defined when the module initialises (seqbalance.errors documents them).
+class PartitionError(ValueError, AssertionError): ...
+
+class ArgumentError(Exception):
+    argument: str | None
+    loc: tuple[Any, ...]
+    kind: str | None
+    input: Any
+    ctx: dict[str, Any] | None
+
+class ArgumentValueError(ArgumentError, ValueError): ...
+class ArgumentTypeError(ArgumentError, TypeError): ...
+class ArgumentOverflowError(ArgumentError, OverflowError): ...
 
 #: The most items any call takes (item positions are 32-bit in the core): 2**32 - 2.
 MAX_ITEMS: int
@@ -60,7 +78,6 @@ def partition_ids(
     *,
     checked: bool = False,
 ) -> npt.NDArray[np.int64] | None: ...
-def _set_partition_error(cls: type[ValueError]) -> None: ...
 def build_profile() -> str: ...
 def _plan_context_parallel(
     lengths: npt.NDArray[np.int64],

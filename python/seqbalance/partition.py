@@ -20,7 +20,6 @@ import numpy.typing as npt
 
 from . import _native
 from ._deprecation import renamed_params
-from ._errors import PartitionError
 from ._inputs import (
     EqualSize,
     Lengths,
@@ -33,10 +32,6 @@ from ._inputs import (
     normalize_weights,
 )
 from .costs.workload import Cost, sample_costs
-
-# Shape errors raised by the extension are this package's PartitionError; the extension imports
-# nothing of the package, so it is handed the class here.
-_native._set_partition_error(PartitionError)
 
 #: What ``equal_size`` takes: ``False`` (free counts), ``True`` (equal counts) or ``"nearly"``.
 
@@ -109,18 +104,21 @@ def karmarkar_karp(
     return cast("list[list[int]]", answer)
 
 
-def _weights(seqlen_list: Any, cost: Any) -> np.ndarray:
+def _weights(seqlen_list: Any, cost: Any, name: str = "seqlen_list") -> np.ndarray:
     """What each length weighs under ``cost``: the planners' `sample_costs` on the lengths read
     as ``int64``. Computed first, so errors come in the order of the same call on the weights."""
-    return sample_costs(cost, as_int64_array(seqlen_list, "seqlen_list"))
+    return sample_costs(cost, as_int64_array(seqlen_list, name))
 
 
-def _checked(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> tuple[Any, int, EqualSize]:
+def _checked(
+    seqlen_list: Any, k_partitions: Any, equal_size: Any, name: str = "seqlen_list"
+) -> tuple[Any, int, EqualSize]:
     """The arguments checked and normalised by `seqbalance._inputs`, in the reference's
-    order (``k_partitions``, ``equal_size``, the values, then the shape), or its error."""
+    order (``k_partitions``, ``equal_size``, the values, then the shape), or its error
+    (``name`` the values' parameter)."""
     k = check_k_partitions(k_partitions)
     equal = check_equal_size(equal_size)
-    weights = normalize_weights(seqlen_list)
+    weights = normalize_weights(seqlen_list, name)
     check_shape(len(weights.values), k, equal)
     return weights.values, k, equal
 
@@ -218,13 +216,13 @@ def partition_ids(
     [0, 1, 1, 0]
     """
     if cost is not None:
-        lengths = _weights(lengths, cost)
+        lengths = _weights(lengths, cost, "lengths")
     answer = (
         None if refine is None else _native.partition_ids(lengths, k_partitions, equal_size, refine)
     )
     if answer is None:
         mode = check_refine(refine)
         answer = _native.partition_ids(
-            *_checked(lengths, k_partitions, equal_size), mode, checked=True
+            *_checked(lengths, k_partitions, equal_size, "lengths"), mode, checked=True
         )
     return cast(np.ndarray, answer)

@@ -12,18 +12,21 @@ float32), each set's sum advanced item by item in insertion order, and greedy's 
 fold in input order.
 
 It accepts and rejects exactly what the native functions accept and reject (both call
-`seqbalance._inputs`). Its cost is what the pure-Python partitioners in RL trainers pay:
+`seqbalance._inputs`), with the same messages, but raises them as the upstream functions do: as
+the plain built-in (``ValueError``, ``TypeError``, ``OverflowError``) an `ArgumentError` of the
+package also is. Its cost is what the pure-Python partitioners in RL trainers pay:
 ``O(n * k)`` Python objects when ``equal_size=False``, so keep ``n * k`` modest.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
-from ._errors import PartitionError
 from ._inputs import (
     NEARLY,
     EqualSize,
@@ -33,8 +36,28 @@ from ._inputs import (
     check_shape,
     normalize_weights,
 )
+from .errors import ArgumentError, PartitionError
 
 __all__ = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: The built-ins an `ArgumentError` is raised as here, the first that applies.
+_BUILTINS = (ValueError, TypeError, OverflowError)
+
+
+def _plain_errors(func: _F) -> _F:
+    """``func`` raising each `ArgumentError` as the plain built-in it also is, as upstream."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ArgumentError as error:
+            builtin = next(b for b in type(error).__mro__ if b in _BUILTINS)
+            raise builtin(str(error)) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 class _Set:
@@ -148,6 +171,7 @@ def _largest_differencing(values: list[Any], k: int, equal_size: EqualSize) -> l
     return [[index for index, _ in s.items if index >= 0] for s in final.sets]
 
 
+@_plain_errors
 def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -> list[list[int]]:
     """Largest differencing method: ``k_partitions`` lists of indexes, heaviest partition first.
 
@@ -163,6 +187,7 @@ def karmarkar_karp(seqlen_list: Any, k_partitions: int, equal_size: EqualSize) -
     return _largest_differencing(values, k, mode)
 
 
+@_plain_errors
 def get_seqlen_balanced_partitions(
     seqlen_list: Any, k_partitions: int, equal_size: EqualSize
 ) -> list[list[int]]:
@@ -176,6 +201,7 @@ def get_seqlen_balanced_partitions(
     return [sorted(partition) for partition in partitions]
 
 
+@_plain_errors
 def greedy_partition(seqlen_list: Any, k_partitions: int, equal_size: bool) -> list[list[int]]:
     """Items in input order, each onto the partition with the smallest running sum (lowest on ties).
 

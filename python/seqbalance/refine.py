@@ -154,7 +154,7 @@ def refine_partitions(
     """
     mode = check_choice(search, "search", SEARCHES)
     keep_counts = check_equal_size(equal_size) is not False
-    values = normalize_weights(lengths).values
+    values = normalize_weights(lengths, "lengths").values
     # Zero effort still validates, sorts and orders the partitions, but exchanges nothing.
     effort = 0 if mode == "none" else None
     partitions = _finite_partitions(partitions, len(values))

@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyMemoryError, PyValueError};
+use pyo3::exceptions::PyMemoryError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -28,7 +28,7 @@ use seqbalance_core::parts::Partition;
 use seqbalance_core::request::Weights;
 
 use crate::dlpack::MAX_ITEMS;
-use crate::errors::{core_error, out_of_memory};
+use crate::errors::{core_error, item_too_small, out_of_memory};
 
 /// Inputs read into a buffer of the binding's own, for the tests (`_native._input_reads`): a
 /// partitioning call, refinement included, reads its input once. Counted when a reader
@@ -280,9 +280,8 @@ pub fn unsigned_array(
     view: numpy::ndarray::ArrayView1<'_, i64>,
     name: &str,
 ) -> PyResult<Vec<u64>> {
-    let values = read_unsigned(py, view)?.map_err(|position| {
-        PyValueError::new_err(format!("{name}[{position}] must be >= 0, got {}", view[position]))
-    })?;
+    let values =
+        read_unsigned(py, view)?.map_err(|position| item_too_small(py, name, position, view[position], 0))?;
     count_read();
     Ok(values)
 }

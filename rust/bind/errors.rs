@@ -1,5 +1,10 @@
 //! Where failures become Python exceptions: core errors, interrupts and panics.
 //!
+//! * [`register`] defines the package's exception classes when the module initialises:
+//!   `PartitionError` and `ArgumentError` with its concrete classes, so a native raise is always of
+//!   the right class (`seqbalance.errors` re-exports them).
+//! * [`argument_error`] builds an `ArgumentError` that carries where it arose (`.argument`,
+//!   `.loc`, `.kind`, `.input`, and `.ctx`, the values of its kind's message template).
 //! * [`core_error`] is the one place core errors become Python exceptions (an allocation failure
 //!   becomes `MemoryError` naming the buffer).
 //! * [`interruptible`] runs a core call (with the GIL released when asked) while watching for
@@ -15,50 +20,229 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{
-    PyKeyboardInterrupt, PyMemoryError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError,
+    PyAssertionError, PyException, PyKeyboardInterrupt, PyMemoryError, PyOverflowError, PyRuntimeError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::IntoPyObjectExt;
 
 use seqbalance_core::error::CoreError;
 use seqbalance_core::interrupt::Interrupt;
 use seqbalance_core::refine::RefineError;
 
-/// `seqbalance.PartitionError`, handed over once by `seqbalance/partition.py` when it is imported
-/// (see [`register`]): the extension imports no module of the package.
-static PARTITION_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// The classes [`register`] defines: `PartitionError`, `ArgumentError` and the concrete
+/// argument errors by built-in base.
+struct Classes {
+    partition: Py<PyType>,
+    value: Py<PyType>,
+    type_: Py<PyType>,
+}
 
-/// Take the class that shape errors are raised as (`seqbalance._errors.PartitionError`).
-#[pyfunction]
-fn _set_partition_error(py: Python<'_>, class: Bound<'_, PyAny>) -> PyResult<()> {
-    if !class.is_instance_of::<PyType>() || !class.cast::<PyType>()?.is_subclass_of::<PyValueError>()? {
-        return Err(PyTypeError::new_err("the partition error must be a subclass of ValueError"));
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+/// The built-in a natively raised `ArgumentError` also is (what the same refusal raised before
+/// 0.3); `ArgumentOverflowError` is only raised by the package's Python readers.
+#[derive(Clone, Copy)]
+pub enum Base {
+    Value,
+    Type,
+}
+
+const PARTITION_DOC: &str =
+    "The request cannot be partitioned as asked (too few items, or counts that cannot be equal).
+
+It subclasses both `ValueError` (what new code should catch) and `AssertionError` (what code
+written against the pure-Python partitioners in RL trainers catches, since those signal the same
+conditions with ``assert``). Unlike an ``assert`` it survives ``python -O``.";
+
+const ARGUMENT_DOC: &str = "An argument seqbalance refuses, with where it is and why.
+
+Attributes:
+    argument: the parameter's name (``\"lengths\"``).
+    loc: the path to the refused value: ``(\"lengths\", 7)`` for item 7 of ``lengths``,
+        ``(\"max_token_len\",)`` for a scalar.
+    kind: a stable name from `seqbalance.errors.KINDS`, whose template gave the message.
+    input: the refused value.
+    ctx: the template's other values (``{\"minimum\": 0, \"shown\": \"-3\"}``).
+
+Each concrete class also subclasses the built-in the same refusal raised before
+(`ArgumentValueError` is a `ValueError`, `ArgumentTypeError` a `TypeError`,
+`ArgumentOverflowError` an `OverflowError`), so every ``except`` written before keeps working.";
+
+/// A new class `name(bases...)` of the package's `seqbalance.errors` module.
+fn new_class<'py>(
+    py: Python<'py>,
+    name: &str,
+    bases: Vec<Bound<'py, PyType>>,
+    doc: &str,
+    attributes: &[(&str, Bound<'py, PyAny>)],
+) -> PyResult<Bound<'py, PyType>> {
+    let namespace = PyDict::new(py);
+    namespace.set_item("__module__", "seqbalance.errors")?;
+    namespace.set_item("__doc__", doc)?;
+    for (key, value) in attributes {
+        namespace.set_item(*key, value)?;
     }
-    // A second call (a reloaded package) keeps the first class.
-    let _ = PARTITION_ERROR.set(py, class.unbind());
+    let class = py.get_type::<PyType>().call1((name, PyTuple::new(py, bases)?, namespace))?;
+    Ok(class.cast_into::<PyType>()?)
+}
+
+/// Define the package's exception classes and add them (and the hooks) to the native module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let none = py.None().into_bound(py);
+    let partition = new_class(
+        py,
+        "PartitionError",
+        vec![py.get_type::<PyValueError>(), py.get_type::<PyAssertionError>()],
+        PARTITION_DOC,
+        &[],
+    )?;
+    let argument = new_class(
+        py,
+        "ArgumentError",
+        vec![py.get_type::<PyException>()],
+        ARGUMENT_DOC,
+        &[
+            ("argument", none.clone()),
+            ("loc", PyTuple::empty(py).into_any()),
+            ("kind", none.clone()),
+            ("input", none.clone()),
+            ("ctx", none),
+        ],
+    )?;
+    let [value, type_, overflow] = [
+        ("ArgumentValueError", py.get_type::<PyValueError>()),
+        ("ArgumentTypeError", py.get_type::<PyTypeError>()),
+        ("ArgumentOverflowError", py.get_type::<PyOverflowError>()),
+    ]
+    .map(|(name, builtin)| {
+        let doc = format!("An `ArgumentError` that is also a `{}`.", builtin.name()?);
+        new_class(py, name, vec![argument.clone(), builtin], &doc, &[])
+    });
+    let (value, type_, overflow) = (value?, type_?, overflow?);
+    for class in [&partition, &argument, &value, &type_, &overflow] {
+        m.add(class.name()?, class)?;
+    }
+    // A second initialisation (a reloaded module) keeps the first classes, as the package does.
+    let _ = CLASSES
+        .set(py, Classes { partition: partition.unbind(), value: value.unbind(), type_: type_.unbind() });
     Ok(())
 }
 
-/// Add the error hook to the native module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_set_partition_error, m)?)
+fn classes(py: Python<'_>) -> &Classes {
+    CLASSES.get(py).expect("the exception classes are defined when the module initialises")
+}
+
+/// An `ArgumentError` of `kind` (a key of `seqbalance.errors.KINDS`, whose template `message`
+/// follows) refusing `input` at `loc` (its first entry the argument's name), with `ctx` the
+/// template's other values.
+pub fn argument_error<'py>(
+    py: Python<'py>,
+    base: Base,
+    kind: &str,
+    loc: Bound<'py, PyTuple>,
+    input: Bound<'py, PyAny>,
+    ctx: Bound<'py, PyDict>,
+    message: String,
+) -> PyErr {
+    let all = classes(py);
+    let class = match base {
+        Base::Value => &all.value,
+        Base::Type => &all.type_,
+    };
+    let build = || -> PyResult<Bound<'py, PyAny>> {
+        let error = class.bind(py).call1((message,))?;
+        error.setattr("argument", loc.get_item(0)?)?;
+        error.setattr("loc", &loc)?;
+        error.setattr("kind", kind)?;
+        error.setattr("input", input)?;
+        error.setattr("ctx", ctx)?;
+        Ok(error)
+    };
+    match build() {
+        Ok(error) => PyErr::from_value(error),
+        Err(failure) => failure,
+    }
+}
+
+/// An `ArgumentError` refusing `name[path[0]][path[1]]...` (`name` itself for an empty path),
+/// built from plain values; `ctx` holds the template's values (`shown`: how it shows `input`).
+#[allow(clippy::too_many_arguments)]
+pub fn located_error<'py, T: IntoPyObject<'py> + Copy>(
+    py: Python<'py>,
+    base: Base,
+    kind: &str,
+    name: &str,
+    path: &[usize],
+    input: T,
+    ctx: &[(&str, &str)],
+    message: String,
+) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let mut entries = vec![name.into_bound_py_any(py)?];
+        for &step in path {
+            entries.push(step.into_bound_py_any(py)?);
+        }
+        let loc = PyTuple::new(py, entries)?;
+        let values = PyDict::new(py);
+        for (key, value) in ctx {
+            values.set_item(*key, *value)?;
+        }
+        let input = input.into_bound_py_any(py)?;
+        Ok(argument_error(py, base, kind, loc, input, values, message))
+    };
+    build().unwrap_or_else(|failure| failure)
+}
+
+/// The `too_small` error of item `position` of the array `name`: `value` is below `minimum`.
+pub fn item_too_small(py: Python<'_>, name: &str, position: usize, value: i64, minimum: i64) -> PyErr {
+    let (shown, lowest) = (value.to_string(), minimum.to_string());
+    let message = format!("{name}[{position}] must be >= {minimum}, got {shown}");
+    located_error(
+        py,
+        Base::Value,
+        "too_small",
+        name,
+        &[position],
+        value,
+        &[("minimum", &lowest), ("shown", &shown)],
+        message,
+    )
 }
 
 /// The one place core errors become Python exceptions.
 pub fn core_error(py: Python<'_>, error: CoreError) -> PyErr {
     match error {
-        CoreError::NoPartitions | CoreError::BadWeight { .. } => PyValueError::new_err(error.to_string()),
+        CoreError::NoPartitions => {
+            let ctx = [("minimum", "1"), ("shown", "0")];
+            located_error(py, Base::Value, "too_small", "k_partitions", &[], 0, &ctx, error.to_string())
+        }
+        CoreError::BadWeight { position, value } => {
+            let shown = value.to_string();
+            let message = error.to_string();
+            let ctx = [("shown", shown.as_str())];
+            located_error(
+                py,
+                Base::Value,
+                "not_finite_or_negative",
+                "seqlen_list",
+                &[position],
+                value,
+                &ctx,
+                message,
+            )
+        }
         CoreError::SumOverflow => PyOverflowError::new_err(error.to_string()),
         CoreError::TooFewItems { .. }
         | CoreError::NotDivisible { .. }
         | CoreError::TooManyItems { .. }
         | CoreError::UnequalCounts { .. } => {
-            match PARTITION_ERROR.get(py).map(|class| class.bind(py).call1((error.to_string(),))) {
-                Some(Ok(instance)) => PyErr::from_value(instance),
-                Some(Err(failure)) => failure,
-                // Only before `seqbalance.partition` is imported: still a ValueError.
-                None => PyValueError::new_err(error.to_string()),
+            match classes(py).partition.bind(py).call1((error.to_string(),)) {
+                Ok(instance) => PyErr::from_value(instance),
+                Err(failure) => failure,
             }
         }
         CoreError::OutOfMemory { what, bytes } => out_of_memory(what, bytes),

@@ -8,7 +8,7 @@ use seqbalance_core::alloc;
 use seqbalance_core::refine::{refine_floats_interruptible, refine_interruptible, validate, Mode};
 
 use crate::convert::{describe, index_lists, unsigned_array};
-use crate::errors::{core_error, guard, interruptible, refine_result, DETACH_THRESHOLD};
+use crate::errors::{core_error, guard, interruptible, located_error, refine_result, Base, DETACH_THRESHOLD};
 
 /// Copy `partitions` (an iterable of iterables of ints) out of Python, checking every index.
 ///
@@ -17,12 +17,23 @@ use crate::errors::{core_error, guard, interruptible, refine_result, DETACH_THRE
 /// memory): what was read is then invalid, and the error is the one validating it reports.
 fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResult<Vec<Vec<u32>>> {
     let py = partitions.py();
-    let outer = partitions.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "partitions must be a list of lists of int, got {}",
-            describe(partitions)
-        ))
-    })?;
+    let wrong_type = |path: &[usize], item: &Bound<'_, PyAny>, expected: &str| {
+        let shown = describe(item);
+        let mut place = String::from("partitions");
+        for step in path {
+            place += &format!("[{step}]");
+        }
+        let message = format!("{place} must be {expected}, got {shown}");
+        let ctx = [("expected", expected), ("shown", shown.as_str())];
+        located_error(py, Base::Type, "wrong_type", "partitions", path, item, &ctx, message)
+    };
+    let not_an_index = |p: usize, j: usize, item: &Bound<'_, PyAny>, shown: String| {
+        let count = n_values.to_string();
+        let message = format!("partitions[{p}][{j}] is {shown}, not an index of the {n_values} values");
+        let ctx = [("shown", shown.as_str()), ("n_values", count.as_str())];
+        located_error(py, Base::Value, "not_an_index", "partitions", &[p, j], item, &ctx, message)
+    };
+    let outer = partitions.try_iter().map_err(|_| wrong_type(&[], partitions, "a list of lists of int"))?;
     let mut parts = Vec::new();
     let mut total = 0usize;
     let too_many = |parts: &[Vec<u32>]| {
@@ -38,9 +49,7 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
             return Err(too_many(&parts));
         }
         let part = part?;
-        let inner = part.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!("partitions[{p}] must be a list of int, got {}", describe(&part)))
-        })?;
+        let inner = part.try_iter().map_err(|_| wrong_type(&[p], &part, "a list of int"))?;
         let mut indexes = Vec::new();
         for (j, item) in inner.enumerate() {
             if total % (1 << 16) == (1 << 16) - 1 {
@@ -51,22 +60,12 @@ fn extract_partitions(partitions: &Bound<'_, PyAny>, n_values: usize) -> PyResul
                 Ok(index) => index,
                 // An int too large for i64 is still an int: report it as a bad index.
                 Err(_) if item.is_instance_of::<PyInt>() => {
-                    return Err(PyValueError::new_err(format!(
-                        "partitions[{p}][{j}] is {}, not an index of the {n_values} values",
-                        describe(&item)
-                    )))
+                    return Err(not_an_index(p, j, &item, describe(&item)))
                 }
-                Err(_) => {
-                    return Err(PyTypeError::new_err(format!(
-                        "partitions[{p}][{j}] must be an int, got {}",
-                        describe(&item)
-                    )))
-                }
+                Err(_) => return Err(wrong_type(&[p, j], &item, "an int")),
             };
             if index < 0 || index as u64 >= n_values as u64 {
-                return Err(PyValueError::new_err(format!(
-                    "partitions[{p}][{j}] is {index}, not an index of the {n_values} values"
-                )));
+                return Err(not_an_index(p, j, &item, index.to_string()));
             }
             // In range of a slice whose length fits u32 (checked by the caller).
             alloc::push(&mut indexes, index as u32, "a partition").map_err(|e| core_error(py, e))?;

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import seqbalance
 from seqbalance import PartitionError, reference
+from tests.helpers import plain
 
 FUNCTIONS = ["karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"]
 
@@ -300,7 +301,8 @@ def test_error(impl, function, values, k, equal_size, error, pattern):
 
 @pytest.mark.parametrize("values, k, equal_size, error, pattern", CASES)
 def test_partition_ids_raises_the_same(values, k, equal_size, error, pattern):
-    with pytest.raises(error, match=pattern):
+    # partition_ids names its values lengths (0.3), as its signature does.
+    with pytest.raises(error, match=pattern.replace("seqlen_list", "lengths")):
         seqbalance.partition_ids(values, k, equal_size=equal_size)
 
 
@@ -311,7 +313,9 @@ def test_native_and_reference_messages_are_identical():
                 getattr(seqbalance, function)(values, k, equal_size)
             with pytest.raises(Exception) as ref:
                 getattr(reference, function)(values, k, equal_size)
-            assert type(native.value) is type(ref.value)
+            # The reference raises the plain built-in (as upstream), the library an
+            # ArgumentError that also is that built-in.
+            assert plain(type(native.value)) is type(ref.value)
             assert str(native.value) == str(ref.value)
 
 
@@ -355,7 +359,7 @@ def test_any_input_behaves_like_the_reference(values, k, equal_size):
             try:
                 outcomes.append(("ok", getattr(impl, function)(values, k, equal_size)))
             except (TypeError, ValueError, OverflowError) as exc:
-                outcomes.append((type(exc), str(exc)))
+                outcomes.append((plain(type(exc)), str(exc)))
         assert outcomes[0] == outcomes[1], function
 
 

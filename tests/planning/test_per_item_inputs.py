@@ -75,7 +75,7 @@ def test_an_endless_iterator_is_refused_at_once_by_every_taker() -> None:
     lines = child.stdout.splitlines()
     assert len(lines) == 8
     for line in lines:
-        assert " TypeError " in line, line
+        assert " ArgumentTypeError " in line, line
         assert "must be a sequence or 1-D array of" in line, line
         assert "(cycle)" in line, line
 

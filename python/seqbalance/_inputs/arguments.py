@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import PartitionError
+from ..errors import PartitionError, argument_error
 
 #: Largest accepted count that sizes an allocation without being bounded by the input (micro-batch
 #: counts and multiples, optimizer steps, data-parallel sizes). A count above the number of items
@@ -119,27 +119,26 @@ def check_per_item(values: Any, name: str, what: str) -> None:
         >>> check_per_item(iter("ab"), "keys", "hashables")
         Traceback (most recent call last):
         ...
-        TypeError: keys must be a sequence or 1-D array of hashables, got <str_ascii_iterator ...
+        seqbalance.errors.ArgumentTypeError: keys must be a sequence or 1-D array of hashables, got <str_ascii_iterator ...
     """
     if (
         values is None
         or isinstance(values, (str, bytes, bytearray, memoryview, Mapping, Set))
         or not hasattr(values, "__len__")
     ):
-        raise TypeError(
-            f"{name} must be a sequence or 1-D array of {what}, got {_describe(values)}"
-        )
+        expected = f"a sequence or 1-D array of {what}"
+        raise argument_error("wrong_type", name, values, expected=expected, shown=_describe(values))
     if isinstance(values, np.ndarray) and values.dtype != object:
         if values.ndim != 1:
-            raise ValueError(f"{name} must be 1-D, got shape {values.shape}")
+            raise argument_error("not_one_dimensional", name, values, shown=f"shape {values.shape}")
         # Read as NumPy holds them (`tolist` would turn NaT into None, a key like any other).
         not_self_equal = np.flatnonzero(values != values)
         if not_self_equal.size:
             first = int(not_self_equal[0])
-            check_key(values[first], f"{name}[{first}]")
+            check_key(values[first], (name, first))
 
 
-def check_key(key: Any, name: str) -> None:
+def check_key(key: Any, name: str | tuple[Any, ...]) -> None:
     """Raise ``ValueError`` for a key or group id that does not equal itself (a NaN).
 
     Keys and ids are compared as dict keys are: equal values are one key whatever their type
@@ -148,35 +147,34 @@ def check_key(key: Any, name: str) -> None:
     answer would be a guess, so a NaN (or anything else that does not equal itself) is refused.
 
     Raises:
-        ValueError: ``key`` does not equal itself (``name`` says where it is).
+        ValueError: ``key`` does not equal itself (``name``, a parameter's name or the path to
+            an item, ``("keys", 3)``, says where it is).
 
     Example:
-        >>> check_key(float("nan"), "keys[3]")
+        >>> check_key(float("nan"), ("keys", 3))
         Traceback (most recent call last):
         ...
-        ValueError: keys[3] is nan (float), which does not equal itself (a NaN): it cannot be matched with any other key or id
+        seqbalance.errors.ArgumentValueError: keys[3] is nan (float), which does not equal itself (a NaN): it cannot be matched with any other key or id
     """
     try:
         equal = bool(key == key)
     except (TypeError, ValueError):  # pandas.NA and the like: not even a truth value
         equal = False
     if not equal:
-        raise ValueError(
-            f"{name} is {_describe(key)}, which does not equal itself (a NaN): it cannot be "
-            "matched with any other key or id"
-        )
+        raise argument_error("not_self_equal", name, key, shown=_describe(key))
 
 
 def check_k_partitions(k_partitions: Any, name: str = "k_partitions") -> int:
     """Return ``k_partitions`` as an int >= 1, or raise ``TypeError``/``ValueError``."""
-    if isinstance(k_partitions, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
-    if isinstance(k_partitions, (int, np.integer)):
-        k = int(k_partitions)
-    else:
-        raise TypeError(f"{name} must be an int, got {_describe(k_partitions)}")
+    if isinstance(k_partitions, (bool, np.bool_)) or not isinstance(
+        k_partitions, (int, np.integer)
+    ):
+        raise argument_error(
+            "wrong_type", name, k_partitions, expected="an int", shown=_describe(k_partitions)
+        )
+    k = int(k_partitions)
     if k < 1:
-        raise ValueError(f"{name} must be >= 1, got {show_number(k)}")
+        raise argument_error("too_small", name, k_partitions, minimum=1, shown=show_number(k))
     return k
 
 
@@ -208,7 +206,9 @@ def check_max_sequences(max_sequences: Any) -> int | None:
 def check_count_bound(count: int, name: str) -> int:
     """Return ``count`` (an already-checked int), or raise ``ValueError`` when above ``2**24``."""
     if count > MAX_COUNT:
-        raise ValueError(f"{name} must be <= 2**24 ({MAX_COUNT}), got {show_number(count)}")
+        raise argument_error(
+            "too_large", name, count, maximum=f"2**24 ({MAX_COUNT})", shown=show_number(count)
+        )
     return count
 
 
@@ -229,7 +229,13 @@ def check_equal_size(equal_size: Any, name: str = "equal_size") -> EqualSize:
         return bool(equal_size)
     if isinstance(equal_size, str) and equal_size == NEARLY:
         return "nearly"
-    raise TypeError(f"{name} must be True, False or 'nearly', got {_describe(equal_size)}")
+    raise argument_error(
+        "wrong_type",
+        name,
+        equal_size,
+        expected="True, False or 'nearly'",
+        shown=_describe(equal_size),
+    )
 
 
 def check_greedy_equal_size(equal_size: Any) -> bool:
@@ -240,7 +246,9 @@ def check_greedy_equal_size(equal_size: Any) -> bool:
     """
     checked = check_equal_size(equal_size)
     if checked == NEARLY:
-        raise ValueError("greedy_partition does not support equal_size='nearly'")
+        raise argument_error(
+            "unsupported", "equal_size", equal_size, function="greedy_partition", shown="'nearly'"
+        )
     return checked is True
 
 
@@ -263,6 +271,7 @@ def check_shape(n_items: int, k_partitions: int, equal_size: EqualSize) -> None:
 
 #: The accepted values of the ``refine`` keyword.
 REFINE_CHOICES = (False, True, "exact")
+_REFINE = "False, True or 'exact'"
 
 
 def check_refine(refine: Any) -> bool | str:
@@ -280,10 +289,9 @@ def check_refine(refine: Any) -> bool | str:
     if isinstance(refine, str):
         if refine == "exact":
             return "exact"
-        raise ValueError(f"refine must be False, True or 'exact', got {refine!r}")
-    raise TypeError(
-        f"refine must be False, True or 'exact', got {refine!r} ({type(refine).__name__})"
-    )
+        raise argument_error("not_allowed", "refine", refine, expected=_REFINE, shown=repr(refine))
+    shown = f"{refine!r} ({type(refine).__name__})"
+    raise argument_error("wrong_type", "refine", refine, expected=_REFINE, shown=shown)
 
 
 def check_count(value: Any, name: str) -> int:
@@ -309,8 +317,9 @@ def check_min_count(min_num_micro_batches: Any) -> int:
     ):
         if min_num_micro_batches == 0:
             return 0
-        raise ValueError(
-            f"min_num_micro_batches must be >= 0, got {show_number(int(min_num_micro_batches))}"
+        shown = show_number(int(min_num_micro_batches))
+        raise argument_error(
+            "too_small", "min_num_micro_batches", min_num_micro_batches, minimum=0, shown=shown
         )
     return check_count(min_num_micro_batches, "min_num_micro_batches")
 
@@ -321,7 +330,7 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
         return value
     quoted = [repr(choice) for choice in choices]
     allowed = f"{quoted[0]} or {quoted[1]}" if len(quoted) == 2 else "one of " + ", ".join(quoted)
-    raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    raise argument_error("not_allowed", name, value, expected=allowed, shown=repr(value))
 
 
 def check_pad_to_multiple_of(value: Any) -> int:
@@ -341,12 +350,13 @@ def check_partition_index(index: int, p: int, j: int, n_values: int) -> int:
         >>> check_partition_index(5, 0, 1, 4)
         Traceback (most recent call last):
         ...
-        ValueError: partitions[0][1] is 5, not an index of the 4 values
+        seqbalance.errors.ArgumentValueError: partitions[0][1] is 5, not an index of the 4 values
     """
     if 0 <= index < n_values:
         return index
     shown = str(index) if -(2**63) <= index < 2**63 else _describe(int(index))
-    raise ValueError(f"partitions[{p}][{j}] is {shown}, not an index of the {n_values} values")
+    loc = ("partitions", p, j)
+    raise argument_error("not_an_index", loc, index, shown=shown, n_values=n_values)
 
 
 def check_flag(value: Any, name: str) -> bool:
@@ -357,7 +367,9 @@ def check_flag(value: Any, name: str) -> bool:
     """
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise TypeError(f"{name} must be True or False, got {_describe(value)}")
+    raise argument_error(
+        "wrong_type", name, value, expected="True or False", shown=_describe(value)
+    )
 
 
 #: Where data-parallel ranks wait for each other: once a step, or at every micro-batch.
@@ -379,22 +391,37 @@ def check_step_model(sync: Any, pipeline_stages: Any, forward_share: Any) -> tup
         >>> check_step_model("micro_batch", 2, 0.5)
         Traceback (most recent call last):
         ...
-        ValueError: pipeline_stages=2 with sync='micro_batch': a pipeline's ranks meet once a step (sync='step'); FSDP inside a pipeline is not modelled
+        seqbalance.errors.ArgumentValueError: pipeline_stages=2 with sync='micro_batch': a pipeline's ranks meet once a step (sync='step'); FSDP inside a pipeline is not modelled
     """
     if not (isinstance(sync, str) and sync in SYNCS):
-        raise ValueError(f"sync must be 'step' or 'micro_batch', got {_describe(sync)}")
+        expected = "'step' or 'micro_batch'"
+        raise argument_error("not_allowed", "sync", sync, expected=expected, shown=_describe(sync))
     if isinstance(pipeline_stages, (bool, np.bool_)) or not isinstance(
         pipeline_stages, (int, np.integer)
     ):
-        raise ValueError(f"pipeline_stages must be an int >= 1, got {_describe(pipeline_stages)}")
+        shown = _describe(pipeline_stages)
+        raise argument_error(
+            "not_allowed", "pipeline_stages", pipeline_stages, expected="an int >= 1", shown=shown
+        )
     stages = int(pipeline_stages)
     if not 1 <= stages <= MAX_COUNT:
-        raise ValueError(f"pipeline_stages must be an int in 1..2**24, got {show_number(stages)}")
+        expected, shown = "an int in 1..2**24", show_number(stages)
+        raise argument_error(
+            "not_allowed", "pipeline_stages", pipeline_stages, expected=expected, shown=shown
+        )
     share = _finite_share(forward_share)
     if stages > 1 and sync == "micro_batch":
-        raise ValueError(
-            f"pipeline_stages={stages} with sync='micro_batch': a pipeline's ranks meet once a "
-            "step (sync='step'); FSDP inside a pipeline is not modelled"
+        reason = (
+            "a pipeline's ranks meet once a step (sync='step'); FSDP inside a pipeline is not "
+            "modelled"
+        )
+        raise argument_error(
+            "conflict",
+            "pipeline_stages",
+            pipeline_stages,
+            shown=stages,
+            other="sync='micro_batch'",
+            reason=reason,
         )
     return sync, stages, share
 
@@ -404,14 +431,20 @@ def _finite_share(forward_share: Any) -> float:
     if isinstance(forward_share, (bool, np.bool_)) or not isinstance(
         forward_share, (int, float, np.integer, np.floating)
     ):
-        raise ValueError(
-            f"forward_share must be a number in (0, 1), got {_describe(forward_share)}"
+        shown = _describe(forward_share)
+        raise argument_error(
+            "not_allowed",
+            "forward_share",
+            forward_share,
+            expected="a number in (0, 1)",
+            shown=shown,
         )
     # as_float: an int beyond float64 reads as an infinity, refused below by name (float()
     # would raise a bare OverflowError).
     share = as_float(forward_share)
     if not (0.0 < share < 1.0):
-        raise ValueError(
-            f"forward_share must be a finite number in (0, 1), got {show_number(forward_share)}"
+        expected, shown = "a finite number in (0, 1)", show_number(forward_share)
+        raise argument_error(
+            "not_allowed", "forward_share", forward_share, expected=expected, shown=shown
         )
     return share

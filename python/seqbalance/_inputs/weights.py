@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from .._arrays import host_array, item_scalar
+from ..errors import argument_error, where
 from .arguments import _describe, show_number
 
 #: How a partitioner adds weights: ``"exact"`` (integers, exact sums), ``"double"`` (float64)
@@ -40,12 +41,13 @@ class Weights(NamedTuple):
 MAX_VALUE = 2**63 - 1
 
 
-def read_length(item: Any, label: str) -> int:
+def read_length(item: Any, label: str | tuple[Any, ...]) -> int:
     """One length as every length reader reads it: an int from 0 to ``2**63 - 1``.
 
     ``bool`` counts as 0/1 (as Python's ``sum`` counts it); NumPy integer scalars, 0-d integer
     arrays and tensors, and objects with ``__index__`` are read by value. ``label`` names the
-    value in the errors (``"length"``, ``"lengths[3]"``).
+    value in the errors: a parameter's name (``"length"``) or the path to an item
+    (``("lengths", 3)``, shown as ``lengths[3]``), the error's ``loc``.
 
     Raises:
         TypeError: not an integer (a float, a string, None, ...).
@@ -58,45 +60,63 @@ def read_length(item: Any, label: str) -> int:
     """
     if type(item) is not int:
         # A 0-d array or tensor reads as the NumPy scalar of its value and dtype.
-        item = item_scalar(item, label)
+        item = item_scalar(item, label if isinstance(label, str) else where(label))
     if isinstance(item, (str, bytes, float, complex)) or item is None:
-        raise TypeError(f"{label} must be an integer, got {_describe(item)}")
+        raise _not_an_integer(label, item)
     try:
         value = operator.index(item)
     except TypeError:
-        raise TypeError(f"{label} must be an integer, got {_describe(item)}") from None
+        raise _not_an_integer(label, item) from None
     if value < 0:
-        raise ValueError(f"{label} must be >= 0, got {show_number(value)}")
+        raise argument_error("too_small", label, item, minimum=0, shown=show_number(value))
     if value > MAX_VALUE:
-        raise OverflowError(f"{label} must be <= 2**63 - 1, got {show_number(value)}")
+        raise argument_error("overflow", label, item, maximum="2**63 - 1", shown=show_number(value))
     return value
 
 
+def _not_an_integer(label: str | tuple[Any, ...], item: Any) -> Exception:
+    return argument_error("wrong_type", label, item, expected="an integer", shown=_describe(item))
+
+
 def _check_item(position: int, item: Any, name: str) -> int:
-    return read_length(item, f"{name}[{position}]")
+    return read_length(item, (name, position))
+
+
+def _not_1d(name: str, array: Any) -> Exception:
+    shown = f"an array of shape {array.shape}"
+    return argument_error("not_one_dimensional", name, array, shown=shown)
 
 
 def _check_array(array: np.ndarray, name: str) -> np.ndarray:
     if array.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got an array of shape {array.shape}")
+        raise _not_1d(name, array)
     kind = array.dtype.kind
     if kind == "b":
         return array.astype(np.int64)
     if kind not in "iu":
-        raise TypeError(f"{name} must hold integers, got an array of dtype {array.dtype}")
+        raise argument_error(
+            "wrong_dtype", name, array, expected="integers", dtype=str(array.dtype)
+        )
     if kind == "i":
         negative = np.flatnonzero(array < 0)
         if negative.size:
             position = int(negative[0])
-            raise ValueError(f"{name}[{position}] must be >= 0, got {int(array[position])}")
+            value = int(array[position])
+            raise argument_error("too_small", (name, position), value, minimum=0, shown=str(value))
     elif array.dtype.itemsize == 8:
         too_big = np.flatnonzero(array > np.uint64(MAX_VALUE))
         if too_big.size:
             position = int(too_big[0])
-            raise OverflowError(
-                f"{name}[{position}] must be <= 2**63 - 1, got {int(array[position])}"
+            value = int(array[position])
+            raise argument_error(
+                "overflow", (name, position), value, maximum="2**63 - 1", shown=str(value)
             )
     return array.astype(np.int64, copy=False)
+
+
+def _not_a_sequence(name: str, value: Any) -> Exception:
+    expected = "a sequence or 1-D array of integers"
+    return argument_error("wrong_type", name, value, expected=expected, shown=_describe(value))
 
 
 def as_array(seqlen_list: Any, name: str = "seqlen_list") -> np.ndarray | list[Any]:
@@ -112,25 +132,19 @@ def as_array(seqlen_list: Any, name: str = "seqlen_list") -> np.ndarray | list[A
     if isinstance(seqlen_list, (list, tuple)):
         return list(seqlen_list)
     if isinstance(seqlen_list, np.ma.MaskedArray):
-        raise TypeError(
-            f"{name} is a masked array; pass {name}.compressed() or {name}.filled(0) instead"
-        )
+        raise argument_error("masked_array", name, seqlen_list)
     if (
         isinstance(seqlen_list, (str, bytes, bytearray, memoryview, dict, set, frozenset))
         or seqlen_list is None
     ):
-        raise TypeError(
-            f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
-        )
+        raise _not_a_sequence(name, seqlen_list)
     array = host_array(seqlen_list, name)
     if array.ndim == 0 and not isinstance(seqlen_list, np.ndarray):
-        raise TypeError(
-            f"{name} must be a sequence or 1-D array of integers, got {_describe(seqlen_list)}"
-        )
+        raise _not_a_sequence(name, seqlen_list)
     seqlen_list = array
     if seqlen_list.dtype == object:
         if seqlen_list.ndim != 1:
-            raise ValueError(f"{name} must be 1-D, got an array of shape {seqlen_list.shape}")
+            raise _not_1d(name, seqlen_list)
         return seqlen_list.tolist()
     return seqlen_list
 
@@ -150,7 +164,7 @@ _DTYPE_OF_PRECISION = {"double": np.float64, "single": np.float32}
 
 def _float_value(position: int, value: float, name: str) -> None:
     if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name}[{position}] must be finite and >= 0, got {value!r}")
+        raise argument_error("not_finite_or_negative", (name, position), value, shown=repr(value))
 
 
 def _check_float_total(values: np.ndarray, name: str) -> None:
@@ -170,9 +184,13 @@ def _check_float_total(values: np.ndarray, name: str) -> None:
         total = math.inf
     if total > limit:
         amount = f"to {total:.6g}" if math.isfinite(total) else f"past {2 * limit:.6g}"
-        raise OverflowError(
-            f"{name} sums {amount}, above half the largest {values.dtype} ({limit:.6g}); "
-            "scale the weights down"
+        raise argument_error(
+            "sum_overflow",
+            name,
+            total,
+            amount=amount,
+            dtype=str(values.dtype),
+            limit=f"{limit:.6g}",
         )
 
 
@@ -192,9 +210,8 @@ def _weight_kind(position: int, item: Any, name: str) -> tuple[str, Any]:
         if array is not None and array.ndim == 0 and array.dtype.kind == "f":
             precision = _PRECISION_OF_DTYPE.get(array.dtype)
             if precision is None or array.dtype == np.float16:
-                raise TypeError(
-                    f"{name}[{position}] is a {array.dtype} scalar, which has no reference "
-                    f"precision in a list; pass an array (np.asarray({name}, dtype=np.float32))"
+                raise argument_error(
+                    "scalar_in_list", (name, position), item, dtype=str(array.dtype)
                 )
             value = array[()]
             _float_value(position, float(value), name)
@@ -203,18 +220,25 @@ def _weight_kind(position: int, item: Any, name: str) -> tuple[str, Any]:
         _float_value(position, item, name)
         return "double", float(item)
     if isinstance(item, (str, bytes, complex)) or item is None:
-        raise TypeError(f"{name}[{position}] must be an int or a float, got {_describe(item)}")
+        raise _not_a_number((name, position), item)
     try:
         number = operator.index(item)
     except TypeError:
-        raise TypeError(
-            f"{name}[{position}] must be an int or a float, got {_describe(item)}"
-        ) from None
+        raise _not_a_number((name, position), item) from None
     if number < 0:
-        raise ValueError(f"{name}[{position}] must be >= 0, got {show_number(number)}")
+        raise argument_error(
+            "too_small", (name, position), item, minimum=0, shown=show_number(number)
+        )
     if number > MAX_VALUE:
-        raise OverflowError(f"{name}[{position}] must be <= 2**63 - 1, got {show_number(number)}")
+        raise argument_error(
+            "overflow", (name, position), item, maximum="2**63 - 1", shown=show_number(number)
+        )
     return "exact", number
+
+
+def _not_a_number(loc: tuple[Any, ...], item: Any) -> Exception:
+    expected = "an int or a float"
+    return argument_error("wrong_type", loc, item, expected=expected, shown=_describe(item))
 
 
 def _weights_of_items(items: list[Any], name: str) -> Weights:
@@ -233,19 +257,17 @@ def _weights_of_items(items: list[Any], name: str) -> Weights:
             first_at["exact"] if "exact" in first_at else len(items),
             first_at.get("double", len(items)),
         )
-        raise TypeError(
-            f"{name} mixes float32 items ({name}[{single}] is {_describe(items[single])}) with "
-            f"other numbers ({name}[{other}] is {_describe(items[other])}); the reference's "
-            "precision would then depend on its order of additions, so pass one dtype, "
-            f"e.g. np.asarray({name}, dtype=np.float32)"
+        raise argument_error(
+            "mixed_precision",
+            name,
+            items[other],
+            first=f"{name}[{single}] is {_describe(items[single])}",
+            second=f"{name}[{other}] is {_describe(items[other])}",
         )
     if "exact" in first_at:
         int_total = sum(v for v in values if isinstance(v, int))
         if int_total > MAX_INT_SUM_WITH_FLOATS:
-            raise ValueError(
-                f"{name} mixes floats with ints that sum to {int_total}, above 2**53, where "
-                "double precision stops adding ints exactly; convert the ints to float first"
-            )
+            raise argument_error("inexact_sum", name, int_total, total=int_total)
     precision: Precision = "single" if "single" in first_at else "double"
     array = np.array(values, dtype=_DTYPE_OF_PRECISION[precision])
     _check_float_total(array, name)
@@ -254,20 +276,17 @@ def _weights_of_items(items: list[Any], name: str) -> Weights:
 
 def _weights_of_array(array: np.ndarray, name: str) -> Weights:
     if array.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got an array of shape {array.shape}")
+        raise _not_1d(name, array)
     if array.dtype.kind != "f":
         if array.dtype.kind not in "biu":
-            raise TypeError(
-                f"{name} must hold integers or floats, got an array of dtype {array.dtype}"
+            raise argument_error(
+                "wrong_dtype", name, array, expected="integers or floats", dtype=str(array.dtype)
             )
         checked = _check_array(array, name)
         return Weights(checked if checked.flags.aligned else checked.copy(), "exact")
     precision = _PRECISION_OF_DTYPE.get(array.dtype)
     if precision is None:
-        raise TypeError(
-            f"{name} has dtype {array.dtype}, which the partitioners do not compute in; "
-            "pass float64 or float32"
-        )
+        raise argument_error("unsupported_dtype", name, array, dtype=str(array.dtype))
     bad = np.flatnonzero(~(np.isfinite(array) & (array >= 0)))
     if bad.size:
         position = int(bad[0])

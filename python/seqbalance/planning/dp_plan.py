@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import _native
 from .._deprecation import renamed_params, retired_flag
-from .._errors import PartitionError
 from .._inputs import (
     EqualSize,
     check_choice,
@@ -19,6 +18,7 @@ from .._inputs import (
     check_optional_count,
     check_step_model,
 )
+from ..errors import PartitionError
 from ..partition import partition_ids
 from .micro_batches import (
     _ORDERS,

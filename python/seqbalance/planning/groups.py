@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from .._deprecation import renamed_params
-from .._errors import PartitionError
 from .._inputs import (
     EqualSize,
     as_int64_array,
@@ -19,6 +18,7 @@ from .._inputs import (
     check_refine,
 )
 from ..costs.workload import group_sums, sample_costs
+from ..errors import PartitionError
 from ..partition import get_seqlen_balanced_partitions
 
 __all__ = ["group_balanced_partitions", "uid_runs"]

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from .._deprecation import renamed_attribute, renamed_params, retired_value
-from .._errors import PartitionError
 from .._inputs import (
     MAX_VALUE,
     _describe,
@@ -21,6 +20,7 @@ from .._inputs import (
     lengths_as_list,
     normalize_lengths,
 )
+from ..errors import PartitionError
 from .groups import uid_runs
 
 __all__ = [

@@ -18,7 +18,6 @@ import numpy.typing as npt
 
 from .. import _native
 from .._deprecation import renamed_params, retired_flag
-from .._errors import PartitionError
 from .._inputs import (
     _describe,
     as_int64_array,
@@ -32,6 +31,7 @@ from .._inputs import (
     normalize_weights,
 )
 from ..costs.workload import check_total, pad_lengths, sample_costs
+from ..errors import PartitionError
 
 __all__ = [
     "ALGORITHMS",
