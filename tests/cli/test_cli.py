@@ -58,14 +58,14 @@ def test_partition_text_file_json(lengths_file: Path):
     result = run("partition", str(lengths_file), "-k", "2", "--json")
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
-    assert payload["n"] == 4 and payload["k"] == 2
+    assert payload["n"] == 4 and payload["dp_size"] == 2
     assert payload["partitions"] == seqbalance.get_seqlen_balanced_partitions(
         [10, 20, 30, 40], 2, False
     )
     assert payload["report"]["balanced"]["sums"] == [50, 50]
     assert payload["report"]["naive"]["sums"] == [30, 70]
     assert payload["report"]["naive"]["imbalance"] == pytest.approx(1.4)
-    assert payload["seconds"] >= 0
+    assert payload["planner_seconds"] >= 0
 
 
 def test_partition_text_output(lengths_file: Path):
@@ -227,10 +227,11 @@ def test_bad_arguments_and_shapes(lengths_file: Path, tmp_path: Path):
         run("partition", str(tmp_path / "missing.txt")), "missing.txt: no such file"
     )
     assert_one_line_error(
-        run("partition", str(lengths_file), "-k", "0"), "argument -k: must be >= 1, got 0"
+        run("partition", str(lengths_file), "-k", "0"), "argument -k/--dp: must be >= 1, got 0"
     )
     assert_one_line_error(
-        run("partition", str(lengths_file), "-k", "x"), "argument -k: expected an integer, got 'x'"
+        run("partition", str(lengths_file), "-k", "x"),
+        "argument -k/--dp: expected an integer, got 'x'",
     )
     assert_one_line_error(
         run("partition", str(lengths_file), "-k", "5"),

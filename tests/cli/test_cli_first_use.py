@@ -164,7 +164,8 @@ def test_json_keys_are_the_ones_docs_cli_lists_and_shared_facts_share_names(file
         found = set(payload[0]) if verb == "bench" else set(payload)
         assert found == documented[verb], (verb, found ^ documented[verb])
     plan, partition = (json.loads(outputs[verb].stdout) for verb in ("plan", "partition"))
-    assert partition["ranks"] == partition["k"] == 2 and plan["ranks"] == 1
+    assert partition["dp_size"] == 2 and plan["dp_size"] == 1
+    assert not {"k", "ranks", "seconds", "max_micro_batches"} & (set(partition) | set(plan))
     assert partition["equal_size"] is False and plan["equal_size"] is False
     bench = json.loads(outputs["bench"].stdout)[0]
     assert bench["same_as_reference"] is bench["same"] is True

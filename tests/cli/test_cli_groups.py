@@ -122,8 +122,19 @@ def test_uid_field_errors_are_one_line(tmp_path, capsys):
     )
     assert_main_one_line_error(
         capsys,
-        [good, "--field", "len", "--uid-field", "uid", "-k", "2", "--max-token-len", "10"],
-        "needs --dp",
+        [
+            good,
+            "--field",
+            "len",
+            "--uid-field",
+            "uid",
+            "-k",
+            "2",
+            "--max-token-len",
+            "10",
+            "--per-rank",
+        ],
+        "--uid-field with --per-rank",
     )
     missing = tmp_path / "missing.jsonl"
     missing.write_text('{"len": 1, "uid": "a"}\n{"len": 2}\n')

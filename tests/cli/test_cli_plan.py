@@ -25,7 +25,7 @@ def test_max_token_len_plans_every_rank_under_the_cap_with_one_count(capsys):
     payload = run_json(capsys, "--max-token-len", "262144", "-k", "4", "--group-size", "16")
     lengths = synthetic_rl_batch().tolist()
     plan = payload["plan"]
-    assert payload["ranks"] == 4 and len(plan) == 4
+    assert payload["dp_size"] == 4 and len(plan) == 4
     assert {len(rank) for rank in plan} == {payload["micro_batches_per_rank"]}
     assert all(sum(lengths[i] for i in mb) <= 262144 for rank in plan for mb in rank)
     assert sorted(i for rank in plan for mb in rank for i in mb) == list(range(len(lengths)))
@@ -49,10 +49,9 @@ def test_text_output_prints_the_plan_summary(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--dp", "4"], "--dp needs --max-token-len"),
-        (["--dp", "4", "-k", "2", "--max-token-len", "65536"], "pass either -k"),
+        (["--per-rank"], "--per-rank plans micro-batches: it needs --max-token-len"),
+        (["--cost", "flops"], "--cost flops: not tokens, workload or a file"),
         (["--max-token-len", "100"], "is longer than --max-token-len (100)"),
-        (["--cost", "flops"], "invalid choice: 'flops'"),
         (["--dp", "0", "--max-token-len", "100"], "must be >= 1, got 0"),
     ],
 )

@@ -55,7 +55,7 @@ def test_with_a_time_cost_each_rank_shows_one_number(tmp_path, capsys, time_cost
         # Each document's seconds rounded to the whole nanoseconds every planner weighs.
         assert per_rank[rank] == pytest.approx(expected, rel=1e-12, abs=0.5e-9 * len(lengths))
         assert per_rank[rank] > float(cost(np.array(lengths)[sum(micro_batches, [])]).sum())
-    assert payload["predicted_step"]["seconds"] == pytest.approx(max(per_rank), rel=1e-12)
+    assert payload["predicted_step"]["makespan"] == pytest.approx(max(per_rank), rel=1e-12)
     # The text report's table shows the same seconds as its summary line.
     assert main(args) == 0
     text = capsys.readouterr().out
@@ -139,5 +139,5 @@ def test_wall_seconds_covers_writing_the_json(monkeypatch, capsys, verb):
     monkeypatch.undo()
     payload = json.loads(captured.out)
     assert list(payload)[-1] == "wall_seconds"
-    assert payload["wall_seconds"] >= 0.3 + payload["seconds"]
+    assert payload["wall_seconds"] >= 0.3 + payload["planner_seconds"]
     assert "as JSON" in captured.err  # the writing shows progress where it takes seconds

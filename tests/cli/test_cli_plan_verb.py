@@ -31,7 +31,7 @@ def test_plan_is_plan_dp_micro_batches_with_its_summary():
     lengths = synthetic_rl_batch()
     plan = plan_dp_micro_batches(lengths, 8, 65536, cost="workload")
     assert payload["plan"] == plan
-    assert payload["ranks"] == 8 and payload["order"] == "bubble"
+    assert payload["dp_size"] == 8 and payload["order"] == "bubble"
     work = 24576 * lengths + lengths * lengths
     for rank, row in zip(plan, payload["ranks_summary"], strict=True):
         assert row["samples"] == sum(len(batch) for batch in rank)
@@ -45,7 +45,7 @@ def test_plan_is_plan_dp_micro_batches_with_its_summary():
 def test_plan_without_dp_is_one_rank_and_order_is_reported():
     payload = _json("plan", "--max-token-len", "32768", "--order", "largest_first")
     lengths = synthetic_rl_batch()
-    assert payload["ranks"] == 1 and payload["order"] == "largest_first"
+    assert payload["dp_size"] == 1 and payload["order"] == "largest_first"
     # No --cost: the command's default, the library's one default (tokens).
     assert payload["plan"] == plan_dp_micro_batches(lengths, 1, 32768, order="largest_first")
     text = run("plan", "--max-token-len", "32768", "--order", "largest_first")
@@ -58,11 +58,15 @@ def test_partition_max_token_len_keeps_working_with_a_one_line_notice():
     assert old.returncode == 0
     (notice,) = old.stderr.strip().splitlines()
     assert "seqbalance plan [FILE] --max-token-len N [--dp N]" in notice
-    # The old route balances tokens, as it always did; plan's default is the library's
-    # (workload), and --cost tokens gives the old route's plan.
-    new = _json("plan", "--dp", "4", "--max-token-len", "65536", "--cost", "tokens")
+    # One plan for one input whichever verb and whichever spelling of the rank count: -k and
+    # --dp are one flag, and both verbs plan as plan_dp_micro_batches does.
+    new = _json("plan", "--dp", "4", "--max-token-len", "65536")
     assert json.loads(old.stdout)["plan"] == new["plan"]
-    two_step = run("partition", "-k", "4", "--max-token-len", "65536")
+    assert _json("plan", "-k", "4", "--max-token-len", "65536")["plan"] == new["plan"]
+    spelled_k = run("partition", "-k", "4", "--max-token-len", "65536", "--json")
+    assert json.loads(spelled_k.stdout)["plan"] == new["plan"]
+    # The per-rank two-step route has a flag of its own.
+    two_step = run("partition", "-k", "4", "--max-token-len", "65536", "--per-rank")
     assert two_step.returncode == 0 and "every rank runs" in two_step.stdout
     assert two_step.stderr.strip().splitlines() == [notice]
 
@@ -104,9 +108,11 @@ def test_progress_on_stderr_for_large_inputs(tmp_path: Path):
     ("args", "fragment"),
     [
         (["plan"], "the following arguments are required: --max-token-len"),
-        (["plan", "--max-token-len", "65536", "-k", "4"], "counts ranks with --dp 4, not -k"),
         (["plan", "--max-token-len", "100"], "is longer than --max-token-len (100)"),
-        (["plan", "--max-token-len", "65536", "--dp", "0"], "argument --dp: must be >= 1, got 0"),
+        (
+            ["plan", "--max-token-len", "65536", "--dp", "0"],
+            "argument --dp/-k: must be >= 1, got 0",
+        ),
     ],
 )
 def test_plan_errors_are_one_line(args, fragment):

@@ -64,7 +64,6 @@ ERRORS = [
     (["plan", "ten.txt", "--max-token-len", "500"], ["lengths[5] = 600 is longer than --max-token-len (500)", "line 6 of ten.txt"]),
     (["plan", "huge.txt", "--cost", "workload", "--max-token-len", str(2**32)], ["pass --cost tokens"]),
     (["plan", "ten.txt", "--max-token-len", "5000", "--group-size", "3"], ["not divisible by --group-size (3)"]),
-    (["partition", "--dp", "4"], ["--dp needs --max-token-len"]),
 ]  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""``seqbalance plan --sync / --pipeline-stages / --forward-share / --max-micro-batches`` and the
+"""``seqbalance plan --sync / --pipeline-stages / --forward-share / --max-num-micro-batches`` and the
 predicted step every ``plan`` report shows (text and ``--json``), with today's plan's beside it
 when the mode is not the default; bad flag values end with one line and exit status 2."""
 
@@ -18,7 +18,7 @@ from seqbalance.planning import step as step_module
 from tests.cli._cli_runs import assert_one_line_error, run
 from tests.planning import step_oracle
 
-KEYS = {"seconds", "bubble", "lower_bound", "today_seconds"}
+KEYS = {"makespan", "today_makespan", "bubble", "lower_bound", "unit"}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_the_default_report_shows_its_step_as_todays(capsys):
     step = payload["predicted_step"]
     assert set(step) == KEYS
     model = simulate_step(payload["plan"], lengths, cost="tokens")
-    assert step["seconds"] == model.makespan and step["today_seconds"] == model.makespan
+    assert step["makespan"] == model.makespan and step["today_makespan"] == model.makespan
     assert step["bubble"] == model.bubble and step["lower_bound"] == model.lower_bound
     assert (payload["sync"], payload["pipeline_stages"]) == ("step", 1)
     # wall_seconds comes last: read once everything before it was written (issue 37, item 6).
@@ -68,9 +68,9 @@ def test_lockstep_reports_both_steps_in_cost_units(capsys):
     today = plan_dp_micro_batches(lengths, 8, 65536, cost="workload")
     step = payload["predicted_step"]
     lockstep = {"cost": "workload", "sync": "micro_batch"}
-    assert step["seconds"] == simulate_step(payload["plan"], lengths, **lockstep).makespan
-    assert step["today_seconds"] == simulate_step(today, lengths, **lockstep).makespan
-    assert step["seconds"] <= step["today_seconds"]
+    assert step["makespan"] == simulate_step(payload["plan"], lengths, **lockstep).makespan
+    assert step["today_makespan"] == simulate_step(today, lengths, **lockstep).makespan
+    assert step["makespan"] <= step["today_makespan"]
     assert payload["sync"] == "micro_batch" and payload["order"] == "searched"
     assert main(["plan", *args, "--sync", "micro_batch"]) == 0
     text = capsys.readouterr().out
@@ -83,7 +83,7 @@ def test_lockstep_reports_both_steps_in_cost_units(capsys):
 def test_pipelines_with_a_time_cost_report_seconds(capsys, files):
     saved, batch, lengths, cost = files
     args = ("plan", str(batch), "--dp", "4", "--max-token-len", "65536", "--time-cost", str(saved))
-    mode = ("--pipeline-stages", "4", "--forward-share", "0.25", "--max-micro-batches", "60")
+    mode = ("--pipeline-stages", "4", "--forward-share", "0.25", "--max-num-micro-batches", "60")
     assert main([*args, *mode, "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     plan = plan_dp_micro_batches(
@@ -98,15 +98,15 @@ def test_pipelines_with_a_time_cost_report_seconds(capsys, files):
     assert payload["plan"] == plan
     pipeline = {"cost": cost, "pipeline_stages": 4, "forward_share": 0.25}
     step = payload["predicted_step"]
-    assert step["seconds"] == simulate_step(plan, lengths, **pipeline).makespan
+    assert step["makespan"] == simulate_step(plan, lengths, **pipeline).makespan
     today = plan_dp_micro_batches(lengths, 4, 65536, cost=cost)
-    assert step["today_seconds"] == simulate_step(today, lengths, **pipeline).makespan
-    assert step["seconds"] < step["today_seconds"] * 0.99
+    assert step["today_makespan"] == simulate_step(today, lengths, **pipeline).makespan
+    assert step["makespan"] < step["today_makespan"] * 0.99
     assert (payload["pipeline_stages"], payload["forward_share"]) == (4, 0.25)
-    assert payload["max_micro_batches"] == 60
+    assert payload["max_num_micro_batches"] == 60
     assert main([*args, *mode]) == 0
     text = capsys.readouterr().out
-    assert "pipeline_stages=4, forward_share=0.25, max_micro_batches=60" in text
+    assert "pipeline_stages=4, forward_share=0.25, max_num_micro_batches=60" in text
     (line,) = [line for line in text.splitlines() if line.startswith("predicted step")]
     assert line.startswith("predicted step (1F1B, 4 stages): ") and " s, bubble " in line
     assert "this plan" in line and "below" in line
@@ -134,12 +134,12 @@ def test_json_is_one_document_and_notes_go_to_stderr(files):
 
 
 def test_the_old_partition_route_reports_the_step_too(capsys):
-    assert main(["partition", "-k", "4", "--max-token-len", "65536", "--json"]) == 0
+    assert main(["partition", "-k", "4", "--max-token-len", "65536", "--per-rank", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     step = payload["predicted_step"]
-    assert step["seconds"] == step["today_seconds"]
+    assert step["makespan"] == step["today_makespan"]
     lengths = synthetic_rl_batch()
-    assert step["seconds"] == simulate_step(payload["plan"], lengths).makespan
+    assert step["makespan"] == simulate_step(payload["plan"], lengths).makespan
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,12 @@ def test_the_old_partition_route_reports_the_step_too(capsys):
         (["--forward-share", "nan"], ["argument --forward-share: must be a number in (0, 1)"]),
         (["--forward-share", "half"], ["argument --forward-share: expected a number"]),
         (["--sync", "fsdp"], ["argument --sync: invalid choice: 'fsdp'"]),
-        (["--max-micro-batches", "0"], ["argument --max-micro-batches: must be >= 1, got 0"]),
+        (
+            ["--max-num-micro-batches", "0"],
+            ["argument --max-num-micro-batches/--max-micro-batches: must be >= 1, got 0"],
+        ),
+        # The old spelling stays an alias until 1.0.
+        (["--max-micro-batches", "1"], ["--max-num-micro-batches 1 is below the"]),
         (
             ["--sync", "micro_batch", "--pipeline-stages", "2"],
             ["--pipeline-stages 2 with --sync micro_batch"],
@@ -162,11 +167,14 @@ def test_the_old_partition_route_reports_the_step_too(capsys):
             ["--order bubble with --sync", "leave --order out"],
         ),
         (
-            ["--pipeline-stages", "4", "--max-micro-batches", "1"],
-            ["--max-micro-batches 1 is below the", "pass at least"],
+            ["--pipeline-stages", "4", "--max-num-micro-batches", "1"],
+            ["--max-num-micro-batches 1 is below the", "pass at least"],
         ),
         # The default mode too: it plans today's count, so a maximum below it is refused.
-        (["--max-micro-batches", "1"], ["--max-micro-batches 1 is below the", "pass at least"]),
+        (
+            ["--max-num-micro-batches", "1"],
+            ["--max-num-micro-batches 1 is below the", "pass at least"],
+        ),
     ],
 )
 def test_bad_step_flags_end_with_one_line_naming_the_flag(args, fragments):
@@ -176,7 +184,7 @@ def test_bad_step_flags_end_with_one_line_naming_the_flag(args, fragments):
 def test_plan_help_names_the_step_flags():
     result = run("plan", "--help")
     assert result.returncode == 0
-    for flag in ("--sync", "--pipeline-stages", "--forward-share", "--max-micro-batches"):
+    for flag in ("--sync", "--pipeline-stages", "--forward-share", "--max-num-micro-batches"):
         assert flag in result.stdout
 
 

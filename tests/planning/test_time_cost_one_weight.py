@@ -86,7 +86,7 @@ def test_the_dp_plan_is_the_command_lines(capsys, tmp_path, case):
     # The step it predicts is in seconds: simulate_step of that plan under the TimeCost, which
     # is TimeCost.predict of its micro-batches to the nanosecond per document.
     step = simulate_step(payload["plan"], lengths, cost=cost)
-    assert payload["predicted_step"]["seconds"] == step.seconds
+    assert payload["predicted_step"]["makespan"] == step.makespan
     predicted = max(
         sum(float(cost.predict([lengths[mb].tolist()])[0]) for mb in rank if mb)
         for rank in payload["plan"]

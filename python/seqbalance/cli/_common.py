@@ -169,6 +169,52 @@ def default_cost(command: str) -> str:
     return "tokens"
 
 
+#: The names ``--cost`` takes; anything else is a file.
+COST_NAMES = ("tokens", "workload")
+
+
+def route_cost_file(args: argparse.Namespace) -> None:
+    """``--cost FILE`` as the flag its file is for: a saved time cost (its ``"kind"`` says so,
+    or a calibrate log, which ``--time-cost`` explains) is ``--time-cost FILE``, anything else
+    ``--model-config FILE``. ``--time-cost`` and ``--model-config`` stay as aliases."""
+    if args.cost is None or args.cost in COST_NAMES:
+        return
+    file = args.cost
+    if args.model_config is not None or getattr(args, "time_cost", None) is not None:
+        raise InputError("pass only one of --cost, --model-config and --time-cost")
+    path = Path(file)
+    if not path.is_file():
+        raise InputError(
+            f"--cost {file}: not tokens, workload or a file (a saved time cost or a model's "
+            "config.json)" + ("" if path.exists() else ": no such file")
+        )
+    args.cost = None
+    if _names_a_time_cost(path):
+        args.time_cost = file
+    else:
+        args.model_config = file
+
+
+def _names_a_time_cost(path: Path) -> bool:
+    """Whether ``path`` is for ``--time-cost``: a saved ``seqbalance.TimeCost`` or a JSON Lines
+    log of measured micro-batches (``"lengths"`` and ``"seconds"`` on its first line)."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(1 << 16)
+    except OSError:
+        return False
+    first = head.split(b"\n", 1)[0]
+    for text in (head, first):
+        try:
+            record = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            kind = record.get("kind")
+            return kind == "seqbalance.TimeCost" or {"lengths", "seconds"} <= set(record)
+    return b'"seqbalance.TimeCost"' in head
+
+
 def resolve_cost(args: argparse.Namespace) -> None:
     """``args.cost``: ``--cost`` (`default_cost` when not given), or `ModelFlops` for
     ``--model-config``, which excludes ``--cost``."""

@@ -33,6 +33,7 @@ from ._common import (
     _share,
     library_progress,
     resolve_cost,
+    route_cost_file,
     say,
 )
 from ._messages import flag_words
@@ -75,6 +76,10 @@ NEARLY_EQUAL_HELP = "item (or group) counts within one of each other, for any co
 VERBS = ("partition", "plan", "bench", "calibrate")
 
 
+#: ``--dp`` (``-k``) on both verbs.
+DP_HELP = "the data-parallel ranks to balance over (default %(default)s); -k and --dp are one flag"
+
+
 def _add_partition(commands: Any) -> None:
     partition = commands.add_parser(
         "partition",
@@ -86,9 +91,12 @@ def _add_partition(commands: Any) -> None:
     _add_input_flags(partition)
     partition.add_argument(
         "-k",
+        "--dp",
+        dest="dp_size",
         type=_int_at_least(1),
-        default=None,
-        help="partitions: the ranks to balance over (default 8)",
+        default=8,
+        metavar="N",
+        help=DP_HELP,
     )
     _add_count_flags(partition)
     partition.add_argument("--refine", action="store_true", help=REFINE_HELP)
@@ -98,13 +106,15 @@ def _add_partition(commands: Any) -> None:
         "--max-token-len",
         type=_int_at_least(1),
         metavar="N",
-        help="also plan micro-batches of at most N tokens on every rank (seqbalance plan is the verb)",
+        help="also plan micro-batches of at most N tokens: the plan seqbalance plan gives (the "
+        "verb for it)",
     )
     partition.add_argument(
-        "--dp",
-        type=_int_at_least(1),
-        metavar="N",
-        help="with --max-token-len: one plan for N data-parallel ranks (as seqbalance plan --dp N)",
+        "--per-rank",
+        action="store_true",
+        help="with --max-token-len: the two-step route instead, balance the ranks first and then "
+        "plan each rank's micro-batches alone (get_seqlen_balanced_partitions, then "
+        "plan_micro_batches per rank, with the count they agree on)",
     )
     _add_shape_flags(partition, "with --max-token-len: ")
     partition.add_argument(
@@ -133,13 +143,13 @@ def _add_plan(commands: Any) -> None:
     )
     plan.add_argument(
         "--dp",
+        "-k",
+        dest="dp_size",
         type=_int_at_least(1),
         metavar="N",
         default=1,
-        help="data-parallel ranks sharing the batch (default 1)",
+        help=DP_HELP,
     )
-    # partition's -k, here only to say that plan counts ranks with --dp.
-    plan.add_argument("-k", type=_int_at_least(1), default=None, help=argparse.SUPPRESS)
     _add_count_flags(plan)
     plan.add_argument("--refine", action="store_true", help=REFINE_HELP)
     add_cost_flags(plan)
@@ -175,12 +185,14 @@ def _add_step_flags(parser: argparse.ArgumentParser) -> None:
         help="the forward's share of a micro-batch's time in a pipeline, in (0, 1) (default 1/3)",
     )
     parser.add_argument(
+        "--max-num-micro-batches",
         "--max-micro-batches",
+        dest="max_num_micro_batches",
         type=_int_at_least(1, MAX_COUNT),
         metavar="N",
         help="with --sync micro_batch or --pipeline-stages: the most micro-batches per rank the "
-        "plan may choose (default: 4x the count the default plan needs, with --time-cost; "
-        "otherwise that count)",
+        "plan may choose (default: 4x the count the default plan needs, with a time cost; "
+        "otherwise that count); --max-micro-batches is its old spelling, kept until 1.0",
     )
 
 
@@ -226,16 +238,17 @@ def add_cost_flags(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument(
         "--cost",
-        choices=("tokens", "workload"),
         default=None,
-        help="what a sample weighs: its tokens or verl's workload, 24576 × s + s² for s tokens "
-        "(default: tokens, the library's one default)",
+        metavar="tokens|workload|FILE",
+        help="what a sample weighs: its tokens (the default, the library's one default), verl's "
+        "workload (24576 × s + s² for s tokens), or a FILE: a saved time cost (seqbalance "
+        "calibrate --out) or a model's Hugging Face config.json",
     )
     parser.add_argument(
         "--model-config",
         metavar="FILE.json",
-        help="balance by the training FLOPs of a model: its Hugging Face config.json "
-        "(exclusive with --cost and --time-cost)",
+        help="the same as --cost FILE.json for a model's config.json (balance by its training "
+        "FLOPs); exclusive with --cost and --time-cost",
     )
     add_time_cost_flag(parser)
     parser.set_defaults(resolve_cost=True)
@@ -345,12 +358,10 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(arguments)
     if args.command is None:
         parser.error(f"choose a command: {', '.join(VERBS)}")
-    if args.command == "partition":
-        args.k_given = args.k is not None
-        args.k = 8 if args.k is None else args.k
     prefix = f"seqbalance {args.command}: error:"
     try:
         if getattr(args, "resolve_cost", False):
+            route_cost_file(args)
             resolve_time_cost(args)
             resolve_cost(args)
         with warnings.catch_warnings():

@@ -143,7 +143,7 @@ def _unit(unit: str, count: int) -> str:
 
 
 def _run_partition(args: argparse.Namespace) -> int:
-    planning = args.dp is not None or args.max_token_len is not None
+    planning = args.max_token_len is not None
     lengths, uids, keys, source = read_input(args, whole_lengths=planning)
     group_size = args.group_size
     equal_size = _equal_size(args)
@@ -152,14 +152,14 @@ def _run_partition(args: argparse.Namespace) -> int:
         status = _run_plan(args, lengths, uids, keys, source)
         say(PLAN_NOTICE)
         return status
-    for flag, value in (
-        ("--order", args.order),
-        ("--max-sequences", args.max_sequences),
-        ("--footprint", args.footprint),
-        ("--key-field", args.key_field),
+    for flag, value, what in (
+        ("--order", args.order, "orders"),
+        ("--max-sequences", args.max_sequences, "shapes"),
+        ("--footprint", args.footprint, "shapes"),
+        ("--key-field", args.key_field, "shapes"),
+        ("--per-rank", args.per_rank or None, "plans"),
     ):
         if value is not None:
-            what = "orders" if flag == "--order" else "shapes"
             raise InputError(f"{flag} {what} micro-batches: it needs --max-token-len")
     if lengths.dtype.kind == "f" and args.cost != "tokens":
         # The flag that chose the cost: --cost (a name), --model-config or --time-cost.
@@ -177,59 +177,62 @@ def _run_partition(args: argparse.Namespace) -> int:
         sizes: int | np.ndarray = group_size
     else:
         starts = np.asarray([start for start, _ in uid_runs(uids)], dtype=np.int64)
-        if starts.size < args.k:
+        if starts.size < args.dp_size:
             raise InputError(
-                f"number of groups ({starts.size}) is smaller than k_partitions ({args.k})"
+                f"number of groups ({starts.size}) is smaller than k_partitions ({args.dp_size})"
             )
-        if equal_size is True and starts.size % args.k:
+        if equal_size is True and starts.size % args.dp_size:
             raise InputError(
-                f"number of groups ({starts.size}) is not divisible by k_partitions ({args.k}) "
+                f"number of groups ({starts.size}) is not divisible by k_partitions ({args.dp_size}) "
                 "with --equal-size (--nearly-equal allows group counts that differ by one)"
             )
         weights = group_sums(lengths, starts)
         sizes = np.diff(np.append(starts, lengths.size))
-    progress(args, weights.size, f"partitioning {weights.size:,} items over {args.k} ranks")
-    group_ids, seconds, repeat = _partition(weights, args.k, equal_size, args.refine)
+    progress(args, weights.size, f"partitioning {weights.size:,} items over {args.dp_size} ranks")
+    group_ids, seconds, repeat = _partition(weights, args.dp_size, equal_size, args.refine)
     ids = group_ids if weights is lengths else np.repeat(group_ids, sizes)
     # The naive baseline keeps groups whole, as a grouped trainer's contiguous split does.
     grouped = {"uid_list": uids} if uids is not None else {"group_size": group_size}
-    report = _report(lengths, ids, args.k, **grouped)
+    report = _report(lengths, ids, args.dp_size, **grouped)
     # With --refine the answer is the refined split; without, the hint's (None: not computed).
     refined = (
         (report.balanced.imbalance, seconds)
         if args.refine
-        else _refine_hint(lengths, weights, sizes, args.k, equal_size)
+        else _refine_hint(lengths, weights, sizes, args.dp_size, equal_size)
     )
-    predicted = time_by_rank(args.cost, tokens, ids, args.k)
+    predicted = time_by_rank(args.cost, tokens, ids, args.dp_size)
     say_extrapolation(args.cost, tokens)
 
     reference_seconds = None
     same_result = None
     if args.compare_reference:
         start = time.perf_counter()
-        reference_parts = reference.get_seqlen_balanced_partitions(weights, args.k, equal_size)
+        reference_parts = reference.get_seqlen_balanced_partitions(
+            weights, args.dp_size, equal_size
+        )
         reference_seconds = time.perf_counter() - start
-        same_result = None if args.refine else reference_parts == _parts_from_ids(group_ids, args.k)
+        same_result = (
+            None if args.refine else reference_parts == _parts_from_ids(group_ids, args.dp_size)
+        )
 
     if args.json:
         progress(args, lengths.size, "writing the partitions as JSON")
         payload = {
             "source": source,
             "n": int(lengths.size),
-            "k": args.k,
-            "ranks": args.k,  # plan's name for the same count
+            "dp_size": args.dp_size,
             "equal_size": equal_size,
             "group_size": group_size,
             "uid_field": args.uid_field,
             "groups": int(weights.size),
             "cost": str(args.cost),
             "refine": args.refine,
-            "seconds": seconds,
+            "planner_seconds": seconds,
             "reference_seconds": reference_seconds,
             "same_as_reference": same_result,
             "report": report.to_dict(),
             "refined_imbalance": None if refined is None else refined[0],
-            "partitions": _parts_from_ids(ids, args.k),
+            "partitions": _parts_from_ids(ids, args.dp_size),
         }
         if predicted is not None:
             payload["predicted_time"] = predicted
@@ -237,7 +240,7 @@ def _run_partition(args: argparse.Namespace) -> int:
         return 0
 
     grouping = f"uid_field={args.uid_field}" if uids is not None else f"group_size={group_size}"
-    options = f"k={args.k}, equal_size={shown(equal_size)}, {grouping}"
+    options = f"k={args.dp_size}, equal_size={shown(equal_size)}, {grouping}"
     if args.cost != "tokens":
         options += f", cost={args.cost}"
     if args.refine:

@@ -39,15 +39,12 @@ from .readers import InputError
 #: What ``partition --max-token-len`` says on stderr once its plan is printed.
 PLAN_NOTICE = (
     "seqbalance partition: note: planning has its own verb: "
-    "seqbalance plan [FILE] --max-token-len N [--dp N] (same flags; --dp, not -k, counts ranks; "
-    "plan balances verl's workload unless given --cost tokens)"
+    "seqbalance plan [FILE] --max-token-len N [--dp N] (the same flags and the same plan)"
 )
 
 
 def _run_plan_command(args: argparse.Namespace) -> int:
     """``seqbalance plan``: read the input (whole token counts), plan, summarise."""
-    if args.k is not None:
-        raise InputError(f"seqbalance plan counts ranks with --dp {args.k}, not -k (partition's)")
     lengths, uids, keys, source = read_input(args, whole_lengths=True)
     return _run_plan(args, lengths, uids, keys, source)
 
@@ -59,19 +56,17 @@ def _run_plan(
     keys: list[Any] | None,
     source: str,
 ) -> int:
-    """Micro-batches under ``--max-token-len`` (``--dp`` ranks, or ``partition``'s ``-k``),
-    summarised per rank."""
+    """Micro-batches under ``--max-token-len`` over ``--dp`` ranks, summarised per rank: the
+    plan of `plan_dp_micro_batches` for both verbs (``partition --per-rank``: the two-step
+    route)."""
     cap = args.max_token_len
-    two_step = args.command == "partition" and args.dp is None
-    if cap is None:
-        raise InputError("--dp needs --max-token-len (the DP-wide micro-batch plan)")
-    if args.command == "partition" and args.dp is not None and args.k_given:
-        raise InputError("pass either -k (two-step plan per rank) or --dp (DP-wide plan), not both")
+    two_step = getattr(args, "per_rank", False)
     if uids is not None and two_step:
         raise InputError(
-            "--uid-field with --max-token-len needs --dp (the DP-wide plan keeps uid groups whole)"
+            "--uid-field with --per-rank: the two-step route does not keep uid groups whole; "
+            "drop --per-rank (the DP-wide plan does)"
         )
-    n_ranks = args.k if two_step else args.dp
+    n_ranks = args.dp_size
     order = args.order or "bubble"
     model = _step_model(args)
     stepped = model != ("step", 1, model[2])
@@ -108,7 +103,7 @@ def _run_plan(
             sync=model[0],
             pipeline_stages=model[1],
             forward_share=model[2],
-            max_num_micro_batches=getattr(args, "max_micro_batches", None),
+            max_num_micro_batches=getattr(args, "max_num_micro_batches", None),
             **grouping,
             **limits,
         )
@@ -129,17 +124,18 @@ def _run_plan(
     say_extrapolation(args.cost, lengths, int(np.max(summary["fullest_micro_batch"], initial=0)))
     today_step = step if today is None else predicted_step(args, lengths, today, model)
     step_json = {
-        "seconds": step.makespan,
+        "makespan": step.makespan,
+        "today_makespan": today_step.makespan,
         "bubble": step.bubble,
         "lower_bound": step.lower_bound,
-        "today_seconds": today_step.makespan,
+        "unit": step.unit,
     }
     if args.json:
         progress(args, lengths.size, "writing the plan as JSON")
         payload = {
             "source": source,
             "n": int(lengths.size),
-            "ranks": n_ranks,
+            "dp_size": n_ranks,
             "max_token_len": cap,
             "cost": str(args.cost),
             "equal_size": _equal_size(args),
@@ -153,9 +149,9 @@ def _run_plan(
             "sync": model[0],
             "pipeline_stages": model[1],
             "forward_share": model[2],
-            "max_micro_batches": getattr(args, "max_micro_batches", None),
+            "max_num_micro_batches": getattr(args, "max_num_micro_batches", None),
             "micro_batches_per_rank": count,
-            "seconds": seconds,
+            "planner_seconds": seconds,
             "ranks_summary": rows,
             "predicted_step": step_json,
             "plan": _plan_lists(rank_ids, micro_batch_ids, n_ranks, count),
@@ -179,7 +175,7 @@ def _two_step(
     limits: dict[str, Any],
     order: str,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """The two-step pattern a trainer runs on every rank (``partition -k K --max-token-len``):
+    """The two-step pattern a trainer runs on every rank (``partition --per-rank``):
     balance the ranks, then plan each rank's micro-batches with the count they agree on (the
     largest), as ``(rank_ids, micro_batch_ids, count)``."""
     cap, group_size = args.max_token_len, args.group_size
@@ -189,10 +185,10 @@ def _two_step(
     costs = sample_costs(args.cost, lengths)
     group_costs = costs.reshape(-1, group_size).sum(axis=1) if group_size > 1 else costs
     group_ranks = partition_ids(
-        group_costs, args.k, equal_size=_equal_size(args), refine=args.refine
+        group_costs, args.dp_size, equal_size=_equal_size(args), refine=args.refine
     )
     rank_ids = np.repeat(group_ranks, group_size)
-    ranks = [np.flatnonzero(rank_ids == rank) for rank in range(args.k)]
+    ranks = [np.flatnonzero(rank_ids == rank) for rank in range(args.dp_size)]
 
     def on_rank(rank: np.ndarray) -> dict[str, Any]:
         return {**keywords, "keys": None if keys is None else [keys[i] for i in rank.tolist()]}
@@ -407,5 +403,5 @@ def _step_text(args: argparse.Namespace) -> str:
     text = f", sync={sync}" if sync != "step" else ""
     if stages > 1:
         text += f", pipeline_stages={stages}, forward_share={share:.4g}"
-    largest = getattr(args, "max_micro_batches", None)
-    return text + (f", max_micro_batches={largest}" if largest is not None else "")
+    largest = getattr(args, "max_num_micro_batches", None)
+    return text + (f", max_num_micro_batches={largest}" if largest is not None else "")
