@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import seqbalance as sb
+from seqbalance import _deprecation as dep
+from seqbalance.costs import workload
 
 LENGTHS = [300, 200, 100, 400, 50, 250, 120, 80]
 
@@ -294,3 +296,30 @@ def test_step_time_seconds_is_makespan_and_warns_unless_the_unit_is_seconds() ->
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert timed.seconds == timed.makespan > 0
+
+
+#: The cost helpers whose ``name=`` (``default=``) becomes keyword-only in 1.0: (function,
+#: positional arguments before it, the value passed by position).
+_KEYWORD_ONLY_FROM_1_0 = [
+    (workload.sample_costs, ("tokens", np.array([3, 4])), "lengths"),
+    (workload.check_total, (np.array([3, 4]),), "lengths"),
+    (workload.group_sums, (np.array([3, 4, 5]), np.array([0, 2])), "lengths"),
+    (workload.resolve_cost, (None,), "workload"),
+]
+
+
+@pytest.mark.parametrize(("function", "args", "value"), _KEYWORD_ONLY_FROM_1_0)
+def test_a_parameter_becoming_keyword_only_warns_by_position_only(function, args, value) -> None:
+    entry = next(
+        e for e in dep.REGISTRY if e.kind == "positional" and e.where.endswith(function.__name__)
+    )
+    keyword = {entry.parameter: value}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        by_keyword = function(*args, **keyword)
+    with pytest.warns(
+        DeprecationWarning, match=f"passing {entry.parameter}= by position"
+    ) as caught:
+        by_position = function(*args, value)
+    assert len(caught) == 1 and caught[0].filename == __file__
+    assert str(by_position) == str(by_keyword)

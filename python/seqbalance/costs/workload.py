@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._deprecation import keyword_only_from
 from .._inputs import (
     MAX_VALUE,
     _describe,
@@ -141,6 +142,7 @@ COST_NAMES = ("tokens", "workload")
 Cost = str | Sequence[Any] | np.ndarray | Callable[[np.ndarray], Any]
 
 
+@keyword_only_from("default", where="seqbalance.costs.workload.resolve_cost")
 def resolve_cost(cost: Any, default: str = "tokens") -> Any:
     """The cost to use: ``cost``, or ``default`` for ``cost=None``. (The retired
     ``balance_workload=`` spelling is read by the planners' deprecation decorators.)"""
@@ -177,6 +179,7 @@ def _weights(values: Any, n: int, name: str) -> np.ndarray:
     return array
 
 
+@keyword_only_from("name", where="seqbalance.costs.workload.sample_costs")
 def sample_costs(cost: Any, lengths: np.ndarray, name: str = "cost") -> np.ndarray:
     """Per-sample weights for ``cost`` on these (padded) lengths: a 1-D ``int64`` array, or for
     float weights (explicit or computed) a ``float64`` or ``float32`` array, the partitioners'
@@ -227,6 +230,7 @@ def saved_cost_hint(cost: Any) -> str:
     return ""
 
 
+@keyword_only_from("name", where="seqbalance.costs.workload.check_total")
 def check_total(values: np.ndarray, name: str = "cost") -> None:
     """Raise ``OverflowError`` when ``values`` sum above ``2**63 - 1``.
 
@@ -250,6 +254,7 @@ def check_total(values: np.ndarray, name: str = "cost") -> None:
             )
 
 
+@keyword_only_from("name", where="seqbalance.costs.workload.group_sums")
 def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np.ndarray:
     """Sum ``values`` over the groups beginning at ``starts`` (ascending, ``starts[0] == 0``).
 
@@ -262,7 +267,7 @@ def group_sums(values: np.ndarray, starts: np.ndarray, name: str = "cost") -> np
         return values[:0].copy()
     if values.dtype.kind == "f":
         return _sequential_group_sums(values, starts)
-    check_total(values, name)
+    check_total(values, name=name)
     return np.add.reduceat(values, starts)
 
 

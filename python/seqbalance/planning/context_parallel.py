@@ -266,7 +266,7 @@ def plan_context_parallel(
             f"lengths[{index}] = {int(values[index])} fits no allowed CP degree: "
             f"ceil(L / {widest}) is above max_token_len={cap} (degrees {degrees})"
         )
-    weights = np.asarray(sample_costs(cost, values.copy(), "cost"), dtype=np.float64)
+    weights = np.asarray(sample_costs(cost, values.copy(), name="cost"), dtype=np.float64)
     if weights.size and not np.isfinite(weights).all():
         position = int(np.flatnonzero(~np.isfinite(weights))[0])
         raise ValueError(f"cost of lengths[{position}] is not finite as float64")

@@ -113,11 +113,11 @@ def _prepare(
     single = starts.size == values.size
     if single:
         sizes = np.ones(values.size, dtype=np.int64)
-        check_total(padded, "lengths")
+        check_total(padded, name="lengths")
         tokens = padded
     else:
         sizes = np.diff(np.append(starts, values.size))
-        tokens = group_sums(padded, starts, "lengths")
+        tokens = group_sums(padded, starts, name="lengths")
     too_long = np.flatnonzero(tokens > cap)
     if too_long.size:
         group = int(too_long[0])
@@ -372,7 +372,7 @@ def plan_micro_batches(
         max_token_len,
         group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, "tokens"),
+        resolve_cost(cost, default="tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,
@@ -428,7 +428,7 @@ def min_num_micro_batches_for(
         max_token_len,
         group_size,
         num_micro_batches_multiple,
-        resolve_cost(cost, "tokens"),
+        resolve_cost(cost, default="tokens"),
         pad_to_multiple_of,
         refine,
         max_sequences=max_sequences,

@@ -237,7 +237,7 @@ def _group_costs(
                     f"custom_meta of index {index} has no {cost_field!r} (cost_field={cost_field!r})"
                 )
             values.append(entry[cost_field])
-        costs = sample_costs(values, np.zeros(len(values), dtype=np.int64), cost_field)
+        costs = sample_costs(values, np.zeros(len(values), dtype=np.int64), name=cost_field)
     else:
         missing = 0
         lengths = []
