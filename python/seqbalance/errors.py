@@ -7,7 +7,8 @@ and one raised here are of one class. An `ArgumentError` carries where it arose:
 * ``loc``: the path to the refused value, ``("lengths", 7)`` for item 7 of ``lengths``,
   ``("max_token_len",)`` for a scalar, ``("partitions", 2, 0)`` for an item of a nested list;
 * ``kind``: a key of `KINDS`, whose template gave the message;
-* ``input``: the refused value; ``ctx``: the template's other values.
+* ``input``: the refused value; ``ctx``: the template's other values (a field ending in
+  ``_argument`` names another parameter, ``cap_argument="max_token_len"``).
 
 Each concrete class also subclasses the built-in the same refusal raised before:
 `ArgumentValueError` is a `ValueError`, `ArgumentTypeError` a `TypeError`, `ArgumentOverflowError`
@@ -107,7 +108,9 @@ KINDS: Mapping[str, Kind] = MappingProxyType(
             _V, "{function} does not support {where}={shown}", "a value this function refuses"
         ),
         "conflict": _kind(
-            _V, "{where}={shown} with {other}: {reason}", "two arguments that do not go together"
+            _V,
+            "{where}={shown} with {other_argument}='{other_value}': {reason}",
+            "two arguments that do not go together",
         ),
         "mixed_precision": _kind(
             _T,
@@ -128,6 +131,17 @@ KINDS: Mapping[str, Kind] = MappingProxyType(
             "precision stops adding ints exactly; convert the ints to float first",
             "ints too large to add exactly among floats",
         ),
+        "longer_than_cap": _kind(
+            _V,
+            "{where} = {shown}{padding} is longer than {cap_argument} ({cap})",
+            "a sample that fits no micro-batch under the cap",
+        ),
+        "group_over_cap": _kind(
+            _V,
+            "group {group} ({where}) holds {shown} tokens{padding}, more than {cap_argument} "
+            "({cap})",
+            "a group kept together that fits no micro-batch under the cap",
+        ),
         "sum_overflow": _kind(
             _O,
             "{where} sums {amount}, above half the largest {dtype} ({limit}); scale the weights "
@@ -140,13 +154,17 @@ KINDS: Mapping[str, Kind] = MappingProxyType(
 
 def where(loc: Sequence[Any]) -> str:
     """``loc`` as the messages spell it: ``("lengths", 7)`` is ``lengths[7]``, a string step
-    a key (``("data", "coefficients")`` is ``data['coefficients']``).
+    a key (``("data", "coefficients")`` is ``data['coefficients']``), a slice a run of items
+    (``("lengths", slice(4, 6))`` is ``lengths[4:6]``).
 
-    >>> where(("partitions", 2, 0)), where(("data", "per_token"))
-    ('partitions[2][0]', "data['per_token']")
+    >>> where(("partitions", 2, 0)), where(("data", "per_token")), where(("lengths", slice(4, 6)))
+    ('partitions[2][0]', "data['per_token']", 'lengths[4:6]')
     """
     head, *steps = loc
-    return str(head) + "".join(f"[{step!r}]" for step in steps)
+    return str(head) + "".join(
+        f"[{step.start}:{step.stop}]" if isinstance(step, slice) else f"[{step!r}]"
+        for step in steps
+    )
 
 
 def argument_error(kind: str, loc: str | Sequence[Any], input: Any, **ctx: Any) -> ArgumentError:

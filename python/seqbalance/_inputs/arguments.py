@@ -391,7 +391,7 @@ def check_step_model(sync: Any, pipeline_stages: Any, forward_share: Any) -> tup
         >>> check_step_model("micro_batch", 2, 0.5)
         Traceback (most recent call last):
         ...
-        seqbalance.errors.ArgumentValueError: pipeline_stages=2 with sync='micro_batch': a pipeline's ranks meet once a step (sync='step'); FSDP inside a pipeline is not modelled
+        seqbalance.errors.ArgumentValueError: pipeline_stages=2 with sync='micro_batch': a pipeline's ranks meet once a step; FSDP inside a pipeline is not modelled
     """
     if not (isinstance(sync, str) and sync in SYNCS):
         expected = "'step' or 'micro_batch'"
@@ -411,16 +411,14 @@ def check_step_model(sync: Any, pipeline_stages: Any, forward_share: Any) -> tup
         )
     share = _finite_share(forward_share)
     if stages > 1 and sync == "micro_batch":
-        reason = (
-            "a pipeline's ranks meet once a step (sync='step'); FSDP inside a pipeline is not "
-            "modelled"
-        )
+        reason = "a pipeline's ranks meet once a step; FSDP inside a pipeline is not modelled"
         raise argument_error(
             "conflict",
             "pipeline_stages",
             pipeline_stages,
             shown=stages,
-            other="sync='micro_batch'",
+            other_argument="sync",
+            other_value="micro_batch",
             reason=reason,
         )
     return sync, stages, share

@@ -23,6 +23,7 @@ from typing import Any
 from .. import __version__
 from .._inputs import MAX_COUNT
 from ..costs.time_cost import TimeCostWarning
+from ..errors import ArgumentError
 from ._common import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -37,6 +38,7 @@ from ._common import (
     say,
 )
 from ._messages import flag_words
+from ._render import render
 from .bench import _run_bench
 from .calibrate import add_calibrate_parser, add_time_cost_flag, resolve_time_cost
 from .partition import _run_partition
@@ -370,6 +372,11 @@ def _main(argv: Sequence[str] | None) -> int:
             warnings.simplefilter("ignore", TimeCostWarning)
             with library_progress():
                 return int(args.run(args))
+    except ArgumentError as exc:
+        # Located: said from where it arose, with the flag or the file's line (cli/_render).
+        rendered = render(exc, getattr(args, "file", None))
+        shown = _with_line(flag_words(_one_line(exc)), args) if rendered is None else rendered
+        say(f"{prefix} {' '.join(shown.split())}")
     except (InputError, ValueError, TypeError, OverflowError) as exc:
         # The library's own messages name the argument and the value, in its keywords: the
         # shell user set them with flags, so the message names those.

@@ -31,6 +31,7 @@ from ..costs.workload import (
     resolve_cost,
     sample_costs,
 )
+from ..errors import argument_error
 from ..refine import refine_partitions
 from .groups import uid_runs
 from .packing import Limits, group_limits, keeps_limits
@@ -123,14 +124,14 @@ def _prepare(
         group = int(too_long[0])
         start, stop = int(starts[group]), int(starts[group] + sizes[group])
         padding = f" (padded to a multiple of {pad})" if pad > 1 else ""
+        over = dict(
+            shown=int(tokens[group]), padding=padding, cap_argument="max_token_len", cap=cap
+        )
         if stop - start == 1:
-            raise ValueError(
-                f"lengths[{start}] = {int(tokens[group])}{padding} is longer than "
-                f"max_token_len ({cap})"
-            )
-        raise ValueError(
-            f"group {group} (lengths[{start}:{stop}]) holds {int(tokens[group])} tokens"
-            f"{padding}, more than max_token_len ({cap})"
+            raise argument_error("longer_than_cap", ("lengths", start), int(values[start]), **over)
+        run = ("lengths", slice(start, stop))
+        raise argument_error(
+            "group_over_cap", run, values[start:stop].tolist(), group=group, **over
         )
     limits = group_limits(max_sequences, footprint, keys, padded, starts, sizes, cap)
     if isinstance(cost, TimeCost):

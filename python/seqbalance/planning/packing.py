@@ -31,7 +31,7 @@ from .._inputs import (
     normalize_weights,
 )
 from ..costs.workload import check_total, pad_lengths, sample_costs
-from ..errors import PartitionError
+from ..errors import PartitionError, argument_error
 
 __all__ = [
     "ALGORITHMS",
@@ -104,7 +104,7 @@ def _key_numbers(keys: Any, n: int) -> np.ndarray | None:
         except TypeError:
             raise TypeError(f"keys[{position}] must be hashable, got {_describe(key)}") from None
         if number is None:
-            check_key(key, f"keys[{position}]")
+            check_key(key, ("keys", position))
             number = numbers[key] = len(numbers)
         out[position] = number
     return out
@@ -115,10 +115,9 @@ def _check_cap(lengths: np.ndarray, cap: int, pad: int = 1) -> None:
     if too_long.size:
         first = int(too_long[0])
         padding = f" (padded to a multiple of {pad})" if pad > 1 else ""
-        raise ValueError(
-            f"lengths[{first}] = {int(lengths[first])}{padding} is longer than "
-            f"max_token_len ({cap})"
-        )
+        shown = int(lengths[first])
+        over = dict(shown=shown, padding=padding, cap_argument="max_token_len", cap=cap)
+        raise argument_error("longer_than_cap", ("lengths", first), shown, **over)
 
 
 def pack_ids(
