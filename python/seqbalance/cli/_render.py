@@ -61,7 +61,7 @@ def render(error: ArgumentError, file: str | None) -> str | None:
         '--dp must be >= 1, got 0'
     """
     loc, kind = tuple(error.loc), error.kind
-    if not loc or kind not in KINDS or error.ctx is None:
+    if not loc or kind is None or kind not in KINDS or error.ctx is None:
         return None
     head, steps = loc[0], loc[1:]
     suffix = ""
@@ -77,9 +77,8 @@ def render(error: ArgumentError, file: str | None) -> str | None:
         name: FLAGS.get(value, value) if name.endswith("_argument") else value
         for name, value in error.ctx.items()
     }
-    template = (
-        _SHELL_TEMPLATES.get(kind, KINDS[kind].template) if not steps else KINDS[kind].template
-    )
+    library = KINDS[kind].template
+    template = library if steps else _SHELL_TEMPLATES.get(kind, library)
     return template.format(where=place, argument=FLAGS.get(head, head), **ctx) + suffix
 
 
