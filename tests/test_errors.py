@@ -243,7 +243,8 @@ def test_the_reference_raises_plain_builtins_with_the_same_messages() -> None:
 
 def test_every_kind_documents_itself_and_names_where() -> None:
     for name, kind in KINDS.items():
-        assert kind.doc and "{where}" in kind.template, name
+        # Where the refusal is: the located value, or the argument holding a missing field.
+        assert kind.doc and ("{where}" in kind.template or "{argument}" in kind.template), name
     error = errors.argument_error("too_small", ("lengths", 3), -1, minimum=0, shown="-1")
     assert str(error) == "lengths[3] must be >= 0, got -1"
     assert (
@@ -256,3 +257,38 @@ def test_the_docs_list_every_kind_as_the_table_holds_it() -> None:
     for name, kind in KINDS.items():
         row = f"| `{name}` | `{kind.error.__name__}` | {kind.doc} | `{kind.template}` |"
         assert row in page, row
+
+
+def _saved_cost() -> dict[str, Any]:
+    batches = [[512] * k for k in range(1, 9)] + [[4096, 1024], [2048] * 3, [8192]]
+    seconds = [1e-3 + sum(2e-7 * n + 1e-11 * n * n / 2 for n in b) for b in batches]
+    saved: dict[str, Any] = sb.TimeCost.fit(batches, seconds).to_dict()
+    return saved
+
+
+def test_a_saved_costs_field_is_located_in_the_document() -> None:
+    data = _saved_cost()
+    data["coefficients"] = {**data["coefficients"], "per_token": "x"}
+    error = _raised(sb.TimeCost.from_dict, data)
+    assert isinstance(error, ArgumentError) and isinstance(error, ValueError)
+    assert error.loc == ("data", "coefficients", "per_token") and error.kind == "not_allowed"
+    assert str(error) == "data['coefficients']['per_token'] must be a number, got 'x' (str)"
+    missing = _saved_cost()
+    del missing["factor"]
+    error = _raised(sb.TimeCost.from_dict, missing)
+    assert (error.loc, error.kind) == (("data", "factor"), "missing_field")
+    assert str(error) == "data has no 'factor' (a saved TimeCost has one)"
+
+
+def test_the_command_line_names_a_saved_costs_field_as_the_file_holds_it(tmp_path, capsys) -> None:
+    import json
+
+    from seqbalance.__main__ import main
+
+    data = _saved_cost()
+    data["coefficients"] = {**data["coefficients"], "per_token": -1.0}
+    path = tmp_path / "cost.json"
+    path.write_text(json.dumps(data))
+    assert main(["plan", "--max-token-len", "65536", "--time-cost", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f'{path}: "coefficients"."per_token" must be finite and >= 0, got -1.0')

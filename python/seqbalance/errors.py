@@ -142,6 +142,14 @@ KINDS: Mapping[str, Kind] = MappingProxyType(
             "({cap})",
             "a group kept together that fits no micro-batch under the cap",
         ),
+        "missing_field": _kind(
+            _V,
+            "{argument} has no {field!r} ({what} has one)",
+            "a field a saved document must hold (its loc names the field)",
+        ),
+        "wrong_field_type": _kind(
+            _V, "{where} has the wrong type: {shown}", "a saved document's field of another type"
+        ),
         "sum_overflow": _kind(
             _O,
             "{where} sums {amount}, above half the largest {dtype} ({limit}); scale the weights "

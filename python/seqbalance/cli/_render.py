@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import KINDS, ArgumentError, where
 from .readers import line_of_item
 
-__all__ = ["FLAGS", "render"]
+__all__ = ["FLAGS", "render", "render_document"]
 
 #: The flag that sets each parameter the command line passes to the library.
 FLAGS: Mapping[str, str] = MappingProxyType(
@@ -80,6 +80,26 @@ def render(error: ArgumentError, file: str | None) -> str | None:
     library = KINDS[kind].template
     template = library if steps else _SHELL_TEMPLATES.get(kind, library)
     return template.format(where=place, argument=FLAGS.get(head, head), **ctx) + suffix
+
+
+def render_document(error: ArgumentError) -> str | None:
+    """A refused field of a document read from a file (``TimeCost.from_dict``'s ``data``) in the
+    file's words: ``("data", "coefficients", "per_token")`` is ``"coefficients"."per_token"``, and
+    a missing field ``no "factor" field``. ``None`` for an error located elsewhere.
+
+    Example:
+        >>> from seqbalance.errors import argument_error
+        >>> loc = ("data", "coefficients", "per_token")
+        >>> render_document(argument_error("not_allowed", loc, "x", expected="a number", shown="'x'"))
+        '"coefficients"."per_token" must be a number, got \'x\''
+    """
+    loc, kind = tuple(error.loc), error.kind
+    if len(loc) < 2 or loc[0] != "data" or kind is None or kind not in KINDS or error.ctx is None:
+        return None
+    place = ".".join(f'"{step}"' for step in loc[1:])
+    if kind == "missing_field":
+        return f"no {place} field ({error.ctx['what']} has one)"
+    return KINDS[kind].template.format(where=place, argument="the file", **error.ctx)
 
 
 def _lines(step: Any, file: str | None) -> str:

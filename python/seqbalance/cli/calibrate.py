@@ -24,9 +24,11 @@ from .._inputs import MAX_VALUE, as_float, show_number
 from ..costs.model import ModelCost
 from ..costs.time_cost import TimeCost, TimeCostWarning
 from ..costs.workload import nanoseconds
+from ..errors import ArgumentError
 from ._common import _format_seconds, _Parser, say
 from ._messages import config_words
 from ._paths import InputError, check_is_file
+from ._render import render_document
 from .readers import (
     MAX_LINE_BYTES,
     _decode,
@@ -255,7 +257,8 @@ def load_time_cost(file: str) -> TimeCost:
         with _warnings_said(str(path)):
             return TimeCost.from_dict(data)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{path}: {_saved_words(str(exc))}") from None
+        located = render_document(exc) if isinstance(exc, ArgumentError) else None
+        raise InputError(f"{path}: {located or _saved_words(str(exc))}") from None
 
 
 @contextmanager

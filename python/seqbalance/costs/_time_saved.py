@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._inputs import _describe, as_float, show_number
+from ..errors import argument_error
 from ._time_fit import Features, check_half_life, decay_of
 from ._time_online import RECENT, FitState
 from ._time_solve import N_COEF, analyse, column_norms, solve_nonnegative, unseparated
@@ -81,10 +82,12 @@ def _check_model_flops(data: Mapping[str, Any], model: ModelCost) -> None:
 
 def _field(data: Mapping[str, Any], key: str, kind: Any) -> Any:
     if key not in data:
-        raise ValueError(f"data has no {key!r} (a saved TimeCost has one)")
+        raise argument_error(
+            "missing_field", ("data", key), data, field=key, what="a saved TimeCost"
+        )
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, kind):
-        raise ValueError(f"data[{key!r}] has the wrong type: {_describe(value)}")
+        raise argument_error("wrong_field_type", ("data", key), value, shown=_describe(value))
     return value
 
 
@@ -95,13 +98,14 @@ def _floats(value: Any, key: str, names: tuple[str, ...]) -> np.ndarray:
     numbers = []
     for name in names:
         item = value[name]
+        loc = ("data", key, name)
         if isinstance(item, bool) or not isinstance(item, (int, float)):
-            raise ValueError(f"data[{key!r}][{name!r}] must be a number, got {_describe(item)}")
+            raise argument_error(
+                "not_allowed", loc, item, expected="a number", shown=_describe(item)
+            )
         number = as_float(item)
         if not (math.isfinite(number) and number >= 0):
-            raise ValueError(
-                f"data[{key!r}][{name!r}] must be finite and >= 0, got {show_number(item)}"
-            )
+            raise argument_error("not_finite_or_negative", loc, item, shown=show_number(item))
         numbers.append(number)
     return np.array(numbers, dtype=np.float64)
 
