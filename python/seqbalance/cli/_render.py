@@ -90,8 +90,8 @@ def render_document(error: ArgumentError) -> str | None:
     Example:
         >>> from seqbalance.errors import argument_error
         >>> loc = ("data", "coefficients", "per_token")
-        >>> render_document(argument_error("not_allowed", loc, "x", expected="a number", shown="'x'"))
-        '"coefficients"."per_token" must be a number, got \'x\''
+        >>> print(render_document(argument_error("not_allowed", loc, 1j, expected="a number", shown="1j")))
+        "coefficients"."per_token" must be a number, got 1j
     """
     loc, kind = tuple(error.loc), error.kind
     if len(loc) < 2 or loc[0] != "data" or kind is None or kind not in KINDS or error.ctx is None:
