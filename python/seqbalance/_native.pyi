@@ -54,30 +54,16 @@ class ArgumentOverflowError(ArgumentError, OverflowError): ...
 #: The most items any call takes (item positions are 32-bit in the core): 2**32 - 2.
 MAX_ITEMS: int
 
-# The partitioners return None when an argument is not certainly valid: seqbalance.partition then
-# checks the arguments with seqbalance._inputs and calls again with checked=True.
-def karmarkar_karp(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any, *, checked: bool = False
-) -> list[list[int]] | None: ...
+# The partitioners read certainly valid input themselves and hand anything else, inside the same
+# call, to seqbalance._inputs.request.partition_request (which raises or normalises).
+def karmarkar_karp(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]: ...
 def get_seqlen_balanced_partitions(
-    seqlen_list: Any,
-    k_partitions: Any,
-    equal_size: Any,
-    refine: Any = None,
-    *,
-    checked: bool = False,
-) -> list[list[int]] | None: ...
-def greedy_partition(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any, *, checked: bool = False
-) -> list[list[int]] | None: ...
+    seqlen_list: Any, k_partitions: Any, equal_size: Any, refine: Any
+) -> list[list[int]]: ...
+def greedy_partition(seqlen_list: Any, k_partitions: Any, equal_size: Any) -> list[list[int]]: ...
 def partition_ids(
-    seqlen_list: Any,
-    k_partitions: Any,
-    equal_size: Any,
-    refine: Any = None,
-    *,
-    checked: bool = False,
-) -> npt.NDArray[np.int64] | None: ...
+    lengths: Any, k_partitions: Any, equal_size: Any, refine: Any
+) -> npt.NDArray[np.int64]: ...
 def build_profile() -> str: ...
 def _plan_context_parallel(
     lengths: npt.NDArray[np.int64],

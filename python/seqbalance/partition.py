@@ -6,31 +6,21 @@ in the same order, with the same indexes inside.
 
 One native call per operation: the extension reads arguments that are certainly valid (a list of
 non-negative ints or of finite floats, a 1-D numeric NumPy array, a bool ``equal_size``, ...)
-itself and runs the whole request, refinement included, in one core call. For anything else it
-returns ``None``; the arguments are then checked here by `seqbalance._inputs`, which raises
-the documented error or normalises them, and the extension is called again with ``checked=True``.
+itself and runs the whole request, refinement included, in one core call. Anything else it hands,
+inside the same call, to `seqbalance._inputs.request`, which raises the documented error or
+normalises the arguments for it.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _native
 from ._deprecation import renamed_params
-from ._inputs import (
-    EqualSize,
-    Lengths,
-    as_int64_array,
-    check_equal_size,
-    check_greedy_equal_size,
-    check_k_partitions,
-    check_refine,
-    check_shape,
-    normalize_weights,
-)
+from ._inputs import EqualSize, Lengths, as_int64_array
 from .costs.workload import Cost, sample_costs
 
 #: What ``equal_size`` takes: ``False`` (free counts), ``True`` (equal counts) or ``"nearly"``.
@@ -96,31 +86,13 @@ def karmarkar_karp(
     """
     if cost is not None:
         seqlen_list = _weights(seqlen_list, cost)
-    answer = _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
-    if answer is None:
-        answer = _native.karmarkar_karp(
-            *_checked(seqlen_list, k_partitions, equal_size), checked=True
-        )
-    return cast("list[list[int]]", answer)
+    return _native.karmarkar_karp(seqlen_list, k_partitions, equal_size)
 
 
 def _weights(seqlen_list: Any, cost: Any, name: str = "seqlen_list") -> np.ndarray:
     """What each length weighs under ``cost``: the planners' `sample_costs` on the lengths read
     as ``int64``. Computed first, so errors come in the order of the same call on the weights."""
     return sample_costs(cost, as_int64_array(seqlen_list, name))
-
-
-def _checked(
-    seqlen_list: Any, k_partitions: Any, equal_size: Any, name: str = "seqlen_list"
-) -> tuple[Any, int, EqualSize]:
-    """The arguments checked and normalised by `seqbalance._inputs`, in the reference's
-    order (``k_partitions``, ``equal_size``, the values, then the shape), or its error
-    (``name`` the values' parameter)."""
-    k = check_k_partitions(k_partitions)
-    equal = check_equal_size(equal_size)
-    weights = normalize_weights(seqlen_list, name)
-    check_shape(len(weights.values), k, equal)
-    return weights.values, k, equal
 
 
 def get_seqlen_balanced_partitions(
@@ -153,18 +125,7 @@ def get_seqlen_balanced_partitions(
     """
     if cost is not None:
         seqlen_list = _weights(seqlen_list, cost)
-    # (The extension reads an explicit refine=None as left out: None goes to check_refine.)
-    answer = (
-        None
-        if refine is None
-        else _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size, refine)
-    )
-    if answer is None:
-        mode = check_refine(refine)
-        answer = _native.get_seqlen_balanced_partitions(
-            *_checked(seqlen_list, k_partitions, equal_size), mode, checked=True
-        )
-    return cast("list[list[int]]", answer)
+    return _native.get_seqlen_balanced_partitions(seqlen_list, k_partitions, equal_size, refine)
 
 
 def greedy_partition(
@@ -184,14 +145,7 @@ def greedy_partition(
     """
     if cost is not None:
         seqlen_list = _weights(seqlen_list, cost)
-    answer = _native.greedy_partition(seqlen_list, k_partitions, equal_size)
-    if answer is None:
-        k = check_k_partitions(k_partitions)
-        equal = check_greedy_equal_size(equal_size)
-        weights = normalize_weights(seqlen_list)
-        check_shape(len(weights.values), k, equal)
-        answer = _native.greedy_partition(weights.values, k, equal, checked=True)
-    return cast("list[list[int]]", answer)
+    return _native.greedy_partition(seqlen_list, k_partitions, equal_size)
 
 
 @renamed_params(seqlen_list="lengths")
@@ -217,12 +171,4 @@ def partition_ids(
     """
     if cost is not None:
         lengths = _weights(lengths, cost, "lengths")
-    answer = (
-        None if refine is None else _native.partition_ids(lengths, k_partitions, equal_size, refine)
-    )
-    if answer is None:
-        mode = check_refine(refine)
-        answer = _native.partition_ids(
-            *_checked(lengths, k_partitions, equal_size, "lengths"), mode, checked=True
-        )
-    return cast(np.ndarray, answer)
+    return _native.partition_ids(lengths, k_partitions, equal_size, refine)

@@ -3,13 +3,14 @@
 //! The algorithms live in the `seqbalance-core` crate (rust/core). Each partitioning function
 //! here reads its arguments once (fast paths for input that is certainly valid, `convert.rs`),
 //! runs one [`Request`] of the core with the GIL released for large inputs (`errors.rs`), and
-//! builds the Python answer. Input that is not certainly valid gets `None` back: the thin
-//! wrappers in `seqbalance/partition.py` then validate it with `seqbalance._inputs` (the one
-//! owner of every check and its wording) and call again with `checked=True`. The binding imports
-//! no module of the package.
+//! builds the Python answer. Input that is not certainly valid is handed, inside the same call,
+//! to `seqbalance._inputs.request` (the one owner of every check and its wording), the one
+//! module of the package the binding imports: it raises the documented error or returns the
+//! arguments normalised (see [`read_request`]).
 use numpy::IntoPyArray;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyInt, PyString};
 
 mod convert;
@@ -70,9 +71,8 @@ fn counts_of(obj: &Bound<'_, PyAny>) -> Option<Counts> {
     (text.to_str().ok()? == "nearly").then_some(Counts::Nearly)
 }
 
-/// What `refine` asks for: a bool, or the string `"exact"` (left out: no refinement).
-fn refine_of(obj: Option<&Bound<'_, PyAny>>) -> Option<Refine> {
-    let Some(obj) = obj else { return Some(Refine::No) };
+/// What `refine` asks for, read strictly: a bool, or the string `"exact"`.
+fn refine_of(obj: &Bound<'_, PyAny>) -> Option<Refine> {
     if obj.is_exact_instance_of::<PyBool>() {
         return Some(if obj.is_truthy().ok()? { Refine::Local } else { Refine::No });
     }
@@ -88,125 +88,135 @@ fn k_of(obj: &Bound<'_, PyAny>) -> Option<usize> {
     obj.extract::<usize>().ok().filter(|&k| k >= 1)
 }
 
-/// The arguments of one partitioning call, read once: the weights into one buffer, `k`, the
-/// count rule and the refinement. `None` when any of them is not certainly valid; the Python
-/// wrapper then has `seqbalance._inputs` check them (which raises the documented error, in the
-/// reference's order) and calls again with `checked` and the normalised weights.
+/// Which partitioner a call is: what its request runs, and how its arguments are checked.
+#[derive(Clone, Copy)]
+struct Call {
+    /// The values' parameter in error messages (`partition_ids` calls it `lengths`).
+    name: &'static str,
+    algorithm: Algorithm,
+    output: Output,
+}
+
+impl Call {
+    /// Greedy has an `equal_size` rule of its own (no `"nearly"`), checked in Python.
+    fn greedy(self) -> bool {
+        matches!(self.algorithm, Algorithm::Greedy)
+    }
+}
+
+/// `seqbalance._inputs.request.partition_request`, imported on first use.
+static CHECK_REQUEST: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The arguments of one partitioning call: the weights read once into one buffer, `k`, the count
+/// rule and the refinement.
 ///
-/// `checked`: the arguments come from `_inputs` (a validated 1-D int64, float64 or float32 array,
-/// an int, a bool or `"nearly"`), so the weights are read without the validity checks.
+/// Input that is certainly valid is read here, on the fast paths. Anything else goes, within the
+/// same call, to `seqbalance._inputs.request.partition_request` (the one owner of every check
+/// and its wording, shared with the reference): it raises the documented error in the
+/// reference's order, or returns the arguments normalised, which are then read here without the
+/// validity checks. So a public partitioner makes one native call whatever its input.
 fn read_request(
     seqlen_list: &Bound<'_, PyAny>,
     k_partitions: &Bound<'_, PyAny>,
     equal_size: &Bound<'_, PyAny>,
-    refine: Option<&Bound<'_, PyAny>>,
-    checked: bool,
-) -> PyResult<Option<(Weights, usize, Counts, Refine)>> {
+    refine: &Bound<'_, PyAny>,
+    call: Call,
+) -> PyResult<(Weights, usize, Counts, Refine)> {
     let py = seqlen_list.py();
-    let (Some(refine), Some(k), Some(counts)) =
-        (refine_of(refine), k_of(k_partitions), counts_of(equal_size))
-    else {
-        return if checked {
-            Err(PyTypeError::new_err("checked arguments of an unexpected type"))
-        } else {
-            Ok(None)
-        };
-    };
-    let weights = if checked { normalised_weights(py, seqlen_list)? } else { fast_weights(py, seqlen_list)? };
-    match weights {
-        Some(weights) => Ok(Some((weights, k, counts, refine))),
-        None if checked => Err(PyTypeError::new_err("seqlen_list could not be read as weights")),
-        None => Ok(None),
+    let options = (refine_of(refine), k_of(k_partitions), counts_of(equal_size));
+    if let (Some(refine), Some(k), Some(counts)) = options {
+        if !(call.greedy() && counts == Counts::Nearly) {
+            if let Some(weights) = fast_weights(py, seqlen_list)? {
+                return Ok((weights, k, counts, refine));
+            }
+        }
     }
+    let check = CHECK_REQUEST.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py.import("seqbalance._inputs.request")?.getattr("partition_request")?.unbind())
+    })?;
+    let answer =
+        check.bind(py).call1((seqlen_list, k_partitions, equal_size, refine, call.name, call.greedy()))?;
+    let (values, k, counts, refine): (
+        Bound<'_, PyAny>,
+        Bound<'_, PyAny>,
+        Bound<'_, PyAny>,
+        Bound<'_, PyAny>,
+    ) = answer.extract()?;
+    let unexpected = || PyTypeError::new_err("partition_request returned arguments of an unexpected type");
+    let (Some(refine), Some(k), Some(counts)) = (refine_of(&refine), k_of(&k), counts_of(&counts)) else {
+        return Err(unexpected());
+    };
+    let weights = normalised_weights(py, &values)?.ok_or_else(unexpected)?;
+    Ok((weights, k, counts, refine))
 }
 
 /// One partitioning call: read the arguments once, run the whole request (partition, refine,
 /// sort inside or number the items) in one core call with the GIL released for large inputs,
-/// and build the answer: lists of indexes, or an int64 array for [`Output::Ids`]. `None` when the
-/// arguments need checking in Python (see [`read_request`]).
+/// and build the answer: lists of indexes, or an int64 array for [`Output::Ids`].
 fn partition<'py>(
     seqlen_list: &Bound<'py, PyAny>,
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
-    refine: Option<&Bound<'py, PyAny>>,
-    checked: bool,
-    algorithm: Algorithm,
-    output: Output,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
+    refine: &Bound<'py, PyAny>,
+    call: Call,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = seqlen_list.py();
-    let Some((weights, k, counts, refine)) =
-        read_request(seqlen_list, k_partitions, equal_size, refine, checked)?
-    else {
-        return Ok(None);
-    };
-    let request = Request { k, counts, algorithm, refine, output };
+    let (weights, k, counts, refine) = read_request(seqlen_list, k_partitions, equal_size, refine, call)?;
+    let request = Request { k, counts, algorithm: call.algorithm, refine, output: call.output };
     let n = weights.len();
-    Ok(Some(match run_detached(py, n, |stop| request.run(weights, stop))? {
+    Ok(match run_detached(py, n, |stop| request.run(weights, stop))? {
         Answer::Parts(partition) => nested_lists(py, &partition)?.into_any(),
         Answer::Ids(ids) => ids.into_pyarray(py).into_any(),
-    }))
+    })
 }
 
-/// `seqbalance.karmarkar_karp`: the partition in merge order, or `None` (see [`read_request`]).
+/// `seqbalance.karmarkar_karp`: the partition in merge order.
 #[pyfunction]
-#[pyo3(signature = (seqlen_list, k_partitions, equal_size, *, checked=false))]
 fn karmarkar_karp<'py>(
     seqlen_list: &Bound<'py, PyAny>,
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
-    checked: bool,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    guard("karmarkar_karp", || {
-        partition(seqlen_list, k_partitions, equal_size, None, checked, Algorithm::Ldm, Output::MergeOrder)
-    })
+) -> PyResult<Bound<'py, PyAny>> {
+    let call = Call { name: "seqlen_list", algorithm: Algorithm::Ldm, output: Output::MergeOrder };
+    let no = PyBool::new(seqlen_list.py(), false);
+    guard("karmarkar_karp", || partition(seqlen_list, k_partitions, equal_size, &no, call))
 }
 
 /// `seqbalance.get_seqlen_balanced_partitions`: the partition sorted inside, refined when asked.
 #[pyfunction]
-#[pyo3(signature = (seqlen_list, k_partitions, equal_size, refine=None, *, checked=false))]
 fn get_seqlen_balanced_partitions<'py>(
     seqlen_list: &Bound<'py, PyAny>,
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
-    refine: Option<&Bound<'py, PyAny>>,
-    checked: bool,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    guard("get_seqlen_balanced_partitions", || {
-        partition(seqlen_list, k_partitions, equal_size, refine, checked, Algorithm::Ldm, Output::Sorted)
-    })
+    refine: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let call = Call { name: "seqlen_list", algorithm: Algorithm::Ldm, output: Output::Sorted };
+    guard("get_seqlen_balanced_partitions", || partition(seqlen_list, k_partitions, equal_size, refine, call))
 }
 
-/// `seqbalance.greedy_partition`; `equal_size="nearly"` is left to Python, which refuses it with
-/// the reference's wording right after `k_partitions` is checked.
+/// `seqbalance.greedy_partition`; `equal_size="nearly"` is refused by Python's check, with the
+/// reference's wording, right after `k_partitions` is checked.
 #[pyfunction]
-#[pyo3(signature = (seqlen_list, k_partitions, equal_size, *, checked=false))]
 fn greedy_partition<'py>(
     seqlen_list: &Bound<'py, PyAny>,
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
-    checked: bool,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    guard("greedy_partition", || {
-        if !checked && counts_of(equal_size) == Some(Counts::Nearly) {
-            return Ok(None);
-        }
-        partition(seqlen_list, k_partitions, equal_size, None, checked, Algorithm::Greedy, Output::MergeOrder)
-    })
+) -> PyResult<Bound<'py, PyAny>> {
+    let call = Call { name: "seqlen_list", algorithm: Algorithm::Greedy, output: Output::MergeOrder };
+    let no = PyBool::new(seqlen_list.py(), false);
+    guard("greedy_partition", || partition(seqlen_list, k_partitions, equal_size, &no, call))
 }
 
 /// `seqbalance.partition_ids`: a partition number per item (int64), refined when asked.
 #[pyfunction]
-#[pyo3(signature = (seqlen_list, k_partitions, equal_size, refine=None, *, checked=false))]
 fn partition_ids<'py>(
-    seqlen_list: &Bound<'py, PyAny>,
+    lengths: &Bound<'py, PyAny>,
     k_partitions: &Bound<'py, PyAny>,
     equal_size: &Bound<'py, PyAny>,
-    refine: Option<&Bound<'py, PyAny>>,
-    checked: bool,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    guard("partition_ids", || {
-        partition(seqlen_list, k_partitions, equal_size, refine, checked, Algorithm::Ldm, Output::Ids)
-    })
+    refine: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let call = Call { name: "lengths", algorithm: Algorithm::Ldm, output: Output::Ids };
+    guard("partition_ids", || partition(lengths, k_partitions, equal_size, refine, call))
 }
 
 /// Test hook of the panic boundary: panics inside it (after releasing the GIL when `detached`).

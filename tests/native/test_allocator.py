@@ -21,7 +21,7 @@ CHILD = textwrap.dedent(
     for _ in range(3):
         starts.append(time.monotonic())
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        _native.partition_ids(values, 64, False)
+        _native.partition_ids(values, 64, False, False)
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
         time.sleep(0.05)  # longer than mimalloc's own 10 ms purge delay
     # From one call's start to the next's: how old the pages the one freed can be when the next

@@ -183,7 +183,7 @@ def test_ctrl_c_stops_a_long_bfloat16_widening_promptly(shape):
                     print("finished", flush=True)
                 except KeyboardInterrupt:
                     print("interrupted", time.monotonic(), flush=True)
-                print(_native.partition_ids([5, 4, 3, 2], 2, True).tolist(), flush=True)
+                print(_native.partition_ids([5, 4, 3, 2], 2, True, False).tolist(), flush=True)
                 """
         ),
         delay=0.5,

@@ -41,7 +41,7 @@ PRELUDE = helpers.CHILD_MEMORY + textwrap.dedent(
     # and Python then leaves it ignored: the tests send SIGINT as a terminal would.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     values = np.random.default_rng(0).integers(1, 32768, {N_LARGE}, dtype=np.int64)
-    _native.partition_ids([3, 2, 1], 2, False)
+    _native.partition_ids([3, 2, 1], 2, False, False)
     REQUEST = dict(n_ranks=1, cap=65536, multiple=1, minimum=0, order="none", as_ids=False,
                    max_sequences=None, padded=False)
     """
@@ -61,18 +61,19 @@ OOM_MESSAGE = re.compile(
     ["partition_ids", "karmarkar_karp", "get_seqlen_balanced_partitions", "greedy_partition"],
 )
 def test_too_little_memory_is_a_memory_error_and_the_next_call_works(function):
+    refine = ", False" if function in ("partition_ids", "get_seqlen_balanced_partitions") else ""
     child = run_child(
         f"""
         limit_memory(200)
         try:
-            _native.{function}(values, 8, False)
+            _native.{function}(values, 8, False{refine})
         except MemoryError as error:
             print("MemoryError:", error)
         else:
             print("no error")
         del values
-        print(_native.get_seqlen_balanced_partitions([5, 4, 3, 2], 2, True))
-        print(_native.partition_ids(np.arange(1000), 4, True).sum())
+        print(_native.get_seqlen_balanced_partitions([5, 4, 3, 2], 2, True, False))
+        print(_native.partition_ids(np.arange(1000), 4, True, False).sum())
         """
     )
     assert child.returncode == 0, child.stderr
@@ -86,10 +87,10 @@ def test_too_little_memory_is_a_memory_error_and_the_next_call_works(function):
     "call",
     [
         # Not integral, so the float path runs (no integer image).
-        "_native.partition_ids(fvalues, 8, False)",
+        "_native.partition_ids(fvalues, 8, False, False)",
         # The placeholders of 'nearly' (n + p values), on both value kinds.
         "_native.karmarkar_karp(values, 7, 'nearly')",
-        "_native.partition_ids(fvalues, 7, 'nearly')",
+        "_native.partition_ids(fvalues, 7, 'nearly', False)",
     ],
 )
 def test_float_weights_and_placeholders_too_large_for_memory_are_a_memory_error(call):
@@ -107,7 +108,7 @@ def test_float_weights_and_placeholders_too_large_for_memory_are_a_memory_error(
         else:
             print("no error")
         del values, fvalues
-        print(_native.partition_ids(np.arange(1000) * 0.5, 3, "nearly").tolist()[:4])
+        print(_native.partition_ids(np.arange(1000) * 0.5, 3, "nearly", False).tolist()[:4])
         """
     )
     assert child.returncode == 0, child.stderr
@@ -166,12 +167,12 @@ def test_the_constrained_packer_out_of_memory_is_a_memory_error(algorithm):
 @pytest.mark.parametrize(
     ("call", "delay"),
     [
-        ("_native.partition_ids(values, 8, False)", 0.3),
-        ("_native.partition_ids(values, 8, False)", 3.0),
+        ("_native.partition_ids(values, 8, False, False)", 0.3),
+        ("_native.partition_ids(values, 8, False, False)", 3.0),
         ("_native.karmarkar_karp(values, 8, True)", 1.5),
         ("_native.greedy_partition(values, 3, False)", 1.0),
         # Float weights (not integral, so the float path runs) with the placeholders of 'nearly'.
-        ("_native.partition_ids(fvalues, 7, 'nearly')", 1.5),
+        ("_native.partition_ids(fvalues, 7, 'nearly', False)", 1.5),
         ("_native.greedy_partition(fvalues, 3, False)", 1.0),
         # The micro-batch planner: its sort, then the splits of the counting search.
         ("_native._own_count(values, values, REQUEST)", 0.5),
@@ -224,7 +225,7 @@ def _assert_ctrl_c_stops(call: str, delay: float, setup: str) -> None:
                     print("finished", flush=True)
                 except KeyboardInterrupt:
                     print("interrupted", time.monotonic(), flush=True)
-                print(_native.partition_ids([5, 4, 3, 2], 2, True).tolist(), flush=True)
+                print(_native.partition_ids([5, 4, 3, 2], 2, True, False).tolist(), flush=True)
                 """
         ),
         delay=delay,
